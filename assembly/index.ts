@@ -1,0 +1,269 @@
+// The kernel's only exports: numbers in, numbers out. JS writes a batch into the input region, calls
+// checkBatch(n, now) once, and reads the output region. No clock, no I/O, no allocation after init().
+import {
+  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW,
+  LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
+} from './layout';
+import { tableInit, find, insert, removeAt, slotAt, count, mask, maxKeys } from './table';
+import { xxh64 } from './hash';
+import * as R from './result';
+import { tokenBucket, tokenBucketIdle } from './algorithms/token-bucket';
+import { gcra, gcraIdle } from './algorithms/gcra';
+import { fixedWindow, fixedWindowIdle } from './algorithms/fixed-window';
+import { slidingWindow, slidingWindowIdle } from './algorithms/sliding-window';
+
+let limits: usize = 0;
+let limitCount: u32 = 0;
+let legIn: usize = 0;
+let legOut: usize = 0;
+let hashIn: usize = 0;
+let hashOut: usize = 0;
+let keys: usize = 0;
+let scratch: usize = 0; // per leg of a group: [index, w0, w1, write] while the group is undecided
+let batchMax: u32 = 0;
+let evicted: u64 = 0;
+let hand: u32 = 0;
+/** Occupied slots examined per eviction (sampled LRU, as Redis's maxmemory-samples). */
+const EVICTION_SAMPLE: u32 = 32;
+
+function nextPow2(x: u32): u32 {
+  return x <= 1 ? 1 : <u32>1 << (32 - clz<u32>(x - 1));
+}
+
+/**
+ * Allocates every region once. maxKeys bounds the table; slots = the power of two ≥ maxKeys + 1, doubled
+ * if the load would pass 96%. Returns 0, or 1 if called twice.
+ */
+export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u32): u32 {
+  if (legIn != 0) return 1;
+  let slotCount = nextPow2(maxKeysArg + 1);
+  if (<u64>maxKeysArg * 100 > <u64>slotCount * 96) slotCount <<= 1;
+  tableInit(heap.alloc(<usize>slotCount * SLOT_SIZE), slotCount, maxKeysArg);
+  limits = heap.alloc(<usize>maxLimits * LIMIT_SIZE);
+  memory.fill(limits, 0, <usize>maxLimits * LIMIT_SIZE);
+  limitCount = maxLimits;
+  batchMax = maxBatch;
+  legIn = heap.alloc(<usize>maxBatch * LEG_IN_STRIDE);
+  legOut = heap.alloc(<usize>maxBatch * LEG_OUT_STRIDE);
+  hashIn = heap.alloc(<usize>maxBatch * HASH_IN_STRIDE);
+  hashOut = heap.alloc(<usize>maxBatch * HASH_OUT_STRIDE);
+  keys = heap.alloc(<usize>keyBytes);
+  scratch = heap.alloc(<usize>MAX_GROUP * 32);
+  return 0;
+}
+
+/**
+ * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window), limit L
+ * (tokens per period), period P (ms), burst B (tokens). The loader has checked B·P and L·P < 2^63.
+ * Returns 0, or 1 for a bad id or algorithm.
+ */
+export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64): u32 {
+  if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return 1;
+  const lim = changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
+  lim.algorithm = algorithm;
+  lim.used = 1;
+  lim.L = <u64>limit;
+  lim.P = <u64>period;
+  lim.B = algorithm <= GCRA ? <u64>burst : <u64>limit;
+  lim.BP = lim.B * lim.P;
+  lim.LP = lim.L * lim.P;
+  lim.fullAfter = lim.L > 0 ? (lim.BP + lim.L - 1) / lim.L : 0;
+  return 0;
+}
+
+@inline function limitAt(id: u32): Limit {
+  return changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
+}
+
+/** Evaluates one leg into R.*: from the slot at `idx` (or a fresh key when idx < 0). */
+function evaluate(lim: Limit, idx: i32, c: u64, now: u64): void {
+  const alg = lim.algorithm;
+  if (lim.L == 0 && alg <= GCRA) {
+    // a bucket that never refills: limit 0 denies everything that costs anything, for good
+    if (c > 0) R.never(0, 0); else R.allow(0, 0, 0, 0, 0);
+    lastT = now;
+    return;
+  }
+  const exists = idx >= 0;
+  let w0: u64 = 0, w1: u64 = 0, last: u64 = 0;
+  if (exists) {
+    const s = slotAt(<u32>idx);
+    w0 = s.w0; w1 = s.w1; last = s.meta & TIME_MASK;
+  }
+  // time never runs backwards for a key
+  const t = exists && last > now ? last : now;
+  if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
+  else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
+  else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
+  else slidingWindow(lim, exists, w0, w1, last, c, t);
+  lastT = t;
+}
+let lastT: u64 = 0;
+
+@inline function writeOut(leg: u32): void {
+  const o = legOut + <usize>leg * LEG_OUT_STRIDE;
+  store<f64>(o, R.code);
+  store<f64>(o, <f64>R.remaining, 8);
+  store<f64>(o, <f64>R.resetAfter, 16);
+  store<f64>(o, R.code == CODE_NEVER ? -1 : <f64>R.retryAfter, 24);
+}
+
+@inline function legHash(leg: u32): u64 {
+  const p = legIn + <usize>leg * LEG_IN_STRIDE;
+  return (<u64><u32>load<f64>(p, 8) << 32) | <u64><u32>load<f64>(p);
+}
+
+/** Stores a leg's new state, inserting (and evicting, when full) if the key is new. */
+function commit(h: u64, idx: i32, limitId: u32, w0: u64, w1: u64, t: u64, now: u64): void {
+  if (idx < 0) {
+    if (count >= maxKeys) evictOne(now);
+    idx = <i32>insert(h);
+  }
+  const s = slotAt(<u32>idx);
+  s.w0 = w0;
+  s.w1 = w1;
+  s.meta = (<u64>limitId << 48) | t;
+}
+
+function badLeg(leg: u32): void {
+  const o = legOut + <usize>leg * LEG_OUT_STRIDE;
+  store<f64>(o, CODE_BAD_LIMIT);
+  store<f64>(o, 0, 8);
+  store<f64>(o, 0, 16);
+  store<f64>(o, -1, 24);
+}
+
+function single(leg: u32, now: u64): void {
+  const p = legIn + <usize>leg * LEG_IN_STRIDE;
+  const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+  if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); return; }
+  const lim = limitAt(limitId);
+  const h = legHash(leg);
+  const c = <u64>load<f64>(p, 24);
+  const idx = find(h);
+  evaluate(lim, idx, c, now);
+  writeOut(leg);
+  if (R.write) commit(h, idx, limitId, R.nw0, R.nw1, lastT, now);
+}
+
+/** All legs of a group admit, then all commit; if any denies, none changes. */
+function group(first: u32, n: u32, now: u64): void {
+  let all = true;
+  for (let j: u32 = 0; j < n; j++) {
+    const leg = first + j;
+    const p = legIn + <usize>leg * LEG_IN_STRIDE;
+    const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+    const sc = scratch + <usize>j * 32;
+    if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); store<u64>(sc, 0, 24); all = false; continue; }
+    evaluate(limitAt(limitId), find(legHash(leg)), <u64>load<f64>(p, 24), now);
+    writeOut(leg);
+    store<u64>(sc, R.nw0);
+    store<u64>(sc, R.nw1, 8);
+    store<u64>(sc, lastT, 16);
+    store<u64>(sc, R.write ? 1 : 0, 24);
+    if (R.code != CODE_ALLOW) all = false;
+  }
+  for (let j: u32 = 0; j < n; j++) {
+    const leg = first + j;
+    const p = legIn + <usize>leg * LEG_IN_STRIDE;
+    const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+    const sc = scratch + <usize>j * 32;
+    const h = legHash(leg);
+    if (all) {
+      // look up again: an earlier leg's insert may have moved slots
+      if (load<u64>(sc, 24) != 0) commit(h, find(h), limitId, load<u64>(sc), load<u64>(sc, 8), load<u64>(sc, 16), now);
+    } else if (load<f64>(legOut + <usize>leg * LEG_OUT_STRIDE) == CODE_ALLOW) {
+      // this leg alone would admit, but the check is denied: report its state untouched
+      evaluate(limitAt(limitId), find(h), 0, now);
+      writeOut(leg);
+    }
+  }
+}
+
+/**
+ * Decides legs [0, n) of the input region at `nowMs` (Unix ms, integral, < 2^48), in order, writing one
+ * output row per leg. Returns 0, or 1 if n exceeds the batch size.
+ */
+export function checkBatch(n: u32, nowMs: f64): u32 {
+  if (n > batchMax) return 1;
+  const now = <u64>nowMs;
+  let i: u32 = 0;
+  while (i < n) {
+    let g = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, 16)) >>> 16;
+    if (g <= 1) {
+      single(i, now);
+      i++;
+    } else {
+      if (g > MAX_GROUP) g = MAX_GROUP;
+      if (g > n - i) g = n - i;
+      group(i, g, now);
+      i += g;
+    }
+  }
+  return 0;
+}
+
+/** True when the slot's state carries no information at `now` (full bucket, ended window). */
+function idle(s: Slot, now: u64): bool {
+  const lim = limitAt(<u32>(s.meta >> 48));
+  const last = s.meta & TIME_MASK;
+  const alg = lim.algorithm;
+  if (lim.L == 0) return true;
+  if (alg == TOKEN_BUCKET) return tokenBucketIdle(lim, s.w0, last, now);
+  if (alg == GCRA) return gcraIdle(lim, s.w0, s.w1, last, now);
+  if (alg == FIXED_WINDOW) return fixedWindowIdle(lim, last, now);
+  return slidingWindowIdle(lim, last, now);
+}
+
+/**
+ * Frees one slot: among up to EVICTION_SAMPLE occupied slots from a rotating hand, the first whose state
+ * carries no information, else the least recently changed. An over-limit key never goes before an idle one
+ * in the sample.
+ */
+function evictOne(now: u64): void {
+  let i = hand;
+  let seen: u32 = 0;
+  let victim: i32 = -1;
+  let oldest: u64 = U64.MAX_VALUE;
+  for (let step: u32 = 0; step <= mask && seen < EVICTION_SAMPLE; step++) {
+    const s = slotAt(i);
+    if (s.hash != 0) {
+      seen++;
+      if (idle(s, now)) { victim = <i32>i; break; }
+      const last = s.meta & TIME_MASK;
+      if (last < oldest) { oldest = last; victim = <i32>i; }
+    }
+    i = (i + 1) & mask;
+  }
+  if (victim < 0) return;
+  hand = (<u32>victim + 1) & mask;
+  removeAt(<u32>victim);
+  evicted++;
+}
+
+/** Hashes keys [0, n) of the hash input region (XXH64 with each row's seed); 0 is remapped to 1. */
+export function hashBatch(n: u32): void {
+  for (let i: u32 = 0; i < n; i++) {
+    const p = hashIn + <usize>i * HASH_IN_STRIDE;
+    const seed = (<u64>load<u32>(p, 12) << 32) | <u64>load<u32>(p, 8);
+    let h = xxh64(keys + <usize>load<u32>(p), <usize>load<u32>(p, 4), seed);
+    if (h == 0) h = 1;
+    const o = hashOut + <usize>i * HASH_OUT_STRIDE;
+    store<u32>(o, <u32>h);
+    store<u32>(o, <u32>(h >> 32), 4);
+  }
+}
+
+export function legInPtr(): usize { return legIn; }
+export function legOutPtr(): usize { return legOut; }
+export function hashInPtr(): usize { return hashIn; }
+export function hashOutPtr(): usize { return hashOut; }
+export function keyPtr(): usize { return keys; }
+/** Keys held now. */
+export function size(): u32 { return count; }
+/** Slots in the table (a power of two). */
+export function slotCount(): u32 { return mask + 1; }
+/** Keys evicted since init, as f64 (exact below 2^53). */
+export function evictions(): f64 { return <f64>evicted; }
+/** Bytes of linear memory in use. */
+export function memoryBytes(): f64 { return <f64>(memory.size() << 16); }

@@ -1,0 +1,401 @@
+/**
+ * Policies: validation and compilation to the numbers the engine runs (algorithm code, limit, period in ms,
+ * burst). One set of rules serves the library (`createLimiter({policies})`, see {@link compilePolicies}) and
+ * the YAML policies file (`load.ts`, through {@link compilePoliciesWith}), so both reject the same inputs
+ * with the same reasons; only the prefix naming the place differs.
+ */
+import { createHash } from 'node:crypto';
+import { configError, SluiceError } from '../util/errors.js';
+import { describeValue, parseDuration } from './duration.js';
+
+export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+
+/** The kernel's numeric code for each algorithm (`setPolicy(id, algorithm, ...)`). */
+export const ALGORITHM_CODES: Record<Algorithm, number> = {
+  token_bucket: 0,
+  gcra: 1,
+  fixed_window: 2,
+  sliding_window: 3,
+};
+
+/** One limit as written by the user. */
+export interface LimitSpec {
+  algorithm: Algorithm;
+  /** Tokens (requests, cost units) admitted per period: a non-negative safe integer; 0 denies everything. */
+  limit: number;
+  /** A positive integer of ms, or a duration string such as `"1m"` (see `parseDuration`). */
+  period: number | string;
+  /** Bucket capacity in tokens (token_bucket, gcra); defaults to `limit`. */
+  burst?: number;
+  /** A name for this limit in decisions and metrics; defaults to `${policy}#${index}`. */
+  name?: string;
+}
+
+/** A policy is one limit inline ({algorithm, limit, period, burst}) or `limits: LimitSpec[]` (all must admit). */
+export interface PolicySpec {
+  algorithm?: Algorithm;
+  limit?: number;
+  period?: number | string;
+  burst?: number;
+  limits?: LimitSpec[];
+  descriptors?: DescriptorSpec[];
+  version?: string | number;
+  guard?: string;
+}
+
+/** A descriptor is a name, or {name, header} where header is the request header (lower-cased) /v1/auth reads it from. */
+export type DescriptorSpec = string | { name: string; header?: string };
+
+/** One validated limit, in engine units. */
+export interface CompiledLimit {
+  algorithm: Algorithm;
+  /** {@link ALGORITHM_CODES}[algorithm]. */
+  algorithmCode: number;
+  /** Tokens per period (a non-negative safe integer). */
+  limit: number;
+  /** Period in ms (a positive safe integer). */
+  periodMs: number;
+  /** Capacity in tokens; equals `limit` for the window algorithms. */
+  burst: number;
+  /** The spec's `name`, else the policy name (inline policy), else `${policy}#${index}`. */
+  name: string;
+}
+
+export interface CompiledDescriptor {
+  name: string;
+  /** Lower-cased request header /v1/auth reads the value from; null when the descriptor has none. */
+  header: string | null;
+}
+
+/** One validated policy. Compiled objects are frozen. */
+export interface CompiledPolicy {
+  name: string;
+  /** The spec's `version` as a string, else the first 8 hex chars of a sha256 over limits and descriptors. */
+  version: string;
+  /** One or more limits; a check is admitted only if every limit admits. */
+  limits: CompiledLimit[];
+  descriptors: CompiledDescriptor[];
+  /** Name of the policy every check of this one is also charged to (the aggregate guard), or null. */
+  guard: string | null;
+}
+
+/** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
+export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+/** Most limits one policy may list in `limits`. */
+export const MAX_LIMITS_PER_POLICY = 8;
+/** Most compiled limits across all policies (the kernel's policy table holds 2^16 − 1). */
+export const MAX_TOTAL_LIMITS = 65_535;
+
+/** Where a policy error is: `policy` null = the `policies` object itself; `field` null = the whole policy. */
+export interface PolicyErrorSite {
+  policy: string | null;
+  /** Path inside the policy: `period`, `limits[1].period`, `descriptors[0].header`... */
+  field: string | null;
+}
+
+/** Turns a failed rule into a thrown error; never returns. */
+export type PolicyErrorReporter = (site: PolicyErrorSite, why: string) => never;
+
+type Fail = (field: string | null, why: string) => never;
+type Obj = Record<string, unknown>;
+
+const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
+const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard'];
+const LIMIT_KEYS = [...INLINE_KEYS, 'name'];
+const DESCRIPTOR_KEYS = ['name', 'header'];
+
+const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
+const COUNT_RULE = 'a non-negative safe integer';
+const PERIOD_RULE = 'a positive integer of ms or a duration string such as "1m"';
+/** An HTTP field name: an RFC 9110 token. */
+const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const VERSION_PATTERN = /^[\x21-\x7e]{1,64}$/;
+const MAX_I64 = (1n << 63n) - 1n;
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * Validates and compiles the library's `policies` option.
+ *
+ * @param policies a plain object mapping policy names to {@link PolicySpec}s.
+ * @returns the compiled policies by name, in the object's key order.
+ * @throws SluiceError code CONFIG whose message names the policy and the field, e.g.
+ *   `policy "tenantA": period: must be a positive integer of ms or a duration string such as "1m" (got -1000)`
+ *   (`field` is the path inside the policy: `period`, `limits[1].burst`...). Errors about the `policies`
+ *   object itself read `policies: ...`.
+ */
+export function compilePolicies(policies: unknown): Map<string, CompiledPolicy> {
+  return compilePoliciesWith(policies, throwLibraryError);
+}
+
+function throwLibraryError(site: PolicyErrorSite, why: string): never {
+  if (site.policy === null) throw new SluiceError('CONFIG', `policies: ${why}`, 'policies');
+  if (site.field === null) throw new SluiceError('CONFIG', `policy "${site.policy}": ${why}`);
+  throw configError(`policy "${site.policy}"`, site.field, why);
+}
+
+/**
+ * {@link compilePolicies} with the error formatting left to `report` (the YAML loader prefixes file and
+ * document path). Rules run in a fixed order, so the first error reported is deterministic.
+ * @internal
+ */
+export function compilePoliciesWith(policies: unknown, report: PolicyErrorReporter): Map<string, CompiledPolicy> {
+  const top: Fail = (_field, why) => report({ policy: null, field: null }, why);
+  if (!isPlainObject(policies)) top(null, `must be an object mapping policy names to policies (got ${describeValue(policies)})`);
+  const names = Object.keys(policies);
+  if (names.length === 0) top(null, 'must define at least one policy (got an empty object)');
+  for (const name of names) {
+    if (!NAME_PATTERN.test(name)) top(null, `invalid policy name ${describeValue(name)}: ${NAME_RULE}`);
+  }
+  const failFor = (policy: string): Fail => (field, why) => report({ policy, field }, why);
+  const compiled = new Map<string, CompiledPolicy>();
+  let total = 0;
+  for (const name of names) {
+    const policy = compilePolicy(name, policies[name], failFor(name));
+    total += policy.limits.length;
+    compiled.set(name, policy);
+  }
+  if (total > MAX_TOTAL_LIMITS) top(null, `too many limits: ${total} in total, at most ${MAX_TOTAL_LIMITS} across all policies`);
+  for (const policy of compiled.values()) checkGuard(policy, compiled, failFor(policy.name));
+  for (const policy of compiled.values()) deepFreeze(policy);
+  return compiled;
+}
+
+function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
+  if (!isPlainObject(raw)) fail(null, `must be an object (got ${describeValue(raw)})`);
+  rejectUnknownKeys(raw, POLICY_KEYS, '', 'a policy', fail);
+  const limits = compileLimits(name, raw, fail);
+  const descriptors = compileDescriptors(own(raw, 'descriptors'), fail);
+  const version = compileVersion(own(raw, 'version'), limits, descriptors, fail);
+  const guard = readGuardName(own(raw, 'guard'), fail);
+  return { name, version, limits, descriptors, guard };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Limits
+// ---------------------------------------------------------------------------------------------------------
+
+/** The inline limit (named after the policy), or each entry of `limits` (named `${policy}#${i}`). */
+function compileLimits(policy: string, raw: Obj, fail: Fail): CompiledLimit[] {
+  const listed = own(raw, 'limits');
+  if (listed === undefined) return [compileLimit(raw, '', policy, fail)];
+  const inline = INLINE_KEYS.filter((k) => own(raw, k) !== undefined);
+  if (inline.length > 0) {
+    fail('limits', `cannot be combined with inline ${inline.join(', ')}: give one inline limit or a limits array, not both`);
+  }
+  if (!Array.isArray(listed) || listed.length === 0 || listed.length > MAX_LIMITS_PER_POLICY) {
+    const got = Array.isArray(listed) ? `${listed.length} entries` : describeValue(listed);
+    fail('limits', `must be an array of 1 to ${MAX_LIMITS_PER_POLICY} limits (got ${got})`);
+  }
+  const out: CompiledLimit[] = [];
+  const seen = new Map<string, number>();
+  for (let i = 0; i < listed.length; i++) {
+    const at = joinPath('limits', i);
+    const entry: unknown = listed[i];
+    if (!isPlainObject(entry)) fail(at, `must be an object {algorithm, limit, period, burst?, name?} (got ${describeValue(entry)})`);
+    rejectUnknownKeys(entry, LIMIT_KEYS, at, 'a limit', fail);
+    const given = own(entry, 'name');
+    const name = given === undefined ? `${policy}#${i}` : readName(given, joinPath(at, 'name'), fail);
+    const limit = compileLimit(entry, at, name, fail);
+    const previous = seen.get(name);
+    if (previous !== undefined) fail(joinPath(at, 'name'), `duplicate limit name "${name}" (also limits[${previous}])`);
+    seen.set(name, i);
+    out.push(limit);
+  }
+  return out;
+}
+
+/** Validates one limit's algorithm, limit, period and burst (fields at `prefix`), then its exactness bounds. */
+function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): CompiledLimit {
+  const at = (key: string): string => joinPath(prefix, key);
+  const algorithm = readAlgorithm(own(spec, 'algorithm'), at('algorithm'), fail);
+  const limit = readCount(own(spec, 'limit'), at('limit'), fail);
+  const periodMs = readPeriod(own(spec, 'period'), at('period'), fail);
+  const burstGiven = own(spec, 'burst') !== undefined;
+  const burst = burstGiven ? readCount(own(spec, 'burst'), at('burst'), fail) : limit;
+  if (!isBucket(algorithm) && burst !== limit) {
+    fail(at('burst'), `burst applies to token_bucket and gcra only (got ${burst} for ${algorithm}, whose limit is ${limit}); omit it`);
+  }
+  const bounds: LimitNumbers = { algorithm, limit, periodMs, burst, burstGiven };
+  checkExactness(bounds, at, fail);
+  return { algorithm, algorithmCode: ALGORITHM_CODES[algorithm], limit, periodMs, burst, name };
+}
+
+interface LimitNumbers {
+  algorithm: Algorithm;
+  limit: number;
+  periodMs: number;
+  burst: number;
+  burstGiven: boolean;
+}
+
+function isBucket(algorithm: Algorithm): boolean {
+  return algorithm === 'token_bucket' || algorithm === 'gcra';
+}
+
+/**
+ * The engine's integer math must stay exact (computed here as BigInts):
+ * - token_bucket, gcra: burst·period ≤ 2^63 − 1 (the bucket holds tokens·P) and, when limit > 0,
+ *   ceil(burst·period / limit) ≤ 2^53 − 1 ms (the longest wait);
+ * - fixed_window, sliding_window: limit·period ≤ 2^63 − 1; sliding_window also 2·period ≤ 2^53 − 1 ms.
+ */
+function checkExactness(n: LimitNumbers, at: (key: string) => string, fail: Fail): void {
+  const L = BigInt(n.limit);
+  const P = BigInt(n.periodMs);
+  if (isBucket(n.algorithm)) {
+    const B = BigInt(n.burst);
+    const which = n.burstGiven ? 'burst' : 'limit';
+    if (B * P > MAX_I64) fail(at(which), `${which} * period must be at most 2^63 - 1 = ${MAX_I64} for exact 64-bit math (got ${B} * ${P} ms = ${B * P})`);
+    const wait = L > 0n ? (B * P + L - 1n) / L : 0n;
+    if (wait > MAX_SAFE) fail(at('period'), `ceil(burst * period / limit) must be at most 2^53 - 1 = ${MAX_SAFE} ms (got ceil(${B} * ${P} / ${L}) = ${wait} ms)`);
+    return;
+  }
+  if (L * P > MAX_I64) fail(at('limit'), `limit * period must be at most 2^63 - 1 = ${MAX_I64} for exact 64-bit math (got ${L} * ${P} ms = ${L * P})`);
+  if (n.algorithm === 'sliding_window' && 2n * P > MAX_SAFE) {
+    fail(at('period'), `2 * period must be at most 2^53 - 1 = ${MAX_SAFE} ms for sliding_window (got 2 * ${P} ms = ${2n * P} ms)`);
+  }
+}
+
+function readAlgorithm(v: unknown, field: string, fail: Fail): Algorithm {
+  const rule = `one of ${ALGORITHMS.join(', ')}`;
+  if (v === undefined) fail(field, `is required: ${rule}`);
+  if (typeof v !== 'string' || !Object.hasOwn(ALGORITHM_CODES, v)) fail(field, `must be ${rule} (got ${describeValue(v)})`);
+  return v as Algorithm;
+}
+
+/** A non-negative safe integer (tokens); `-0` becomes 0. */
+function readCount(v: unknown, field: string, fail: Fail): number {
+  if (v === undefined) fail(field, `is required: ${COUNT_RULE}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) fail(field, `must be ${COUNT_RULE} (got ${describeValue(v)})`);
+  return v + 0;
+}
+
+/** The period in ms, via {@link parseDuration}. */
+function readPeriod(v: unknown, field: string, fail: Fail): number {
+  if (v === undefined) fail(field, `is required: ${PERIOD_RULE}`);
+  try {
+    return parseDuration(v);
+  } catch (e) {
+    return fail(field, (e as Error).message);
+  }
+}
+
+function readName(v: unknown, field: string, fail: Fail): string {
+  if (typeof v !== 'string' || !NAME_PATTERN.test(v)) fail(field, `${NAME_RULE} (got ${describeValue(v)})`);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Descriptors, version, guard
+// ---------------------------------------------------------------------------------------------------------
+
+function compileDescriptors(v: unknown, fail: Fail): CompiledDescriptor[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) fail('descriptors', `must be an array of descriptor names or {name, header} objects (got ${describeValue(v)})`);
+  const out: CompiledDescriptor[] = [];
+  const seen = new Map<string, number>();
+  for (let i = 0; i < v.length; i++) {
+    const at = joinPath('descriptors', i);
+    const entry: unknown = v[i];
+    const descriptor = compileDescriptor(entry, at, fail);
+    const previous = seen.get(descriptor.name);
+    if (previous !== undefined) {
+      const field = typeof entry === 'string' ? at : joinPath(at, 'name');
+      fail(field, `duplicate descriptor "${descriptor.name}" (also descriptors[${previous}])`);
+    }
+    seen.set(descriptor.name, i);
+    out.push(descriptor);
+  }
+  return out;
+}
+
+function compileDescriptor(v: unknown, at: string, fail: Fail): CompiledDescriptor {
+  if (typeof v === 'string') return { name: readName(v, at, fail), header: null };
+  if (!isPlainObject(v)) fail(at, `must be a descriptor name or a {name, header} object (got ${describeValue(v)})`);
+  rejectUnknownKeys(v, DESCRIPTOR_KEYS, at, 'a descriptor', fail);
+  const name = own(v, 'name');
+  if (name === undefined) fail(joinPath(at, 'name'), `is required: ${NAME_RULE.replace('must be ', '')}`);
+  const header = own(v, 'header');
+  if (header !== undefined && (typeof header !== 'string' || !HEADER_TOKEN.test(header))) {
+    fail(joinPath(at, 'header'), `must be an HTTP header name such as "x-tenant-id" (got ${describeValue(header)})`);
+  }
+  return { name: readName(name, joinPath(at, 'name'), fail), header: header === undefined ? null : header.toLowerCase() };
+}
+
+/** The given version as a string, or a content hash of the compiled limits and descriptors. */
+function compileVersion(v: unknown, limits: CompiledLimit[], descriptors: CompiledDescriptor[], fail: Fail): string {
+  if (v === undefined) return contentVersion(limits, descriptors);
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return String(v + 0);
+  if (typeof v === 'string' && VERSION_PATTERN.test(v)) return v;
+  return fail('version', `must be an integer or a string of 1 to 64 visible ASCII characters (got ${describeValue(v)})`);
+}
+
+/**
+ * First 8 hex chars of sha256 over the canonical JSON
+ * `{"limits":[[algorithm,limit,periodMs,burst],...],"descriptors":[[name,header],...]}`.
+ */
+export function contentVersion(limits: readonly CompiledLimit[], descriptors: readonly CompiledDescriptor[]): string {
+  const canonical = JSON.stringify({
+    limits: limits.map((l) => [l.algorithm, l.limit, l.periodMs, l.burst]),
+    descriptors: descriptors.map((d) => [d.name, d.header]),
+  });
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 8);
+}
+
+function readGuardName(v: unknown, fail: Fail): string | null {
+  if (v === undefined) return null;
+  if (typeof v !== 'string') fail('guard', `must be the name of another policy (got ${describeValue(v)})`);
+  return v;
+}
+
+/** A guard names another policy of the same map that has no guard itself. */
+function checkGuard(policy: CompiledPolicy, all: Map<string, CompiledPolicy>, fail: Fail): void {
+  const guard = policy.guard;
+  if (guard === null) return;
+  if (guard === policy.name) fail('guard', 'a policy cannot guard itself');
+  const target = all.get(guard);
+  if (target === undefined) fail('guard', `no policy named ${describeValue(guard)} in policies`);
+  if (target.guard !== null) {
+    fail('guard', `policy "${guard}" has a guard of its own ("${target.guard}"); a guard cannot itself be guarded`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Appends a key or index to a field path: `limits[1]`, `limits[1].period`; keys outside
+ * `[A-Za-z0-9_-]` are quoted (`["a.b"]`).
+ * @internal shared with the YAML loader.
+ */
+export function joinPath(prefix: string, key: string | number): string {
+  if (typeof key === 'number') return `${prefix}[${key}]`;
+  if (/^[A-Za-z0-9_-]+$/.test(key)) return prefix === '' ? key : `${prefix}.${key}`;
+  return `${prefix}[${JSON.stringify(key)}]`;
+}
+
+function isPlainObject(v: unknown): v is Obj {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto: unknown = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/** An own property only (never an inherited one such as `constructor`); undefined counts as absent. */
+function own(o: Obj, key: string): unknown {
+  return Object.hasOwn(o, key) ? o[key] : undefined;
+}
+
+function rejectUnknownKeys(o: Obj, allowed: readonly string[], prefix: string, what: string, fail: Fail): void {
+  for (const key of Object.keys(o)) {
+    if (!allowed.includes(key)) fail(joinPath(prefix, key), `unknown key (${what} accepts ${allowed.join(', ')})`);
+  }
+}
+
+function deepFreeze(policy: CompiledPolicy): void {
+  for (const limit of policy.limits) Object.freeze(limit);
+  for (const descriptor of policy.descriptors) Object.freeze(descriptor);
+  Object.freeze(policy.limits);
+  Object.freeze(policy.descriptors);
+  Object.freeze(policy);
+}

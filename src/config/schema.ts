@@ -1,0 +1,135 @@
+/**
+ * The policies file's document shape (strict: unknown keys are errors at every level) and its translation to
+ * a {@link SluiceConfig}. `policies` goes through the same compiler as the library option, with errors
+ * re-addressed to the document path; `engine` and `server` are checked here with zod.
+ *
+ * ```yaml
+ * policies: { <name>: <policy>, ... }  # required, see policies.ts
+ * engine:                              # optional
+ *   shards: 2                          # 0..64 worker shards (0 = decide in-thread)
+ *   maxKeys: 1000000                   # >= 1 keys held per engine
+ * server:                              # optional
+ *   port: 8080                         # 0..65535 (0 = any free port)
+ *   host: 0.0.0.0
+ *   maxBodyBytes: 65536                # >= 1 bytes per request body
+ *   authDenyStatus: 429                # 429 or 403: what /v1/auth answers when denied
+ * ```
+ */
+import * as z from 'zod';
+import { configError, SluiceError } from '../util/errors.js';
+import { describeValue } from './duration.js';
+import { compilePoliciesWith, joinPath, type CompiledPolicy, type PolicyErrorSite } from './policies.js';
+
+/** `engine:` section. Absent keys are left absent: the engine applies its own defaults. */
+export interface EngineConfig {
+  /** Worker shards, 0..64; 0 decides in the calling thread. */
+  shards?: number;
+  /** Capacity of the key table (keys), >= 1. */
+  maxKeys?: number;
+}
+
+/** `server:` section. Absent keys are left absent: the server applies its own defaults. */
+export interface ServerConfig {
+  /** TCP port, 0..65535 (0: any free port). */
+  port?: number;
+  /** Interface to bind (non-empty). */
+  host?: string;
+  /** Largest accepted request body, in bytes (>= 1). */
+  maxBodyBytes?: number;
+  /** HTTP status /v1/auth answers when a check is denied. */
+  authDenyStatus?: 429 | 403;
+}
+
+/** A validated configuration file. */
+export interface SluiceConfig {
+  policies: Map<string, CompiledPolicy>;
+  engine: EngineConfig;
+  server: ServerConfig;
+  /** The parsed document, as plain data. */
+  raw: unknown;
+}
+
+/** Path shown for errors about the document as a whole. */
+export const ROOT_PATH = '(root)';
+
+interface HasInput {
+  input?: unknown;
+}
+
+/** An integer check whose every failure (wrong type, fraction, out of range) reads `rule (got X)`. */
+function intIn(min: number, max: number, rule: string) {
+  const error = (iss: HasInput): string => `${rule} (got ${describeValue(iss.input)})`;
+  return z.int({ error }).min(min, { error }).max(max, { error });
+}
+
+/** A strict mapping: unknown keys and non-mappings get our messages. */
+function section<T extends z.core.$ZodLooseShape>(shape: T) {
+  const accepted = Object.keys(shape).join(', ');
+  return z.strictObject(shape, {
+    error: (iss) =>
+      iss.code === 'unrecognized_keys'
+        ? `unknown key (accepted: ${accepted})`
+        : `must be a mapping (got ${describeValue(iss.input)})`,
+  });
+}
+
+const positiveSafe = (): ReturnType<typeof intIn> =>
+  intIn(1, Number.MAX_SAFE_INTEGER, 'must be a positive safe integer');
+
+const nonEmptyString = (iss: HasInput): string => `must be a non-empty string (got ${describeValue(iss.input)})`;
+
+const EngineSchema = section({
+  shards: intIn(0, 64, 'must be an integer from 0 to 64').optional(),
+  maxKeys: positiveSafe().optional(),
+});
+
+const ServerSchema = section({
+  port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
+  host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
+  maxBodyBytes: positiveSafe().optional(),
+  authDenyStatus: z
+    .literal([429, 403], { error: (iss) => `must be 429 or 403 (got ${describeValue(iss.input)})` })
+    .optional(),
+});
+
+/** The top level; `policies` is checked by the policy compiler. A null section means an empty one. */
+const DocumentSchema = section({
+  policies: z.unknown().optional(),
+  engine: EngineSchema.nullish(),
+  server: ServerSchema.nullish(),
+});
+
+/**
+ * Validates a parsed policies document.
+ *
+ * @param raw the document as plain data (what YAML parsing produced).
+ * @param file the name errors start with.
+ * @throws SluiceError code CONFIG, message `<file>: <path>: <reason>` (e.g.
+ *   `policies.yaml: policies.free.period: must be ...`), `field` = the document path.
+ */
+export function configFromDocument(raw: unknown, file: string): SluiceConfig {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw configError(file, ROOT_PATH, `must be a mapping with a top-level "policies" key (got ${describeValue(raw)})`);
+  }
+  const parsed = DocumentSchema.safeParse(raw);
+  if (!parsed.success) throw zodError(parsed.error.issues[0], file);
+  if (parsed.data.policies === undefined) throw configError(file, 'policies', 'is required: a mapping of policy names to policies');
+  const policies = compilePoliciesWith(parsed.data.policies, (site, why) => {
+    throw configError(file, policyPath(site), why);
+  });
+  return { policies, engine: parsed.data.engine ?? {}, server: parsed.data.server ?? {}, raw };
+}
+
+/** `policies`, `policies.free`, `policies.free.limits[1].period`, `policies["a.b"].burst`. */
+export function policyPath(site: PolicyErrorSite): string {
+  if (site.policy === null) return 'policies';
+  const base = joinPath('policies', site.policy);
+  if (site.field === null) return base;
+  return site.field.startsWith('[') ? `${base}${site.field}` : `${base}.${site.field}`;
+}
+
+function zodError(issue: z.core.$ZodIssue, file: string): SluiceError {
+  let path = issue.path.reduce<string>((p, key) => joinPath(p, typeof key === 'number' ? key : String(key)), '');
+  if (issue.code === 'unrecognized_keys') path = joinPath(path, issue.keys[0]);
+  return configError(file, path === '' ? ROOT_PATH : path, issue.message);
+}

@@ -1,0 +1,227 @@
+import type { CheckRequest, Decision } from '../types.js';
+import type { Kernel } from '../shard/kernel.js';
+import type { ShardPool } from '../shard/pool.js';
+import type { PolicyRuntime } from './runtime.js';
+import type { Hasher } from '../keys/hasher.js';
+import { compose } from './decision.js';
+import { keyOf, describe } from '../keys/derive.js';
+import { shardOf } from '../shard/router.js';
+import { GROUP_SHIFT, LEG_IN, MAX_GROUP } from '../shard/protocol.js';
+import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+
+/** Clock values the kernel keeps exactly (last-seen times are stored in 48 bits). */
+const MAX_TIME = 2 ** 48 - 1;
+
+type Resolve = (d: Decision) => void;
+type Reject = (e: Error) => void;
+
+/** The checks of one shard's batch, in leg order, waiting for the reply. */
+interface InFlight {
+  rts: PolicyRuntime[];
+  bases: number[];
+  resolves: Resolve[];
+  rejects: Reject[];
+}
+
+export interface FrontOptions {
+  runtimes: Map<string, PolicyRuntime>;
+  hasher: Hasher;
+  /** The calling thread's kernel: it hashes keys, and with no pool, decides. */
+  kernel: Kernel;
+  pool: ShardPool | null;
+  clock: () => number;
+  maxBatch: number;
+  maxPending: number;
+}
+
+/**
+ * The front: validates checks, queues them for this event-loop turn, and at the turn's end hashes every key
+ * in one kernel call, reads the clock once, and sends one batch per shard (or decides in-thread with no
+ * pool). A batch also goes out early when it reaches the kernel's batch size.
+ */
+export class Front {
+  private readonly o: FrontOptions;
+  private rts: PolicyRuntime[] = [];
+  private costs: number[] = [];
+  private resolves: Resolve[] = [];
+  private rejects: Reject[] = [];
+  private legs = 0;
+  private scheduled = false;
+  private inFlight = 0;
+  private closed = false;
+  private drained: (() => void) | null = null;
+  private readonly flushNow = (): void => this.flush();
+
+  constructor(o: FrontOptions) {
+    this.o = o;
+  }
+
+  get pending(): number {
+    return this.rts.length + this.inFlight;
+  }
+
+  /** Queues one check; validation errors reject at once and name the field. */
+  check(req: CheckRequest): Promise<Decision> {
+    let rt: PolicyRuntime;
+    let key: string;
+    try {
+      if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
+      ({ rt, key } = this.validate(req));
+      if (this.pending >= this.o.maxPending) {
+        throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return new Promise<Decision>((resolve, reject) => {
+      this.o.hasher.add(key, rt.seedLo, rt.seedHi);
+      this.rts.push(rt);
+      this.costs.push(req.cost);
+      this.resolves.push(resolve);
+      this.rejects.push(reject);
+      this.legs += rt.legCount;
+      if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
+      else if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.flushNow);
+      }
+    });
+  }
+
+  private validate(req: CheckRequest): { rt: PolicyRuntime; key: string } {
+    if (typeof req !== 'object' || req === null) throw invalidArgument('check', 'must be an object');
+    const name = (req as { policy?: unknown }).policy;
+    if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
+    const rt = this.o.runtimes.get(name);
+    if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    const cost = (req as { cost?: unknown }).cost;
+    if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+      throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
+    }
+    const key = keyOf(rt.policy, req.key, req.descriptors);
+    return { rt, key };
+  }
+
+  /** Decides everything queued. Safe to call at any time; a no-op when nothing is queued. */
+  flush(): void {
+    this.scheduled = false;
+    const n = this.rts.length;
+    if (n === 0) return;
+    const { rts, costs, resolves, rejects } = this;
+    this.rts = [];
+    this.costs = [];
+    this.resolves = [];
+    this.rejects = [];
+    this.legs = 0;
+    const hasher = this.o.hasher;
+    try {
+      const now = this.o.clock();
+      if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
+        throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
+      }
+      hasher.run();
+      if (this.o.pool === null) this.decideHere(n, now, rts, costs, resolves, rejects);
+      else this.dispatch(this.o.pool, n, now, rts, costs, resolves, rejects);
+    } catch (e) {
+      const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
+      for (const r of rejects) r(err);
+    } finally {
+      hasher.reset();
+    }
+  }
+
+  /** Writes check i's legs at row `base` of `legs`. */
+  private writeLegs(legs: Float64Array, base: number, i: number, rt: PolicyRuntime, cost: number): void {
+    const hasher = this.o.hasher;
+    const lo = hasher.lo(i), hi = hasher.hi(i);
+    const own = rt.saltLo.length;
+    for (let j = 0; j < rt.legCount; j++) {
+      const r = (base + j) * LEG_IN;
+      let hl: number, hh: number;
+      if (j < own) {
+        hl = (lo ^ rt.saltLo[j]) >>> 0;
+        hh = (hi ^ rt.saltHi[j]) >>> 0;
+        if (hl === 0 && hh === 0) hl = 1; // 0 marks an empty slot in the kernel
+      } else {
+        hl = rt.guardHashes![2 * (j - own)];
+        hh = rt.guardHashes![2 * (j - own) + 1];
+      }
+      legs[r] = hl;
+      legs[r + 1] = hh;
+      legs[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+      legs[r + 3] = cost;
+    }
+  }
+
+  private decideHere(n: number, now: number, rts: PolicyRuntime[], costs: number[], resolves: Resolve[], rejects: Reject[]): void {
+    const k = this.o.kernel;
+    let base = 0;
+    const bases = new Array<number>(n);
+    for (let i = 0; i < n; i++) {
+      bases[i] = base;
+      this.writeLegs(k.legIn, base, i, rts[i], costs[i]);
+      base += rts[i].legCount;
+    }
+    k.decide(base, now);
+    for (let i = 0; i < n; i++) settle(compose(k.legOut, bases[i], rts[i]), resolves[i], rejects[i]);
+  }
+
+  private dispatch(pool: ShardPool, n: number, now: number, rts: PolicyRuntime[], costs: number[], resolves: Resolve[], rejects: Reject[]): void {
+    const shards = pool.size;
+    const hasher = this.o.hasher;
+    const route = new Int32Array(n);
+    const legCount = new Int32Array(shards);
+    for (let i = 0; i < n; i++) {
+      const rt = rts[i];
+      const hi = rt.guardHashes === null ? hasher.hi(i) : rt.guardHashes[1];
+      const s = shardOf(hi, shards);
+      route[i] = s;
+      legCount[s] += rt.legCount;
+    }
+    const batches: Array<{ legs: Float64Array; used: number; f: InFlight } | null> = [];
+    for (let s = 0; s < shards; s++) {
+      batches.push(legCount[s] === 0 ? null
+        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, f: { rts: [], bases: [], resolves: [], rejects: [] } });
+    }
+    for (let i = 0; i < n; i++) {
+      const b = batches[route[i]]!;
+      this.writeLegs(b.legs, b.used, i, rts[i], costs[i]);
+      b.f.rts.push(rts[i]);
+      b.f.bases.push(b.used);
+      b.f.resolves.push(resolves[i]);
+      b.f.rejects.push(rejects[i]);
+      b.used += rts[i].legCount;
+    }
+    for (let s = 0; s < shards; s++) {
+      const b = batches[s];
+      if (b === null) continue;
+      const f = b.f;
+      this.inFlight += f.rts.length;
+      pool.run(s, { kind: 'batch', now, n: b.used, legs: b.legs }).then(
+        (out) => {
+          for (let i = 0; i < f.rts.length; i++) settle(compose(out, f.bases[i], f.rts[i]), f.resolves[i], f.rejects[i]);
+        },
+        (e: Error) => {
+          for (const r of f.rejects) r(e);
+        },
+      ).finally(() => this.landed(f.rts.length));
+    }
+  }
+
+  private landed(count: number): void {
+    this.inFlight -= count;
+    if (this.inFlight === 0 && this.drained) this.drained();
+  }
+
+  /** Decides what is queued, waits for batches in flight, and refuses checks from then on. */
+  async close(): Promise<void> {
+    this.flush();
+    this.closed = true;
+    if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
+  }
+}
+
+function settle(d: Decision | SluiceError, resolve: Resolve, reject: Reject): void {
+  if (d instanceof Error) reject(d);
+  else resolve(d);
+}

@@ -1,0 +1,63 @@
+import { invalidArgument } from '../util/errors.js';
+import type { CompiledPolicy } from '../config/policies.js';
+import { MAX_KEY_BYTES } from '../shard/kernel.js';
+
+/**
+ * Validates a key: a well-formed string of 1 to 1,024 bytes of UTF-8. Keys are bytes, compared exactly:
+ * no normalisation, no trimming. Lone surrogates are refused because UTF-8 would turn them all into U+FFFD,
+ * making distinct keys collide.
+ * @throws SluiceError INVALID_ARGUMENT naming `field`.
+ */
+export function validateKey(key: unknown, field = 'key'): string {
+  if (typeof key !== 'string') throw invalidArgument(field, `must be a string (got ${describe(key)})`);
+  if (key.length === 0) throw invalidArgument(field, 'must not be empty');
+  if (key.length > MAX_KEY_BYTES || Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) {
+    throw invalidArgument(field, `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`);
+  }
+  if (!(key as unknown as { isWellFormed(): boolean }).isWellFormed()) {
+    throw invalidArgument(field, 'must be well-formed Unicode (no lone surrogates)');
+  }
+  return key;
+}
+
+/** Escapes `%` and `:` so that joined descriptor tuples stay unambiguous: ("a:b","c") ≠ ("a","b:c"). */
+export function escapePart(v: string): string {
+  return v.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'));
+}
+
+/**
+ * The key a check stands for: its `key`, or its descriptors' values in the policy's declared order,
+ * each escaped, joined by `:`. A `key` given to a descriptor policy is taken as that joined form.
+ * @throws SluiceError INVALID_ARGUMENT naming `key` or `descriptors.<name>`.
+ */
+export function keyOf(policy: CompiledPolicy, key: unknown, descriptors: unknown): string {
+  if (key !== undefined) return validateKey(key);
+  if (descriptors === undefined || policy.descriptors.length === 0) {
+    throw invalidArgument('key', policy.descriptors.length === 0
+      ? 'is required'
+      : `is required (or descriptors: ${policy.descriptors.map((d) => d.name).join(', ')})`);
+  }
+  if (typeof descriptors !== 'object' || descriptors === null || Array.isArray(descriptors)) {
+    throw invalidArgument('descriptors', 'must be an object of descriptor name to string value');
+  }
+  const values = descriptors as Record<string, unknown>;
+  for (const name of Object.keys(values)) {
+    if (!policy.descriptors.some((d) => d.name === name)) {
+      throw invalidArgument(`descriptors.${name}`, `is not a descriptor of policy "${policy.name}"`);
+    }
+  }
+  const parts = policy.descriptors.map((d) => {
+    const v = values[d.name];
+    if (typeof v !== 'string') throw invalidArgument(`descriptors.${d.name}`, `must be a string (got ${describe(v)})`);
+    return escapePart(v);
+  });
+  return validateKey(parts.join(':'), `descriptors.${policy.descriptors.map((d) => d.name).join('+')}`);
+}
+
+export function describe(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? v.slice(0, 40) + '…' : v);
+  if (typeof v === 'number') return String(v);
+  return typeof v;
+}

@@ -1,0 +1,64 @@
+import type { Kernel } from '../shard/kernel.js';
+import { MAX_KEY_BYTES } from '../shard/kernel.js';
+
+/**
+ * Hashes keys in batches with the kernel's XXH64: keys are written straight into the kernel's key region as
+ * they arrive, and one `hash(n)` call per batch hashes them all.
+ */
+export class Hasher {
+  private n = 0;
+  private offset = 0;
+
+  constructor(private readonly kernel: Kernel, private readonly capacity: number) {}
+
+  /** Keys queued since the last reset. */
+  get count(): number {
+    return this.n;
+  }
+
+  /** True when no further key is certain to fit. */
+  get full(): boolean {
+    return this.n >= this.capacity || this.offset + MAX_KEY_BYTES > this.kernel.keyBytes.length;
+  }
+
+  /** Queues a validated key with a seed; returns its row. */
+  add(key: string, seedLo: number, seedHi: number): number {
+    const row = this.n++;
+    const len = this.kernel.keyBytes.write(key, this.offset, 'utf8');
+    const h = this.kernel.hashIn;
+    h[row * 4] = this.offset;
+    h[row * 4 + 1] = len;
+    h[row * 4 + 2] = seedLo;
+    h[row * 4 + 3] = seedHi;
+    this.offset += len;
+    return row;
+  }
+
+  /** Hashes every queued key; read results with lo(row)/hi(row) until reset(). */
+  run(): void {
+    if (this.n > 0) this.kernel.hash(this.n);
+  }
+
+  lo(row: number): number {
+    return this.kernel.hashOut[row * 2];
+  }
+
+  hi(row: number): number {
+    return this.kernel.hashOut[row * 2 + 1];
+  }
+
+  reset(): void {
+    this.n = 0;
+    this.offset = 0;
+  }
+
+  /** Hashes one string now (start-up only: seeds and guard keys). Must not be called mid-batch. */
+  hashOne(key: string, seedLo: number, seedHi: number): [number, number] {
+    if (this.n !== 0) throw new Error('Hasher.hashOne during a batch');
+    this.add(key, seedLo, seedHi);
+    this.run();
+    const r: [number, number] = [this.lo(0), this.hi(0)];
+    this.reset();
+    return r;
+  }
+}

@@ -1,0 +1,74 @@
+import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats } from './types.js';
+import { compilePolicies } from './config/policies.js';
+import { Kernel, kernelModule } from './shard/kernel.js';
+import { ShardPool } from './shard/pool.js';
+import { Hasher } from './keys/hasher.js';
+import { buildRuntimes, kernelLimits } from './engine/runtime.js';
+import { Front } from './engine/front.js';
+import { configError } from './util/errors.js';
+
+/** Legs per kernel call (and keys per hash call). */
+const MAX_BATCH = 4096;
+const MAX_SHARDS = 64;
+
+/**
+ * Creates a limiter: compiles and checks the policies, instantiates the WASM kernel, and with `shards > 0`
+ * starts one worker thread per shard.
+ *
+ * @throws SluiceError CONFIG naming the policy and field for an invalid policy, or the option at fault.
+ * @example
+ * const limiter = await createLimiter({ policies: { free: { algorithm: 'token_bucket', limit: 100, period: '1m' } } });
+ * const d = await limiter.check({ policy: 'free', key: 'tenant-42', cost: 1 });
+ */
+export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
+  if (typeof opts !== 'object' || opts === null) throw configError('createLimiter', 'options', 'must be an object');
+  const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
+  const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, 2 ** 30);
+  const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
+  const clock = opts.clock ?? Date.now;
+  if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
+  const policies = compilePolicies(opts.policies);
+  const { limits, firstId } = kernelLimits(policies);
+  const module = kernelModule();
+  // With shards, this thread's kernel only hashes: keep its table tiny.
+  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits });
+  const hasher = new Hasher(kernel, MAX_BATCH);
+  const runtimes = buildRuntimes(policies, firstId, hasher);
+  const pool = shards === 0 ? null
+    : await ShardPool.start(shards, { module, maxKeys: Math.ceil(maxKeys / shards), maxBatch: MAX_BATCH, limits });
+  const front = new Front({ runtimes, hasher, kernel, pool, clock, maxBatch: MAX_BATCH, maxPending });
+  let closing: Promise<void> | null = null;
+
+  return {
+    policies,
+    check: (req: CheckRequest): Promise<Decision> => front.check(req),
+    checkMany: (reqs: readonly CheckRequest[]) =>
+      Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
+    async stats(): Promise<LimiterStats> {
+      const parts = pool === null ? [kernel.stats()] : await pool.stats();
+      return {
+        shards,
+        keys: parts.reduce((a, p) => a + p.keys, 0),
+        evictions: parts.reduce((a, p) => a + p.evictions, 0),
+        pending: front.pending,
+      };
+    },
+    close(): Promise<void> {
+      closing ??= (async () => {
+        await front.close();
+        await pool?.close();
+      })();
+      return closing;
+    },
+    // Internal: fault tests reach the shard workers through this symbol.
+    ...{ [Symbol.for('sluice.pool')]: pool },
+  };
+}
+
+function intOption(v: unknown, name: string, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw configError('createLimiter', name, `must be an integer in [${min}, ${max}] (got ${String(v)})`);
+  }
+  return v;
+}

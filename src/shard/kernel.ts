@@ -1,0 +1,98 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../util/paths.js';
+import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
+
+/** The raw exports of build/kernel.wasm (assembly/index.ts). */
+interface KernelExports {
+  memory: WebAssembly.Memory;
+  init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number): number;
+  setLimit(id: number, algorithm: number, limit: number, period: number, burst: number): number;
+  checkBatch(n: number, nowMs: number): number;
+  hashBatch(n: number): void;
+  legInPtr(): number;
+  legOutPtr(): number;
+  hashInPtr(): number;
+  hashOutPtr(): number;
+  keyPtr(): number;
+  size(): number;
+  slotCount(): number;
+  evictions(): number;
+  memoryBytes(): number;
+}
+
+/** Longest key, in bytes of UTF-8. */
+export const MAX_KEY_BYTES = 1024;
+
+let compiled: WebAssembly.Module | undefined;
+
+/** The kernel module, compiled once per thread; pass it to workers rather than recompiling. */
+export function kernelModule(): WebAssembly.Module {
+  compiled ??= new WebAssembly.Module(readFileSync(join(packageRoot(), 'build', 'kernel.wasm')));
+  return compiled;
+}
+
+export interface KernelOptions {
+  /** Most keys held at once; past it the table evicts. */
+  maxKeys: number;
+  /** Most legs (and keys to hash) in one call. */
+  maxBatch: number;
+  limits: readonly KernelLimit[];
+}
+
+/**
+ * One kernel instance: its own linear memory and table. Views over the I/O regions are made once, after
+ * `init` (the only time memory grows), so a batch costs one `set` in, one call, and reads out.
+ */
+export class Kernel {
+  private readonly k: KernelExports;
+  /** Leg input rows, LEG_IN f64s each; write a batch here, then call decide(). */
+  readonly legIn: Float64Array;
+  /** Leg output rows, LEG_OUT f64s each. */
+  readonly legOut: Float64Array;
+  /** Hash input rows: [byte offset, byte length, seedLo, seedHi]. */
+  readonly hashIn: Uint32Array;
+  /** Hash output rows: [hashLo, hashHi]. */
+  readonly hashOut: Uint32Array;
+  /** The key byte region, as a Buffer for `write(str, offset)` without a subarray per key. */
+  readonly keyBytes: Buffer;
+
+  constructor(module: WebAssembly.Module, opts: KernelOptions) {
+    const instance = new WebAssembly.Instance(module, {
+      env: { abort: () => { throw new Error('sluice kernel aborted'); } },
+    });
+    this.k = instance.exports as unknown as KernelExports;
+    const k = this.k;
+    const keyBytes = opts.maxBatch * MAX_KEY_BYTES;
+    if (k.init(opts.maxKeys, opts.maxBatch, Math.max(1, opts.limits.length), keyBytes) !== 0) {
+      throw new Error('sluice kernel: init failed');
+    }
+    opts.limits.forEach((l, id) => {
+      if (k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst) !== 0) {
+        throw new Error(`sluice kernel: bad limit ${id}`);
+      }
+    });
+    const buf = k.memory.buffer;
+    this.legIn = new Float64Array(buf, k.legInPtr(), opts.maxBatch * LEG_IN);
+    this.legOut = new Float64Array(buf, k.legOutPtr(), opts.maxBatch * LEG_OUT);
+    this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * 4);
+    this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * 2);
+    this.keyBytes = Buffer.from(buf, k.keyPtr(), keyBytes);
+  }
+
+  /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */
+  decide(n: number, nowMs: number): void {
+    if (this.k.checkBatch(n, nowMs) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+  }
+
+  /** XXH64 of rows [0, n) of `hashIn` into `hashOut`. */
+  hash(n: number): void {
+    this.k.hashBatch(n);
+  }
+
+  /** Keys held, table slots, evictions since start, bytes of linear memory. */
+  stats(): { keys: number; slots: number; evictions: number; memoryBytes: number } {
+    const k = this.k;
+    return { keys: k.size(), slots: k.slotCount(), evictions: k.evictions(), memoryBytes: k.memoryBytes() };
+  }
+}

@@ -1,0 +1,25 @@
+/**
+ * A shard: one worker thread that owns one kernel (its keys' state) and decides the batches it is sent, in
+ * order. Batches are synchronous, so decisions for a key never interleave.
+ */
+import { workerData } from 'node:worker_threads';
+import { move } from 'piscina';
+import { Kernel } from './kernel.js';
+import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
+
+const init = workerData as ShardInit;
+const kernel = new Kernel(init.module, { maxKeys: init.maxKeys, maxBatch: init.maxBatch, limits: init.limits });
+
+export default function handle(req: ShardRequest): unknown {
+  switch (req.kind) {
+    case 'batch': {
+      kernel.legIn.set(req.legs.length === req.n * LEG_IN ? req.legs : req.legs.subarray(0, req.n * LEG_IN));
+      kernel.decide(req.n, req.now);
+      return move(kernel.legOut.slice(0, req.n * LEG_OUT) as unknown as ArrayBufferView);
+    }
+    case 'stats':
+      return kernel.stats();
+    case 'ping':
+      return 'pong';
+  }
+}

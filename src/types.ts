@@ -1,0 +1,70 @@
+import type { PolicySpec } from './config/policies.js';
+
+/**
+ * The answer to "may this key spend `cost` now?".
+ * All times are whole milliseconds; `remaining` and `limit` are tokens (requests, when cost is 1).
+ */
+export interface Decision {
+  /** Whether the check was admitted (and its cost consumed). */
+  allowed: boolean;
+  /** The binding limit's L: tokens per period. */
+  limit: number;
+  /** Tokens left after this check (floor), never negative. */
+  remaining: number;
+  /** Ms until the binding limit is back to full (bucket refilled, window over). */
+  resetAfterMs: number;
+  /** 0 when admitted; ms until the same check would be admitted; `null` when it never can (cost > capacity). */
+  retryAfterMs: number | null;
+  /** Name of the binding limit (the policy's, a `limits[]` entry's, or its guard's). */
+  policy: string;
+  /** Why a check is denied for good (`retryAfterMs: null`). */
+  reason?: string;
+}
+
+/** One check. Give `key`, or `descriptors` for a policy that declares them. */
+export interface CheckRequest {
+  policy: string;
+  /** 1 to 1,024 bytes of UTF-8, well-formed; compared byte for byte (no normalisation). */
+  key?: string;
+  /** Descriptor values by name; joined (escaped) into the key in the policy's declared order. */
+  descriptors?: Record<string, string>;
+  /** Tokens to spend: a non-negative safe integer; 0 is a peek. */
+  cost: number;
+}
+
+export interface LimiterOptions {
+  /** Policy name → spec (see README "Policies"). */
+  policies: Record<string, PolicySpec>;
+  /** Worker threads owning the keys; 0 decides on the calling thread. Default 0. */
+  shards?: number;
+  /** The time source: Unix epoch ms, an integer. Read once per batch on the calling thread. Default Date.now. */
+  clock?: () => number;
+  /** Most keys held in memory (all shards together); past it the least informative are evicted. Default 1,000,000. */
+  maxKeys?: number;
+  /** Most checks queued or in flight before new ones are refused with OVERLOADED. Default 100,000. */
+  maxPending?: number;
+}
+
+/** Counters for observability. */
+export interface LimiterStats {
+  shards: number;
+  keys: number;
+  evictions: number;
+  pending: number;
+}
+
+export interface Limiter {
+  /**
+   * Decides one check. Rejects with a SluiceError: INVALID_ARGUMENT / UNKNOWN_POLICY naming the field,
+   * OVERLOADED when queues are full, SHARD_FAILED if the owning worker died, CLOSED after close(),
+   * CLOCK if the clock misbehaves.
+   */
+  check(req: CheckRequest): Promise<Decision>;
+  /** Several checks in one call, one result (decision or error) per item, in order. */
+  checkMany(reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>>;
+  stats(): Promise<LimiterStats>;
+  /** Policy names and their compiled form. */
+  readonly policies: ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
+  /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */
+  close(): Promise<void>;
+}
