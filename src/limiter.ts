@@ -27,7 +27,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
-  const policies = compilePolicies(opts.policies);
+  const policies = opts.policies instanceof Map ? opts.policies : compilePolicies(opts.policies);
   const { limits, firstId } = kernelLimits(policies);
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.

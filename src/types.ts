@@ -33,8 +33,8 @@ export interface CheckRequest {
 }
 
 export interface LimiterOptions {
-  /** Policy name → spec (see README "Policies"). */
-  policies: Record<string, PolicySpec>;
+  /** Policy name → spec (see README "Policies"), or policies already compiled by the config loader. */
+  policies: Record<string, PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
   /** Worker threads owning the keys; 0 decides on the calling thread. Default 0. */
   shards?: number;
   /** The time source: Unix epoch ms, an integer. Read once per batch on the calling thread. Default Date.now. */

@@ -27,7 +27,8 @@ export function parseConfig(text: string, file: string): SluiceConfig {
   const first = doc.errors[0];
   if (first !== undefined) {
     const { line, col } = lineCounter.linePos(first.pos[0]);
-    throw new SluiceError('CONFIG', `${file}: line ${line}, column ${col}: invalid YAML: ${firstLine(first.message)}`);
+    const why = first.code === 'MULTIPLE_DOCS' ? 'a policies file holds a single YAML document' : firstLine(first.message);
+    throw new SluiceError('CONFIG', `${file}: line ${line}, column ${col}: invalid YAML: ${why}`);
   }
   let raw: unknown;
   try {

@@ -1,0 +1,76 @@
+import { parseArgs } from 'node:util';
+import { loadConfigFile } from '../config/load.js';
+import { defaultConfig } from '../config/default.js';
+import type { SluiceConfig } from '../config/schema.js';
+import { formatReplay, replayFile } from './replay.js';
+
+const USAGE = `usage:
+  sluice serve  [--config FILE] [--port N] [--host H] [--shards N]
+  sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
+  sluice replay TRACE.csv [--config FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
+
+environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, SLUICE_URL, LOG_LEVEL`;
+
+type Command = (argv: string[]) => Promise<number | void>;
+
+const commands: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import('./serve.js')).serve,
+  check: async () => (await import('./check.js')).check,
+  replay: async () => replayCommand,
+};
+
+/** Runs one CLI command; resolves to the exit code. */
+export async function main(argv: string[]): Promise<number | void> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(USAGE + '\n');
+    return name === undefined ? 2 : 0;
+  }
+  const load = commands[name];
+  if (!load) {
+    process.stderr.write(`sluice: unknown command "${name}"\n${USAGE}\n`);
+    return 2;
+  }
+  return (await load())(rest);
+}
+
+/** The config from --config (or SLUICE_CONFIG), else the built-in default. */
+export async function configFrom(file: string | undefined): Promise<SluiceConfig> {
+  const path = file ?? process.env.SLUICE_CONFIG;
+  return path ? loadConfigFile(path) : defaultConfig();
+}
+
+/** Parses an integer option, naming it in the error. */
+export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
+  if (v === undefined || v === '') return undefined;
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
+  return n;
+}
+
+async function replayCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string' },
+      policy: { type: 'string', multiple: true },
+      'key-column': { type: 'string' },
+      top: { type: 'string' },
+      shards: { type: 'string' },
+      json: { type: 'boolean' },
+    },
+  });
+  if (positionals.length !== 1) throw new Error('replay takes one trace file\n' + USAGE);
+  const file = positionals[0];
+  const config = await configFrom(values.config);
+  const results = await replayFile(file, {
+    policies: config.policies,
+    only: values.policy,
+    keyColumn: values['key-column'],
+    top: intArg(values.top, '--top', 0, 1_000_000),
+    shards: intArg(values.shards, '--shards', 0, 64) ?? 0,
+  });
+  process.stdout.write((values.json ? JSON.stringify(results, null, 2) : formatReplay(results, file)) + '\n');
+  return 0;
+}

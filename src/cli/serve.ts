@@ -1,0 +1,47 @@
+import { parseArgs } from 'node:util';
+import { createLimiter } from '../limiter.js';
+import { startServer } from '../server/http.js';
+import { createLogger } from '../util/log.js';
+import { configFrom, intArg } from './index.js';
+
+/**
+ * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
+ * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS), which wins over the file.
+ * SIGTERM or SIGINT drains: stop listening, finish requests in flight, stop the shards, exit 0.
+ */
+export async function serve(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: { config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' } },
+  });
+  const log = createLogger();
+  const config = await configFrom(values.config);
+  const env = process.env;
+  const port = intArg(values.port, '--port', 0, 65535) ?? intArg(env.SLUICE_PORT, 'SLUICE_PORT', 0, 65535)
+    ?? config.server.port ?? 8080;
+  const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
+    ?? config.engine.shards ?? 0;
+  const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
+  const limiter = await createLimiter({ policies: config.policies, shards, maxKeys: config.engine.maxKeys });
+  const server = await startServer({
+    limiter, host, port, logger: log,
+    maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
+  });
+  log.info({ host, port: server.port, shards, policies: [...config.policies.keys()] }, 'sluice serving');
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string): void => {
+      log.info({ signal }, 'draining');
+      server.close()
+        .then(() => limiter.close())
+        .then(() => {
+          log.info('stopped');
+          resolve(0);
+        }, (e: unknown) => {
+          log.error({ err: e }, 'shutdown failed');
+          resolve(1);
+        });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}

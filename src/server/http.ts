@@ -1,0 +1,283 @@
+import uWS from 'uWebSockets.js';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Logger } from 'pino';
+import type { CheckRequest, Decision, Limiter } from '../types.js';
+import type { CompiledPolicy } from '../config/policies.js';
+import { checkFromJson, checkFromQuery, decisionJson } from './codec.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
+import { errorItem, problem, problemOf, type Problem } from './problem.js';
+import { authCheck } from './auth.js';
+import { invalidArgument } from '../util/errors.js';
+
+export interface ServerOptions {
+  limiter: Limiter;
+  /** Interface to bind. Default 0.0.0.0. */
+  host?: string;
+  /** TCP port; 0 picks a free one. Default 8080. */
+  port?: number;
+  /** Largest request body in bytes; larger gets 413. Default 65,536. */
+  maxBodyBytes?: number;
+  /** Most checks in one POST /v1/check batch; more gets 413. Default 1,000. */
+  maxBatchItems?: number;
+  /** What /v1/auth answers on a denial: 429, or 403 for nginx auth_request. Default 429. */
+  authDenyStatus?: 429 | 403;
+  logger?: Logger;
+}
+
+export interface SluiceServer {
+  /** The port listened on. */
+  readonly port: number;
+  /** Stops accepting, lets requests in flight finish, then closes every connection. Does not close the limiter. */
+  close(): Promise<void>;
+}
+
+const STATUS_LINE: Record<number, string> = {
+  200: '200 OK', 400: '400 Bad Request', 403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed',
+  413: '413 Content Too Large', 415: '415 Unsupported Media Type', 429: '429 Too Many Requests',
+  500: '500 Internal Server Error', 503: '503 Service Unavailable',
+};
+
+/** One request's life: whether the client went away, so nothing is written to a dead response. */
+interface Exchange {
+  res: HttpResponse;
+  aborted: boolean;
+}
+
+/**
+ * The HTTP front on uWebSockets.js: `GET|POST /v1/check`, `/v1/auth` (any method), `/healthz`, `/readyz`.
+ * Reads every request fully before the first await, registers `onAborted`, and writes every answer
+ * after async work inside `cork`.
+ */
+export async function startServer(o: ServerOptions): Promise<SluiceServer> {
+  if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
+  const limiter = o.limiter;
+  const maxBody = o.maxBodyBytes ?? 65_536;
+  const maxItems = o.maxBatchItems ?? 1_000;
+  const denyStatus = o.authDenyStatus ?? 429;
+  const log = o.logger;
+  const policyHeaders = policyHeaderTable(limiter.policies);
+  let inFlight = 0;
+  let draining = false;
+  let drained: (() => void) | null = null;
+
+  const begin = (res: HttpResponse): Exchange => {
+    const x: Exchange = { res, aborted: false };
+    inFlight++;
+    res.onAborted(() => {
+      x.aborted = true;
+      finish();
+    });
+    return x;
+  };
+  const finish = (): void => {
+    inFlight--;
+    if (inFlight === 0 && drained) drained();
+  };
+  /** Writes an answer unless the client left; cork batches the writes into one syscall. */
+  const reply = (x: Exchange, write: (res: HttpResponse) => void): void => {
+    if (x.aborted) return;
+    x.aborted = true; // answered: a later abort must not count twice
+    x.res.cork(() => write(x.res));
+    finish();
+  };
+  const fail = (x: Exchange, e: unknown): void => {
+    const p = problemOf(e);
+    if (p.status >= 500) log?.warn({ err: e }, 'check failed');
+    reply(x, (res) => writeProblem(res, p));
+  };
+
+  const answerDecision = (x: Exchange, d: Decision, req: CheckRequest): void =>
+    reply(x, (res) => {
+      res.writeStatus(STATUS_LINE[200]);
+      writeRateLimitHeaders(res, d, policyHeaders.get(req.policy));
+      res.writeHeader('Content-Type', 'application/json');
+      res.end(decisionJson(d));
+    });
+
+  const runCheck = (x: Exchange, req: CheckRequest): void => {
+    limiter.check(req).then((d) => answerDecision(x, d, req), (e) => fail(x, e));
+  };
+
+  const app: TemplatedApp = uWS.App();
+
+  app.get('/v1/check', (res, req) => {
+    const x = begin(res);
+    let check: CheckRequest;
+    try {
+      check = checkFromQuery(req.getQuery() ?? '');
+    } catch (e) {
+      return fail(x, e);
+    }
+    runCheck(x, check);
+  });
+
+  app.post('/v1/check', (res, req) => {
+    const x = begin(res);
+    const type = req.getHeader('content-type');
+    if (!/^application\/json\s*(;|$)/i.test(type)) {
+      return reply(x, (r) => writeProblem(r, problem(415, `content-type: must be application/json (got ${JSON.stringify(type)})`, 'content-type')));
+    }
+    readBody(x, maxBody, (body) => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch (e) {
+        return fail(x, invalidArgument('body', `is not valid JSON (${(e as Error).message})`));
+      }
+      const checks = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
+        ? (parsed as { checks?: unknown }).checks : undefined;
+      if (checks === undefined) {
+        let check: CheckRequest;
+        try {
+          check = checkFromJson(parsed);
+        } catch (e) {
+          return fail(x, e);
+        }
+        return runCheck(x, check);
+      }
+      batch(x, parsed as Record<string, unknown>);
+    });
+  });
+
+  /** `{checks: [...]}`: one result per item, a bad item gets its own error and the rest go on. */
+  const batch = (x: Exchange, body: Record<string, unknown>): void => {
+    const checks = body.checks;
+    const extra = Object.keys(body).find((k) => k !== 'checks');
+    if (extra !== undefined) return fail(x, invalidArgument(extra, 'is not allowed beside checks'));
+    if (!Array.isArray(checks) || checks.length === 0) return fail(x, invalidArgument('checks', 'must be a non-empty array'));
+    if (checks.length > maxItems) {
+      return reply(x, (r) => writeProblem(r, problem(413, `checks: at most ${maxItems} items per batch (got ${checks.length})`, 'checks')));
+    }
+    const results = checks.map((item, i) => {
+      const prefix = `checks[${i}].`;
+      try {
+        return limiter.check(checkFromJson(item, prefix)).catch((e) => itemError(e, prefix));
+      } catch (e) {
+        return Promise.resolve(itemError(e, prefix));
+      }
+    });
+    Promise.all(results).then((rs) => reply(x, (res) => {
+      res.writeStatus(STATUS_LINE[200]);
+      res.writeHeader('Content-Type', 'application/json');
+      res.end(`{"results":[${rs.map((r) => ('error' in r ? JSON.stringify(r) : decisionJson(r))).join(',')}]}`);
+    }), (e) => fail(x, e));
+  };
+
+  app.any('/v1/check', (res, req) => {
+    const x = begin(res);
+    const method = req.getMethod().toUpperCase();
+    reply(x, (r) => {
+      writeProblem(r, problem(405, `method: ${method} is not allowed on /v1/check (GET or POST)`, 'method'), 'GET, POST');
+    });
+  });
+
+  app.any('/v1/auth', (res, req) => {
+    const x = begin(res);
+    let check: CheckRequest;
+    try {
+      check = authCheck(req, limiter.policies);
+    } catch (e) {
+      return fail(x, e);
+    }
+    limiter.check(check).then((d) => reply(x, (r) => {
+      const status = d.allowed ? 200 : denyStatus;
+      r.writeStatus(STATUS_LINE[status]);
+      writeRateLimitHeaders(r, d, policyHeaders.get(check.policy));
+      r.end();
+    }), (e) => fail(x, e));
+  });
+
+  app.get('/healthz', (res) => {
+    const x = begin(res);
+    reply(x, (r) => r.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
+  });
+
+  app.get('/readyz', (res) => {
+    const x = begin(res);
+    reply(x, (r) => {
+      if (draining) r.writeStatus(STATUS_LINE[503]).writeHeader('Content-Type', 'application/json').end('{"status":"draining"}');
+      else r.writeHeader('Content-Type', 'application/json').end('{"status":"ready"}');
+    });
+  });
+
+  app.any('/*', (res, req) => {
+    const x = begin(res);
+    const url = req.getUrl();
+    reply(x, (r) => writeProblem(r, problem(404, `path: no route for ${url}`, 'path')));
+  });
+
+  const { token, port } = await listen(app, o.host ?? '0.0.0.0', o.port ?? 8080);
+  log?.info({ port }, 'listening');
+
+  return {
+    port,
+    async close(): Promise<void> {
+      if (draining) return;
+      draining = true;
+      uWS.us_listen_socket_close(token);
+      if (inFlight > 0) await new Promise<void>((r) => (drained = r));
+      (app as unknown as { close(): void }).close();
+    },
+  };
+
+  function itemError(e: unknown, prefix: string): ReturnType<typeof errorItem> {
+    const item = errorItem(e);
+    if (item.error.field !== undefined && !item.error.field.startsWith(prefix)) {
+      item.error.detail = prefix + item.error.detail;
+      item.error.field = prefix + item.error.field;
+    }
+    return item;
+  }
+}
+
+/** Reads the whole body (copying each chunk: uWS reuses them), or answers 413 past `max` bytes. */
+function readBody(x: Exchange, max: number, done: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  x.res.onData((chunk, isLast) => {
+    if (over) return;
+    size += chunk.byteLength;
+    if (size > max) {
+      over = true;
+      if (x.aborted) return;
+      x.aborted = true;
+      x.res.cork(() => writeProblem(x.res, problem(413, `body: larger than ${max} bytes`, 'body')));
+      x.res.close();
+      return;
+    }
+    chunks.push(Buffer.from(chunk.slice(0)));
+    if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
+  });
+}
+
+function writeRateLimitHeaders(res: HttpResponse, d: Decision, policyHeader: string | undefined): void {
+  if (policyHeader !== undefined) res.writeHeader('RateLimit-Policy', policyHeader);
+  res.writeHeader('RateLimit', rateLimitHeader(d));
+  if (!d.allowed && d.retryAfterMs !== null) res.writeHeader('Retry-After', String(retryAfterSeconds(d.retryAfterMs)));
+}
+
+function writeProblem(res: HttpResponse, p: Problem, allow?: string): void {
+  res.writeStatus(STATUS_LINE[p.status] ?? `${p.status} Error`);
+  res.writeHeader('Content-Type', 'application/problem+json');
+  if (allow !== undefined) res.writeHeader('Allow', allow);
+  if (p.status === 503) res.writeHeader('Retry-After', '1');
+  res.end(JSON.stringify(p));
+}
+
+function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [name, p] of policies) out.set(name, rateLimitPolicyHeader(p, p.guard === null ? undefined : policies.get(p.guard)));
+  return out;
+}
+
+function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (token) => {
+      if (!token) reject(new Error(`cannot listen on ${host}:${port}`));
+      else resolve({ token, port: uWS.us_socket_local_port(token) });
+    });
+  });
+}
+
+export type { HttpRequest };
