@@ -31,16 +31,27 @@ function nextPow2(x: u32): u32 {
 }
 
 /**
- * Allocates every region once. maxKeys bounds the table; slots = the power of two ≥ maxKeys + 1, doubled
- * if the load would pass 96%. Returns 0, or 1 if called twice.
+ * Allocates every region once, growing memory in one step to exactly what they need. maxKeys bounds the
+ * table; slots = the power of two ≥ maxKeys + 1, doubled if the load would pass 96%. keyBytes sizes the
+ * region keys are hashed from (0 for a kernel that only decides). Returns 0; 1 if called twice; 2 if the
+ * regions do not fit in 4 GiB of linear memory.
  */
 export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u32): u32 {
   if (legIn != 0) return 1;
   let slotCount = nextPow2(maxKeysArg + 1);
   if (<u64>maxKeysArg * 100 > <u64>slotCount * 96) slotCount <<= 1;
-  tableInit(heap.alloc(<usize>slotCount * SLOT_SIZE), slotCount, maxKeysArg);
-  limits = heap.alloc(<usize>maxLimits * LIMIT_SIZE);
-  memory.fill(limits, 0, <usize>maxLimits * LIMIT_SIZE);
+  const tableBytes = <u64>slotCount * SLOT_SIZE;
+  const limitBytes = <u64>maxLimits * LIMIT_SIZE;
+  const ioBytes = <u64>maxBatch * (LEG_IN_STRIDE + LEG_OUT_STRIDE + HASH_IN_STRIDE + HASH_OUT_STRIDE);
+  // the stub allocator rounds each of the 8 blocks up to 16 bytes
+  const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + 8 * 16;
+  if (end > 0xFFFF0000 || slotCount == 0) return 2;
+  const pages = <i32>((end + 0xFFFF) >> 16);
+  const have = memory.size();
+  if (pages > have && memory.grow(pages - have) < 0) return 2;
+  tableInit(heap.alloc(<usize>tableBytes), slotCount, maxKeysArg);
+  limits = heap.alloc(<usize>limitBytes);
+  memory.fill(limits, 0, <usize>limitBytes);
   limitCount = maxLimits;
   batchMax = maxBatch;
   legIn = heap.alloc(<usize>maxBatch * LEG_IN_STRIDE);

@@ -1,6 +1,6 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats } from './types.js';
 import { compilePolicies } from './config/policies.js';
-import { Kernel, kernelModule } from './shard/kernel.js';
+import { Kernel, kernelModule, MAX_KERNEL_KEYS } from './shard/kernel.js';
 import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes, kernelLimits } from './engine/runtime.js';
@@ -23,7 +23,7 @@ const MAX_SHARDS = 64;
 export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (typeof opts !== 'object' || opts === null) throw configError('createLimiter', 'options', 'must be an object');
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
-  const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, 2 ** 30);
+  const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');

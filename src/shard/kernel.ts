@@ -23,6 +23,8 @@ interface KernelExports {
 
 /** Longest key, in bytes of UTF-8. */
 export const MAX_KEY_BYTES = 1024;
+/** Key text hashed per batch; a batch goes out early when it fills. */
+const DEFAULT_KEY_BYTES = 1 << 20;
 
 let compiled: WebAssembly.Module | undefined;
 
@@ -37,8 +39,13 @@ export interface KernelOptions {
   maxKeys: number;
   /** Most legs (and keys to hash) in one call. */
   maxBatch: number;
+  /** Bytes of the region keys are hashed from; 0 for a kernel that only decides (a shard worker). Default 1 MiB. */
+  keyBytes?: number;
   limits: readonly KernelLimit[];
 }
+
+/** Most keys one kernel holds: 2^26 slots of 32 bytes fill half of wasm32's 4 GiB. */
+export const MAX_KERNEL_KEYS = 2 ** 25;
 
 /**
  * One kernel instance: its own linear memory and table. Views over the I/O regions are made once, after
@@ -63,10 +70,12 @@ export class Kernel {
     });
     this.k = instance.exports as unknown as KernelExports;
     const k = this.k;
-    const keyBytes = opts.maxBatch * MAX_KEY_BYTES;
-    if (k.init(opts.maxKeys, opts.maxBatch, Math.max(1, opts.limits.length), keyBytes) !== 0) {
-      throw new Error('sluice kernel: init failed');
+    const keyBytes = opts.keyBytes ?? DEFAULT_KEY_BYTES;
+    if (!Number.isInteger(opts.maxKeys) || opts.maxKeys < 1 || opts.maxKeys > MAX_KERNEL_KEYS) {
+      throw new RangeError(`sluice kernel: maxKeys must be an integer in [1, ${MAX_KERNEL_KEYS}] (got ${opts.maxKeys})`);
     }
+    const code = k.init(opts.maxKeys, opts.maxBatch, Math.max(1, opts.limits.length), keyBytes);
+    if (code !== 0) throw new Error(`sluice kernel: init failed (code ${code})`);
     opts.limits.forEach((l, id) => {
       if (k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst) !== 0) {
         throw new Error(`sluice kernel: bad limit ${id}`);

@@ -8,7 +8,7 @@ import { Kernel } from './kernel.js';
 import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
 
 const init = workerData as ShardInit;
-const kernel = new Kernel(init.module, { maxKeys: init.maxKeys, maxBatch: init.maxBatch, limits: init.limits });
+const kernel = new Kernel(init.module, { maxKeys: init.maxKeys, maxBatch: init.maxBatch, keyBytes: 0, limits: init.limits });
 
 export default function handle(req: ShardRequest): unknown {
   switch (req.kind) {

@@ -202,8 +202,9 @@ function evalBucket(lim: ModelLimit, state: BucketState | undefined, cost: bigin
   const B = BigInt(lim.burst ?? lim.limit);
   const now = effectiveTime(state, t);
 
-  const tokens =
-    state === undefined ? Q.of(B) : minQ(Q.of(B), state.tokens.add(new Q((now - state.lastSeen) * L, P)));
+  // limit 0: nothing can ever be spent, so nothing is reported as remaining either
+  const tokens = L === 0n ? Q.of(0n)
+    : state === undefined ? Q.of(B) : minQ(Q.of(B), state.tokens.add(new Q((now - state.lastSeen) * L, P)));
 
   // Time until the bucket is full again from `tk` tokens (0 when full; a limit-0 bucket never changes).
   const resetFrom = (tk: Q): bigint => (L === 0n ? 0n : Q.of(B).sub(tk).mul(P).div(L).ceil());
@@ -355,7 +356,7 @@ function limitsOf(policy: ModelPolicy): ModelLimit[] {
  * Denied: among the denying limits, one that says "never" (null) if any, else the largest retryAfterMs
  * (first on ties).
  */
-function combine(decisions: ModelDecision[]): ModelDecision {
+export function combine(decisions: ModelDecision[]): ModelDecision {
   const denying = decisions.filter((d) => !d.allowed);
   if (denying.length === 0) {
     return decisions.reduce((best, d) => (d.remaining < best.remaining ? d : best));
