@@ -31,12 +31,26 @@ export function escapePart(v: string): string {
  * @throws SluiceError INVALID_ARGUMENT naming `key` or `descriptors.<name>`.
  */
 export function keyOf(policy: CompiledPolicy, key: unknown, descriptors: unknown): string {
-  if (key !== undefined) return validateKey(key);
-  if (descriptors === undefined || policy.descriptors.length === 0) {
+  const values = descriptors === undefined ? undefined : descriptorValues(policy, descriptors);
+  if (key !== undefined) {
+    if (values !== undefined) throw invalidArgument('descriptors', 'give key or descriptors, not both');
+    return validateKey(key);
+  }
+  if (values === undefined) {
     throw invalidArgument('key', policy.descriptors.length === 0
       ? 'is required'
       : `is required (or descriptors: ${policy.descriptors.map((d) => d.name).join(', ')})`);
   }
+  const parts = policy.descriptors.map((d) => {
+    const v = Object.hasOwn(values, d.name) ? values[d.name] : undefined;
+    if (typeof v !== 'string') throw invalidArgument(`descriptors.${d.name}`, `must be a string (got ${describe(v)})`);
+    return escapePart(v);
+  });
+  return validateKey(parts.join(':'), `descriptors.${policy.descriptors.map((d) => d.name).join('+')}`);
+}
+
+/** The descriptors object, every name one the policy declares. */
+function descriptorValues(policy: CompiledPolicy, descriptors: unknown): Record<string, unknown> {
   if (typeof descriptors !== 'object' || descriptors === null || Array.isArray(descriptors)) {
     throw invalidArgument('descriptors', 'must be an object of descriptor name to string value');
   }
@@ -46,12 +60,7 @@ export function keyOf(policy: CompiledPolicy, key: unknown, descriptors: unknown
       throw invalidArgument(`descriptors.${name}`, `is not a descriptor of policy "${policy.name}"`);
     }
   }
-  const parts = policy.descriptors.map((d) => {
-    const v = values[d.name];
-    if (typeof v !== 'string') throw invalidArgument(`descriptors.${d.name}`, `must be a string (got ${describe(v)})`);
-    return escapePart(v);
-  });
-  return validateKey(parts.join(':'), `descriptors.${policy.descriptors.map((d) => d.name).join('+')}`);
+  return values;
 }
 
 export function describe(v: unknown): string {

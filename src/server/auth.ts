@@ -20,9 +20,9 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
     throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(check.policy)}`, 'policy');
   }
   if (policy.descriptors.length === 0) throw invalidArgument('key', 'is required (the policy has no descriptors)');
-  const descriptors: Record<string, string> = { ...check.descriptors };
+  const descriptors: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, check.descriptors);
   for (const d of policy.descriptors) {
-    if (d.name in descriptors) continue;
+    if (Object.hasOwn(descriptors, d.name)) continue;
     if (d.header === null) throw invalidArgument(d.name, 'is required (as a query parameter: the descriptor has no header)');
     let v = req.getHeader(d.header);
     if (d.header === 'x-forwarded-for') v = v.split(',')[0].trim();

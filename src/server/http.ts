@@ -3,7 +3,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { checkFromJson, checkFromQuery, decisionJson } from './codec.js';
+import { bodyText, checkFromJson, checkFromQuery, decisionJson } from './codec.js';
 import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
 import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
@@ -117,12 +117,16 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     if (!/^application\/json\s*(;|$)/i.test(type)) {
       return reply(x, (r) => writeProblem(r, problem(415, `content-type: must be application/json (got ${JSON.stringify(type)})`, 'content-type')));
     }
-    readBody(x, maxBody, (body) => {
+    readBody(x.res, maxBody, (body) => {
+      if (body === null) {
+        // answer now and drop the connection rather than read the rest of an oversize body
+        return reply(x, (r) => writeProblem(r, problem(413, `body: larger than ${maxBody} bytes`, 'body'), undefined, true));
+      }
       let parsed: unknown;
       try {
-        parsed = JSON.parse(body.toString('utf8'));
+        parsed = JSON.parse(bodyText(body));
       } catch (e) {
-        return fail(x, invalidArgument('body', `is not valid JSON (${(e as Error).message})`));
+        return fail(x, e instanceof SyntaxError ? invalidArgument('body', `is not valid JSON (${e.message})`) : e);
       }
       const checks = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
         ? (parsed as { checks?: unknown }).checks : undefined;
@@ -149,11 +153,11 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       return reply(x, (r) => writeProblem(r, problem(413, `checks: at most ${maxItems} items per batch (got ${checks.length})`, 'checks')));
     }
     const results = checks.map((item, i) => {
-      const prefix = `checks[${i}].`;
+      const at = `checks[${i}]`;
       try {
-        return limiter.check(checkFromJson(item, prefix)).catch((e) => itemError(e, prefix));
+        return limiter.check(checkFromJson(item, at)).catch((e) => itemError(e, at));
       } catch (e) {
-        return Promise.resolve(itemError(e, prefix));
+        return Promise.resolve(itemError(e, at));
       }
     });
     Promise.all(results).then((rs) => reply(x, (res) => {
@@ -220,31 +224,28 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     },
   };
 
-  function itemError(e: unknown, prefix: string): ReturnType<typeof errorItem> {
+  /** A batch item's error, its field named by its path in the batch (`checks[3].cost`). */
+  function itemError(e: unknown, at: string): ReturnType<typeof errorItem> {
     const item = errorItem(e);
-    if (item.error.field !== undefined && !item.error.field.startsWith(prefix)) {
-      item.error.detail = prefix + item.error.detail;
-      item.error.field = prefix + item.error.field;
+    if (item.error.field !== undefined && !item.error.field.startsWith(at)) {
+      item.error.detail = `${at}.${item.error.detail}`;
+      item.error.field = `${at}.${item.error.field}`;
     }
     return item;
   }
 }
 
-/** Reads the whole body (copying each chunk: uWS reuses them), or answers 413 past `max` bytes. */
-function readBody(x: Exchange, max: number, done: (body: Buffer) => void): void {
+/** Reads the whole body, copying each chunk (uWS reuses them); `done(null)` once it passes `max` bytes. */
+function readBody(res: HttpResponse, max: number, done: (body: Buffer | null) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let over = false;
-  x.res.onData((chunk, isLast) => {
+  res.onData((chunk, isLast) => {
     if (over) return;
     size += chunk.byteLength;
     if (size > max) {
       over = true;
-      if (x.aborted) return;
-      x.aborted = true;
-      x.res.cork(() => writeProblem(x.res, problem(413, `body: larger than ${max} bytes`, 'body')));
-      x.res.close();
-      return;
+      return done(null);
     }
     chunks.push(Buffer.from(chunk.slice(0)));
     if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
@@ -257,12 +258,12 @@ function writeRateLimitHeaders(res: HttpResponse, d: Decision, policyHeader: str
   if (!d.allowed && d.retryAfterMs !== null) res.writeHeader('Retry-After', String(retryAfterSeconds(d.retryAfterMs)));
 }
 
-function writeProblem(res: HttpResponse, p: Problem, allow?: string): void {
+function writeProblem(res: HttpResponse, p: Problem, allow?: string, closeConnection = false): void {
   res.writeStatus(STATUS_LINE[p.status] ?? `${p.status} Error`);
   res.writeHeader('Content-Type', 'application/problem+json');
   if (allow !== undefined) res.writeHeader('Allow', allow);
   if (p.status === 503) res.writeHeader('Retry-After', '1');
-  res.end(JSON.stringify(p));
+  res.end(JSON.stringify(p), closeConnection);
 }
 
 function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<string, string> {

@@ -1,0 +1,230 @@
+/**
+ * Test servers: a limiter on a {@link ManualClock} behind the real uWebSockets.js front, bound to 127.0.0.1 on
+ * a free port (port 0), plus small HTTP helpers and a way to run the built `sluice` CLI as a child process.
+ *
+ * `shards > 0` starts worker threads from the BUILT dist/ (src/shard/pool.ts): run `npm run build` first.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createLimiter } from '../../src/index.js';
+import { startServer, type ServerOptions, type SluiceServer } from '../../src/server/http.js';
+import type { Limiter, LimiterOptions } from '../../src/types.js';
+import { ManualClock } from './clock.js';
+
+/** The project root (the folder holding package.json). */
+export const PROJECT_ROOT = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
+/** The shared access trace, resolved as ../shared/data/access-trace.csv from the project root. */
+export const TRACE_PATH = path.resolve(PROJECT_ROOT, '..', 'shared', 'data', 'access-trace.csv');
+/** The built CLI entry point. */
+export const SLUICE_BIN = path.join(PROJECT_ROOT, 'bin', 'sluice.js');
+
+export interface TestServerOptions extends Omit<ServerOptions, 'limiter' | 'host' | 'port'> {
+  policies: LimiterOptions['policies'];
+  /** Worker shards (0: decide in-thread). Default 0. */
+  shards?: number;
+  /** The clock to decide with; default a new ManualClock at a whole minute. */
+  clock?: ManualClock;
+  /**
+   * Key table capacity. Default {@link TEST_MAX_KEYS}, not the library's 1,000,000: a table that size costs
+   * ~100 ms to allocate per limiter, and no test here holds more than a few thousand keys.
+   */
+  maxKeys?: number;
+  maxPending?: number;
+}
+
+/** The key table capacity test limiters get unless a test asks for another. */
+export const TEST_MAX_KEYS = 16_384;
+
+export interface TestServer {
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  port: number;
+  clock: ManualClock;
+  limiter: Limiter;
+  server: SluiceServer;
+  /** Closes the server, then the limiter. Safe to call more than once. */
+  close(): Promise<void>;
+}
+
+/** Starts a limiter on a manual clock and the HTTP front on 127.0.0.1, port 0. */
+export async function startTestServer(o: TestServerOptions): Promise<TestServer> {
+  const clock = o.clock ?? new ManualClock();
+  const limiter = await createLimiter({
+    policies: o.policies, shards: o.shards ?? 0, clock: clock.now, maxKeys: o.maxKeys ?? TEST_MAX_KEYS, maxPending: o.maxPending,
+  });
+  let server: SluiceServer;
+  try {
+    server = await startServer({
+      limiter, host: '127.0.0.1', port: 0, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems,
+      authDenyStatus: o.authDenyStatus, logger: o.logger,
+    });
+  } catch (e) {
+    await limiter.close();
+    throw e;
+  }
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://127.0.0.1:${server.port}`,
+    port: server.port,
+    clock,
+    limiter,
+    server,
+    close: () => (closing ??= server.close().then(() => limiter.close())),
+  };
+}
+
+/** Tracks servers so one afterEach/afterAll closes them all. */
+export class ServerPool {
+  private readonly open: TestServer[] = [];
+
+  async start(o: TestServerOptions): Promise<TestServer> {
+    const s = await startTestServer(o);
+    this.open.push(s);
+    return s;
+  }
+
+  async closeAll(): Promise<void> {
+    const all = this.open.splice(0);
+    await Promise.all(all.map((s) => s.close()));
+  }
+}
+
+/** A response read in full. */
+export interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+  /** The body parsed as JSON (undefined when empty or not JSON). */
+  json: any;
+  contentType: string | null;
+}
+
+/** Per-request timeout: a hang fails the test instead of stalling it. */
+export const REQUEST_TIMEOUT_MS = 5_000;
+
+/** fetch with a timeout, reading the whole body. */
+export async function send(url: string, init: RequestInit = {}): Promise<Answer> {
+  const res = await fetch(url, { ...init, signal: init.signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const text = await res.text();
+  let json: unknown;
+  if (text !== '') {
+    try {
+      json = JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+  }
+  return { status: res.status, headers: res.headers, text, json, contentType: res.headers.get('content-type') };
+}
+
+/** POST a JSON text (a string is sent as is, anything else is JSON.stringified). */
+export function postJson(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Answer> {
+  return send(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+/** A query string with every value percent-encoded (encodeURIComponent: `+` becomes %2B, space %20). */
+export function query(params: Record<string, string | number>): string {
+  return Object.entries(params).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&');
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The built CLI as a child process
+// ---------------------------------------------------------------------------------------------------------
+
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node bin/sluice.js ...args` to completion (killed after `timeoutMs`). */
+export function runSluice(args: string[], opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
+      cwd: PROJECT_ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 20_000);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** A running `sluice serve`. */
+export interface ServeProcess {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  /** Everything written so far. */
+  stdout(): string;
+  stderr(): string;
+  /** Parsed JSON log lines of stdout so far. */
+  logs(): Array<Record<string, unknown>>;
+  /** Resolves with the exit code and signal once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILLs the process if it is still running. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Spawns `node bin/sluice.js serve --host 127.0.0.1 --port 0 ...extra` and waits for the "sluice serving"
+ * log line, whose `port` field is the port chosen.
+ */
+export function spawnServe(extra: string[] = [], opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [SLUICE_BIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...extra], {
+    cwd: PROJECT_ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8');
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('close', (code, signal) => resolve({ code, signal }));
+  });
+  const logs = (): Array<Record<string, unknown>> => out.split('\n').filter((l) => l.trim() !== '').flatMap((l) => {
+    try {
+      return [JSON.parse(l) as Record<string, unknown>];
+    } catch {
+      return [];
+    }
+  });
+  const kill = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
+  };
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      void kill();
+      reject(new Error(`sluice serve did not log "sluice serving" in time; stdout: ${out} stderr: ${err}`));
+    }, opts.timeoutMs ?? 15_000);
+    child.stdout!.on('data', (d: string) => {
+      out += d;
+      const line = logs().find((l) => l.msg === 'sluice serving');
+      if (line === undefined || typeof line.port !== 'number') return;
+      clearTimeout(timer);
+      const port = line.port;
+      resolve({
+        child, port, url: `http://127.0.0.1:${port}`, stdout: () => out, stderr: () => err, logs, exited, kill,
+      });
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`sluice serve exited early (code ${code}, signal ${signal}); stdout: ${out} stderr: ${err}`));
+    });
+  });
+}

@@ -1,0 +1,201 @@
+/**
+ * The built CLI (`node bin/sluice.js`, which runs dist/: `npm run build` first) as child processes:
+ * `serve` on port 0 (the chosen port read from its "sluice serving" JSON log line), `check` against it
+ * (exit 0 admitted, 3 denied, 1 error), SIGTERM draining, `replay` of the shared trace, and bad config files.
+ */
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runSluice, send, spawnServe, type ServeProcess } from '../helpers/server.js';
+
+let tmp: string;
+beforeAll(() => {
+  tmp = mkdtempSync(path.join(os.tmpdir(), 'sluice-cli-'));
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const running: ServeProcess[] = [];
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((p) => p.kill()));
+});
+
+async function serve(extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<ServeProcess> {
+  const p = await spawnServe(extra, { env });
+  running.push(p);
+  return p;
+}
+
+function writeTmp(name: string, text: string): string {
+  const file = path.join(tmp, name);
+  writeFileSync(file, text);
+  return file;
+}
+
+/** Resolves with the exit, or with 'timeout' after `ms`. */
+function exitWithin(p: ServeProcess, ms: number): Promise<{ code: number | null; signal: NodeJS.Signals | null } | 'timeout'> {
+  return Promise.race([p.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms))]);
+}
+
+describe('sluice serve + sluice check', () => {
+  it('serve --port 0 logs the chosen port; check exits 0 and prints the decision as JSON', async () => {
+    const p = await serve();
+    const line = p.logs().find((l) => l.msg === 'sluice serving')!;
+    expect({ host: line.host, port: line.port, shards: line.shards, policies: line.policies, name: line.name, level: line.level })
+      .toStrictEqual({ host: '127.0.0.1', port: p.port, shards: 0, policies: ['free', 'paid', 'global'], name: 'sluice', level: 30 });
+    expect(p.port).toBeGreaterThan(0);
+    expect((await send(`${p.url}/healthz`)).json).toStrictEqual({ status: 'ok' });
+
+    const r = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'k']);
+    expect(r).toStrictEqual({
+      code: 0, signal: null, stderr: '',
+      stdout: '{"allowed":true,"limit":100,"remaining":99,"resetAfterMs":600,"retryAfterMs":0,"policy":"free"}\n',
+    });
+    const viaEnv = await runSluice(['check', '--policy', 'free', '--descriptor', 'tenant=acme', '--descriptor', 'action=read', '--cost', '2'],
+      { env: { SLUICE_URL: p.url } });
+    expect({ code: viaEnv.code, body: JSON.parse(viaEnv.stdout) }).toStrictEqual({
+      code: 0, body: { allowed: true, limit: 100, remaining: 98, resetAfterMs: 1200, retryAfterMs: 0, policy: 'free' },
+    });
+  });
+
+  it('a denied check exits 3 and still prints the decision', async () => {
+    const p = await serve();
+    const spend = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'd', '--cost', '100']);
+    expect({ code: spend.code, body: JSON.parse(spend.stdout) }).toStrictEqual({
+      code: 0, body: { allowed: true, limit: 100, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'free' },
+    });
+    // 100 tokens take a minute to come back: the next cost-100 check is denied whatever the real clock did meanwhile.
+    const again = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'd', '--cost', '100']);
+    const body = JSON.parse(again.stdout) as Record<string, unknown>;
+    expect({ code: again.code, allowed: body.allowed, policy: body.policy, stderr: again.stderr })
+      .toStrictEqual({ code: 3, allowed: false, policy: 'free', stderr: '' });
+    expect(body.retryAfterMs).toBeGreaterThan(30_000);
+    const never = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'n', '--cost', '101']);
+    expect({ code: never.code, body: JSON.parse(never.stdout) }).toStrictEqual({
+      code: 3,
+      body: { allowed: false, limit: 100, remaining: 100, resetAfterMs: 0, retryAfterMs: null, policy: 'free', reason: "cost exceeds the limit's capacity" },
+    });
+  });
+
+  it('an error answer exits 1 and prints the problem; usage errors exit 1 with a message on stderr', async () => {
+    const p = await serve();
+    const r = await runSluice(['check', '--url', p.url, '--policy', 'nope', '--key', 'k']);
+    expect({ code: r.code, body: JSON.parse(r.stdout) }).toStrictEqual({
+      code: 1,
+      body: { type: 'about:blank', title: 'Bad Request', status: 400, detail: 'policy: unknown policy "nope"', field: 'policy', code: 'UNKNOWN_POLICY' },
+    });
+    const noPolicy = await runSluice(['check', '--url', p.url, '--key', 'k']);
+    expect(noPolicy).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: 'sluice: check needs --policy\n' });
+    const badCost = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'k', '--cost', '-1']);
+    expect({ code: badCost.code, stderr: badCost.stderr }).toStrictEqual({ code: 1, stderr: expect.stringContaining('--cost') });
+  });
+
+  it('SIGTERM drains: logs draining and stopped, exits 0 within a few seconds, and nothing listens afterwards', async () => {
+    const p = await serve();
+    expect((await send(`${p.url}/v1/check?policy=free&key=k`)).status).toBe(200);
+    p.child.kill('SIGTERM');
+    const exit = await exitWithin(p, 5000);
+    expect(exit).toStrictEqual({ code: 0, signal: null });
+    const msgs = p.logs().map((l) => l.msg);
+    expect(msgs.slice(msgs.indexOf('sluice serving'))).toStrictEqual(['sluice serving', 'draining', 'stopped']);
+    expect(p.logs().find((l) => l.msg === 'draining')!.signal).toBe('SIGTERM');
+    expect(p.stderr()).toBe('');
+    await expect(send(`${p.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('SIGTERM with a request in flight: the request is answered, then the process exits 0', async () => {
+    const p = await serve();
+    const body = '{"policy":"free","key":"late"}';
+    let received = '';
+    const socket = await new Promise<net.Socket>((resolve, reject) => {
+      const s = net.connect(p.port, '127.0.0.1', () => resolve(s));
+      s.once('error', reject);
+    });
+    socket.on('error', () => undefined);
+    socket.setEncoding('utf8').on('data', (d: string) => (received += d));
+    socket.write(`POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 8)}`);
+    await new Promise((r) => setTimeout(r, 250));
+    p.child.kill('SIGTERM');
+    expect(await exitWithin(p, 300)).toBe('timeout'); // still draining: one request in flight
+    socket.write(body.slice(8));
+    expect(await exitWithin(p, 5000)).toStrictEqual({ code: 0, signal: null });
+    expect(received).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(received.endsWith('{"allowed":true,"limit":100,"remaining":99,"resetAfterMs":600,"retryAfterMs":0,"policy":"free"}')).toBe(true);
+    socket.destroy();
+  });
+
+  it('serve --shards 2 with a config file: answers from worker shards, drains on SIGINT', async () => {
+    // A token bucket refilling one token per 30 min: no window boundary can fall between the three checks.
+    const file = writeTmp('two.yaml', 'policies:\n  p: { algorithm: token_bucket, limit: 2, period: 1h }\n');
+    const p = await serve(['--config', file, '--shards', '2']);
+    const line = p.logs().find((l) => l.msg === 'sluice serving')!;
+    expect({ shards: line.shards, policies: line.policies }).toStrictEqual({ shards: 2, policies: ['p'] });
+    const got = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await runSluice(['check', '--url', p.url, '--policy', 'p', '--key', 'k']);
+      got.push([r.code, (JSON.parse(r.stdout) as { remaining: number }).remaining]);
+    }
+    expect(got).toStrictEqual([[0, 1], [0, 0], [3, 0]]);
+    p.child.kill('SIGINT');
+    expect(await exitWithin(p, 5000)).toStrictEqual({ code: 0, signal: null });
+  });
+});
+
+describe('sluice replay', () => {
+  it('--json on the shared trace with examples/trace-per-client.yaml: 8509 admitted, 1490 denied', async () => {
+    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml', '--json'], { timeoutMs: 60_000 });
+    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
+    const out = JSON.parse(r.stdout) as Array<{ policy: string; admitted: number; denied: number; mostLimited: unknown[] }>;
+    expect(out.map((p) => ({ policy: p.policy, admitted: p.admitted, denied: p.denied, top: p.mostLimited.length })))
+      .toStrictEqual([{ policy: 'per-client', admitted: 8509, denied: 1490, top: 10 }]);
+    expect(out[0].mostLimited[0]).toStrictEqual({ key: 'c1162', admitted: 86, denied: 271 });
+  }, 60_000);
+
+  it('the text report', async () => {
+    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml', '--top', '2'], { timeoutMs: 60_000 });
+    expect(r).toStrictEqual({
+      code: 0, signal: null, stderr: '',
+      stdout: [
+        'replay of ../shared/data/access-trace.csv',
+        '',
+        'policy per-client: 9999 checks, 8509 admitted, 1490 denied (14.9% denied)',
+        '  most-limited keys:',
+        '    c1162                    denied    271  admitted     86',
+        '    c0097                    denied    209  admitted     64',
+        '',
+      ].join('\n'),
+    });
+  }, 60_000);
+});
+
+describe('bad config files', () => {
+  const BAD_PERIOD = 'policies:\n  free:\n    algorithm: token_bucket\n    limit: 100\n    period: 0s\n';
+
+  it('serve exits 1 naming the file and the path inside it', async () => {
+    const file = writeTmp('bad-period.yaml', BAD_PERIOD);
+    const r = await runSluice(['serve', '--config', file, '--host', '127.0.0.1', '--port', '0']);
+    expect(r).toStrictEqual({
+      code: 1, signal: null, stdout: '',
+      stderr: `sluice: ${file}: policies.free.period: must be a positive integer of ms or a duration string such as "1m" (got "0s")\n`,
+    });
+  });
+
+  it('replay exits 1 naming the file and the path; SLUICE_CONFIG is read the same way', async () => {
+    const file = writeTmp('bad-burst.yaml', 'policies:\n  w:\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 9\n');
+    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', file]);
+    expect({ code: r.code, stdout: r.stdout }).toStrictEqual({ code: 1, stdout: '' });
+    expect(r.stderr.startsWith(`sluice: ${file}: policies.w.burst: `)).toBe(true);
+    const viaEnv = await runSluice(['serve', '--host', '127.0.0.1', '--port', '0'], { env: { SLUICE_CONFIG: file } });
+    expect({ code: viaEnv.code, stderr: viaEnv.stderr }).toStrictEqual({ code: 1, stderr: r.stderr });
+  });
+
+  it('YAML syntax errors name the file, line and column; a missing file names the file', async () => {
+    const file = writeTmp('bad-syntax.yaml', 'policies:\n  free: { algorithm: token_bucket\n');
+    const r = await runSluice(['serve', '--config', file, '--port', '0']);
+    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 1, stderr: expect.stringMatching(new RegExp(`^sluice: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: line \\d+, column \\d+: invalid YAML: `)) });
+    const missing = path.join(tmp, 'missing.yaml');
+    const m = await runSluice(['serve', '--config', missing, '--port', '0']);
+    expect({ code: m.code, stderr: m.stderr }).toStrictEqual({ code: 1, stderr: `sluice: ${missing}: cannot read: ENOENT: no such file or directory, open '${missing}'\n` });
+  });
+});

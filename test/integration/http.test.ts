@@ -1,0 +1,682 @@
+/**
+ * The HTTP front (src/server/http.ts) against the real uWebSockets.js server on 127.0.0.1, port 0, with a
+ * frozen, test-controlled clock. Every assertion is exact: status, content type, headers, body.
+ *
+ * Some tests pin defects found while this suite was written (now fixed): oversize bodies, bad UTF-8 keys, stray parameters.
+ */
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { defaultConfig } from '../../src/config/default.js';
+import { createLimiter } from '../../src/index.js';
+import type { Decision } from '../../src/types.js';
+import type { PolicySpec } from '../../src/config/policies.js';
+import { EPOCH_MINUTE, ManualClock } from '../helpers/clock.js';
+import { checkInput, loadCases, pickExpected, type Case } from '../helpers/cases.js';
+import { postJson, query, send, ServerPool, spawnServe, TEST_MAX_KEYS, type Answer, type TestServer } from '../helpers/server.js';
+
+const pool = new ServerPool();
+afterEach(() => pool.closeAll());
+
+const DEFAULT_POLICY_HEADER = '"free";q=100;w=60, "global";q=200000;w=60';
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed', 413: 'Content Too Large', 415: 'Unsupported Media Type',
+};
+
+/** The facts of a problem answer, for one exact comparison. */
+function problemFacts(a: Answer): Record<string, unknown> {
+  const p = (a.json ?? {}) as Record<string, unknown>;
+  return {
+    status: a.status,
+    contentType: a.contentType,
+    bodyStatus: p.status,
+    type: p.type,
+    title: p.title,
+    field: p.field,
+    detailNamesField: typeof p.detail === 'string' && typeof p.field === 'string' && p.detail.startsWith(`${p.field}: `),
+  };
+}
+
+function expectProblem(a: Answer, status: number, field: string, where = ''): void {
+  expect(problemFacts(a), `${where} ${a.text}`).toStrictEqual({
+    status, contentType: 'application/problem+json', bodyStatus: status, type: 'about:blank', title: TITLES[status],
+    field, detailNamesField: true,
+  });
+}
+
+/** Headers derived from a decision: seconds rounded up, Retry-After at least 1 and only on a finite denial. */
+function expectedHeaders(d: Decision, policyHeader: string): Record<string, string | null> {
+  return {
+    ratelimit: `"${d.policy}";r=${d.remaining};t=${Math.ceil(d.resetAfterMs / 1000)}`,
+    'ratelimit-policy': policyHeader,
+    'retry-after': !d.allowed && d.retryAfterMs !== null ? String(Math.max(1, Math.ceil(d.retryAfterMs / 1000))) : null,
+  };
+}
+
+function rateHeaders(a: Answer): Record<string, string | null> {
+  return {
+    ratelimit: a.headers.get('ratelimit'),
+    'ratelimit-policy': a.headers.get('ratelimit-policy'),
+    'retry-after': a.headers.get('retry-after'),
+  };
+}
+
+/** String#isWellFormed (ES2024; the project's lib is ES2023). */
+function isWellFormed(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
+function checkUrl(s: TestServer, params: Record<string, string | number>): string {
+  return `${s.url}/v1/check?${query(params)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+describe('GET /v1/check with the built-in default config', () => {
+  it('101 checks on one key in a frozen minute: exactly 100 admitted (remaining 99..0), the 101st denied', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    for (let i = 0; i < 100; i++) {
+      const a = await send(`${s.url}/v1/check?policy=free&key=tenant-1`);
+      const d = { allowed: true, limit: 100, remaining: 99 - i, resetAfterMs: 600 * (i + 1), retryAfterMs: 0, policy: 'free' };
+      expect({ status: a.status, contentType: a.contentType, body: a.json }, `check #${i + 1}`)
+        .toStrictEqual({ status: 200, contentType: 'application/json', body: d });
+      expect(rateHeaders(a), `check #${i + 1}`).toStrictEqual({
+        ratelimit: `"free";r=${99 - i};t=${Math.ceil((600 * (i + 1)) / 1000)}`,
+        'ratelimit-policy': DEFAULT_POLICY_HEADER,
+        'retry-after': null,
+      });
+    }
+    const last = await send(`${s.url}/v1/check?policy=free&key=tenant-1`);
+    expect({ status: last.status, contentType: last.contentType, body: last.json }).toStrictEqual({
+      status: 200,
+      contentType: 'application/json',
+      body: { allowed: false, limit: 100, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 600, policy: 'free' },
+    });
+    expect(rateHeaders(last)).toStrictEqual({
+      ratelimit: '"free";r=0;t=60',
+      'ratelimit-policy': '"free";q=100;w=60, "global";q=200000;w=60',
+      'retry-after': '1',
+    });
+    // Another tenant is untouched.
+    const other = await send(`${s.url}/v1/check?policy=free&key=tenant-2`);
+    expect(other.json).toStrictEqual({ allowed: true, limit: 100, remaining: 99, resetAfterMs: 600, retryAfterMs: 0, policy: 'free' });
+  });
+
+  it('a key, descriptors in the query and descriptors in a JSON body all name the same counter (key = joined form)', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const viaBody = await postJson(`${s.url}/v1/check`, { policy: 'free', descriptors: { tenant: 'acme', action: 'read' } });
+    const viaQuery = await send(`${s.url}/v1/check?policy=free&tenant=acme&action=read`);
+    const viaKey = await send(checkUrl(s, { policy: 'free', key: 'acme:read' }));
+    const viaBodyKey = await postJson(`${s.url}/v1/check`, { policy: 'free', key: 'acme:read', cost: 2 });
+    const d = (remaining: number, reset: number): Decision =>
+      ({ allowed: true, limit: 100, remaining, resetAfterMs: reset, retryAfterMs: 0, policy: 'free' });
+    expect([viaBody, viaQuery, viaKey, viaBodyKey].map((a) => [a.status, a.json])).toStrictEqual([
+      [200, d(99, 600)], [200, d(98, 1200)], [200, d(97, 1800)], [200, d(95, 3000)],
+    ]);
+    expect(rateHeaders(viaBodyKey)).toStrictEqual({ ratelimit: '"free";r=95;t=3', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
+  });
+
+  it('cost 0 peeks without spending; cost above the burst is denied for good (retryAfterMs null, no Retry-After)', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const peek = await send(`${s.url}/v1/check?policy=free&key=p&cost=0`);
+    expect(peek.json).toStrictEqual({ allowed: true, limit: 100, remaining: 100, resetAfterMs: 0, retryAfterMs: 0, policy: 'free' });
+    expect(peek.headers.get('ratelimit')).toBe('"free";r=100;t=0');
+    const never = await send(`${s.url}/v1/check?policy=free&key=p&cost=101`);
+    expect(never.status).toBe(200);
+    expect(never.json).toStrictEqual({
+      allowed: false, limit: 100, remaining: 100, resetAfterMs: 0, retryAfterMs: null, policy: 'free',
+      reason: "cost exceeds the limit's capacity",
+    });
+    expect(rateHeaders(never)).toStrictEqual({ ratelimit: '"free";r=100;t=0', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
+    const all = await send(`${s.url}/v1/check?policy=free&key=p&cost=100`);
+    expect(all.json).toStrictEqual({ allowed: true, limit: 100, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'free' });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+describe('error answers: application/problem+json naming the field', () => {
+  const J = { 'content-type': 'application/json' };
+  type Req = { path: string; init?: RequestInit };
+  const get = (p: string): Req => ({ path: p });
+  const post = (body: string | Uint8Array, headers: Record<string, string> = J): Req =>
+    ({ path: '/v1/check', init: { method: 'POST', headers, body } });
+
+  const table: Array<[string, Req, number, string]> = [
+    ['missing policy', get('/v1/check?key=k'), 400, 'policy'],
+    ['empty query', get('/v1/check'), 400, 'policy'],
+    ['unknown policy', get('/v1/check?policy=nope&key=k'), 400, 'policy'],
+    ['empty policy', get('/v1/check?policy=&key=k'), 400, 'policy'],
+    ['policy given twice', get('/v1/check?policy=free&policy=paid&key=k'), 400, 'policy'],
+    ['cost -1', get('/v1/check?policy=free&key=k&cost=-1'), 400, 'cost'],
+    ['cost 1.5', get('/v1/check?policy=free&key=k&cost=1.5'), 400, 'cost'],
+    ['cost x', get('/v1/check?policy=free&key=k&cost=x'), 400, 'cost'],
+    ['cost empty', get('/v1/check?policy=free&key=k&cost='), 400, 'cost'],
+    ['cost 1e3', get('/v1/check?policy=free&key=k&cost=1e3'), 400, 'cost'],
+    ['cost beyond 2^53', get('/v1/check?policy=free&key=k&cost=9007199254740993'), 400, 'cost'],
+    ['cost given twice', get('/v1/check?policy=free&key=k&cost=1&cost=1'), 400, 'cost'],
+    ['empty key', get('/v1/check?policy=free&key='), 400, 'key'],
+    ['key of 1025 bytes', get(`/v1/check?policy=free&key=${'a'.repeat(1025)}`), 400, 'key'],
+    ['key of 513 chars = 1026 bytes', get(`/v1/check?${query({ policy: 'free', key: 'é'.repeat(513) })}`), 400, 'key'],
+    ['key given twice', get('/v1/check?policy=free&key=a&key=b'), 400, 'key'],
+    ['unknown descriptor param', get('/v1/check?policy=free&tenant=a&action=b&foo=c'), 400, 'descriptors.foo'],
+    ['missing descriptor', get('/v1/check?policy=free&tenant=a'), 400, 'descriptors.action'],
+    ['no key and no descriptors', get('/v1/check?policy=free'), 400, 'key'],
+    ['bad JSON', post('{'), 400, 'body'],
+    ['empty body', post(''), 400, 'body'],
+    ['JSON array', post('[{"policy":"free","key":"a"}]'), 400, 'body'],
+    ['JSON string', post('"free"'), 400, 'body'],
+    ['JSON null', post('null'), 400, 'body'],
+    ['JSON number', post('42'), 400, 'body'],
+    ['unknown body field', post('{"policy":"free","key":"a","x":1}'), 400, 'x'],
+    ['missing policy in body', post('{"key":"a"}'), 400, 'policy'],
+    ['policy not a string', post('{"policy":5,"key":"a"}'), 400, 'policy'],
+    ['unknown policy in body', post('{"policy":"nope","key":"a"}'), 400, 'policy'],
+    ['cost null', post('{"policy":"free","key":"a","cost":null}'), 400, 'cost'],
+    ['cost "1"', post('{"policy":"free","key":"a","cost":"1"}'), 400, 'cost'],
+    ['cost 1.5 in body', post('{"policy":"free","key":"a","cost":1.5}'), 400, 'cost'],
+    ['cost -1 in body', post('{"policy":"free","key":"a","cost":-1}'), 400, 'cost'],
+    ['key not a string', post('{"policy":"free","key":5}'), 400, 'key'],
+    ['empty key in body', post('{"policy":"free","key":""}'), 400, 'key'],
+    ['descriptors not an object', post('{"policy":"free","descriptors":"x"}'), 400, 'descriptors'],
+    ['unknown descriptor in body', post('{"policy":"free","descriptors":{"tenant":"a","action":"b","zone":"c"}}'), 400, 'descriptors.zone'],
+    ['descriptor not a string', post('{"policy":"free","descriptors":{"tenant":"a","action":1}}'), 400, 'descriptors.action'],
+    ['field beside checks', post('{"checks":[{"policy":"free","key":"a"}],"policy":"free"}'), 400, 'policy'],
+    ['empty checks', post('{"checks":[]}'), 400, 'checks'],
+    ['checks not an array', post('{"checks":{"0":{"policy":"free","key":"a"}}}'), 400, 'checks'],
+    ['checks null', post('{"checks":null}'), 400, 'checks'],
+    ['unknown path', get('/nope'), 404, 'path'],
+    ['root path', get('/'), 404, 'path'],
+    ['near-miss path', get('/v1/checks?policy=free&key=a'), 404, 'path'],
+    ['POST to an unknown path', { path: '/v1/nope', init: { method: 'POST', headers: J, body: '{}' } }, 404, 'path'],
+    ['batch over maxBatchItems', post(JSON.stringify({ checks: Array.from({ length: 9 }, () => ({ policy: 'free', key: 'a' })) })), 413, 'checks'],
+    ['POST without a content type', post(new TextEncoder().encode('{"policy":"free","key":"a"}'), {}), 415, 'content-type'],
+    ['POST as text/plain', post('{"policy":"free","key":"a"}', { 'content-type': 'text/plain' }), 415, 'content-type'],
+    ['POST as application/jsonx', post('{"policy":"free","key":"a"}', { 'content-type': 'application/jsonx' }), 415, 'content-type'],
+    ['POST as form', post('policy=free&key=a', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'content-type'],
+  ];
+
+  const rows = table.map(([name, req, status, field]) => ({ name, req, status, field }));
+  it.each(rows)('$name → $status $field', async ({ name, req, status, field }) => {
+    const s = await pool.start({ policies: defaultConfig().policies, maxBatchItems: 8 });
+    const a = await send(s.url + req.path, req.init);
+    expectProblem(a, status, field, name);
+    expect(a.headers.get('ratelimit')).toBeNull();
+    // Nothing was spent: the first real check still sees a full bucket.
+    const after = await send(`${s.url}/v1/check?policy=free&key=a`);
+    expect(after.json).toMatchObject({ allowed: true, remaining: 99 });
+  });
+
+  it('exact problem bodies for a few representative errors', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies, maxBatchItems: 2 });
+    expect((await send(`${s.url}/v1/check?policy=nope&key=k`)).json).toStrictEqual({
+      type: 'about:blank', title: 'Bad Request', status: 400, detail: 'policy: unknown policy "nope"', field: 'policy', code: 'UNKNOWN_POLICY',
+    });
+    expect((await send(`${s.url}/v1/check?policy=free&key=k&cost=1.5`)).json).toStrictEqual({
+      type: 'about:blank', title: 'Bad Request', status: 400, detail: 'cost: must be a non-negative safe integer (got "1.5")',
+      field: 'cost', code: 'INVALID_ARGUMENT',
+    });
+    expect((await postJson(`${s.url}/v1/check`, { checks: [1, 2, 3] })).json).toStrictEqual({
+      type: 'about:blank', title: 'Content Too Large', status: 413, detail: 'checks: at most 2 items per batch (got 3)', field: 'checks',
+    });
+  });
+
+  it.each(['PUT', 'DELETE', 'PATCH'])('%s /v1/check → 405 with Allow: GET, POST', async (method) => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const a = await send(`${s.url}/v1/check?policy=free&key=a`, { method });
+    expectProblem(a, 405, 'method');
+    expect(a.headers.get('allow')).toBe('GET, POST');
+    expect(a.json.detail).toBe(`method: ${method} is not allowed on /v1/check (GET or POST)`);
+  });
+
+  it('a body of exactly maxBodyBytes is accepted; content type with parameters is accepted', async () => {
+    const body = '{"policy":"free","key":"edge"}';
+    const padded = body + ' '.repeat(64 - body.length);
+    const s = await pool.start({ policies: defaultConfig().policies, maxBodyBytes: 64 });
+    const a = await postJson(`${s.url}/v1/check`, padded);
+    expect([a.status, a.json]).toStrictEqual([200, { allowed: true, limit: 100, remaining: 99, resetAfterMs: 600, retryAfterMs: 0, policy: 'free' }]);
+    const b = await postJson(`${s.url}/v1/check`, body, { 'content-type': 'Application/JSON; charset=utf-8' });
+    expect([b.status, b.json?.remaining]).toStrictEqual([200, 98]);
+  });
+
+  it('a body over maxBodyBytes gets 413 and the server survives', async () => {
+    // In a child process: the defect takes down the whole process (an uncaught exception thrown by
+    // res.close() after res.end() in readBody, src/server/http.ts), which would kill the test worker.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-body-'));
+    const file = path.join(dir, 'small-body.yaml');
+    writeFileSync(file, 'policies:\n  p: { algorithm: fixed_window, limit: 10, period: 1m }\nserver:\n  maxBodyBytes: 64\n');
+    const child = await spawnServe(['--config', file]);
+    try {
+      const big = JSON.stringify({ policy: 'p', key: 'k'.repeat(100) });
+      let answer: string;
+      try {
+        const a = await postJson(`${child.url}/v1/check`, big);
+        answer = `${a.status} ${a.contentType} ${a.json?.field}`;
+      } catch (e) {
+        answer = `no answer: ${(e as Error).message} ${String((e as { cause?: { code?: string } }).cause?.code ?? '')}`;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      let health: string;
+      try {
+        health = String((await send(`${child.url}/healthz`)).status);
+      } catch (e) {
+        health = `no answer: ${String((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message)}`;
+      }
+      const aliveAfter = child.child.exitCode === null && child.child.signalCode === null;
+      // The 413 path must also end the request's in-flight count, or a later drain waits for it forever.
+      child.child.kill('SIGTERM');
+      const exit = await Promise.race([child.exited, new Promise((r) => setTimeout(() => r('no exit within 5 s'), 5000))]);
+      expect({ answer, health, aliveAfter, exit, stderr: child.stderr() }).toStrictEqual({
+        answer: '413 application/problem+json body', health: '200', aliveAfter: true, exit: { code: 0, signal: null }, stderr: '',
+      });
+    } finally {
+      await child.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an unknown query parameter beside key= is refused, not silently ignored', async () => {
+    // `cots=5` (a typo for cost) is taken as a descriptor and then dropped because key= wins (codec.ts
+    // checkFromQuery + keys/derive.ts keyOf): the check is charged cost 1 and answered 200.
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 10, period: 60_000 } } });
+    const a = await send(`${s.url}/v1/check?policy=p&key=k&cots=5`);
+    expect({ status: a.status, field: a.json?.field }).toStrictEqual({ status: 400, field: expect.stringMatching(/(^|\.)cots$/) });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+describe('503 answers', () => {
+  it('a batch past maxPending: the items that do not fit get OVERLOADED (503) in their slot', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 5, period: 60_000 } }, maxPending: 1 });
+    const a = await postJson(`${s.url}/v1/check`, { checks: [{ policy: 'p', key: 'k' }, { policy: 'p', key: 'k' }] });
+    expect(a.status).toBe(200);
+    expect(a.json).toStrictEqual({
+      results: [
+        { allowed: true, limit: 5, remaining: 4, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'p' },
+        { error: { code: 'OVERLOADED', detail: 'more than 1 checks pending', status: 503 } }, // no field: nothing to prefix
+      ],
+    });
+  });
+
+  it('after the limiter is closed: 503 problem+json with Retry-After: 1, code CLOSED', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 5, period: 60_000 } } });
+    await s.limiter.close();
+    const a = await send(`${s.url}/v1/check?policy=p&key=k`);
+    expect({ status: a.status, contentType: a.contentType, retryAfter: a.headers.get('retry-after'), body: a.json }).toStrictEqual({
+      status: 503, contentType: 'application/problem+json', retryAfter: '1',
+      body: { type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'limiter is closed', code: 'CLOSED' },
+    });
+    expect((await send(`${s.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('POST /v1/check', () => {
+  it('a single check by key and by descriptors', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const a = await postJson(`${s.url}/v1/check`, { policy: 'paid', key: 'tenant-9', cost: 2000 });
+    expect({ status: a.status, contentType: a.contentType, body: a.json }).toStrictEqual({
+      status: 200, contentType: 'application/json',
+      body: { allowed: true, limit: 10_000, remaining: 0, resetAfterMs: 12_000, retryAfterMs: 0, policy: 'paid' },
+    });
+    expect(rateHeaders(a)).toStrictEqual({
+      ratelimit: '"paid";r=0;t=12', 'ratelimit-policy': '"paid";q=10000;w=60, "global";q=200000;w=60', 'retry-after': null,
+    });
+    const denied = await postJson(`${s.url}/v1/check`, { policy: 'paid', key: 'tenant-9' });
+    expect(denied.json).toStrictEqual({ allowed: false, limit: 10_000, remaining: 0, resetAfterMs: 12_000, retryAfterMs: 6, policy: 'paid' });
+    expect(denied.headers.get('retry-after')).toBe('1');
+    const d = await postJson(`${s.url}/v1/check`, { policy: 'free', descriptors: { tenant: 't', action: 'write' }, cost: 3 });
+    expect(d.json).toStrictEqual({ allowed: true, limit: 100, remaining: 97, resetAfterMs: 1800, retryAfterMs: 0, policy: 'free' });
+  });
+
+  it('a batch of mixed valid and invalid items: one result per item, in order; errors carry checks[i].field', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const a = await postJson(`${s.url}/v1/check`, {
+      checks: [
+        { policy: 'free', key: 'b-1' },
+        { policy: 'free', key: '' },
+        { policy: 'nope', key: 'x' },
+        { policy: 'free', key: 'b-1', cost: '1' },
+        { policy: 'free', key: 'b-1', bogus: true },
+        { policy: 'free', descriptors: { tenant: 'b', action: 'x' } },
+        { policy: 'free', key: 'b-1', cost: 2 },
+        { policy: 'free' },
+        { policy: 'free', descriptors: { tenant: 'b', action: 'x', zone: 'eu' } },
+        { policy: 'free', key: 'b-1', cost: 98 },
+      ],
+    });
+    expect({ status: a.status, contentType: a.contentType }).toStrictEqual({ status: 200, contentType: 'application/json' });
+    expect(a.headers.get('ratelimit')).toBeNull();
+    const ok = (remaining: number, resetAfterMs: number, allowed = true, retryAfterMs = 0) =>
+      ({ allowed, limit: 100, remaining, resetAfterMs, retryAfterMs, policy: 'free' });
+    const err = (i: number, field: string, code = 'INVALID_ARGUMENT') => ({
+      error: { code, detail: expect.stringMatching(new RegExp(`^checks\\[${i}\\]\\.${field.replace(/[.[\]]/g, '\\$&')}: `)), status: 400, field: `checks[${i}].${field}` },
+    });
+    expect(a.json).toStrictEqual({
+      results: [
+        ok(99, 600),
+        err(1, 'key'),
+        err(2, 'policy', 'UNKNOWN_POLICY'),
+        err(3, 'cost'),
+        err(4, 'bogus'),
+        ok(99, 600),
+        ok(97, 1800),
+        err(7, 'key'),
+        err(8, 'descriptors.zone'),
+        ok(97, 1800, false, 600), // needs 98 of 97: one token, 600 ms
+      ],
+    });
+  });
+
+  it('batch items are decided in order, exactly as one-by-one checks', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 3, period: 60_000 } } });
+    const a = await postJson(`${s.url}/v1/check`, { checks: Array.from({ length: 5 }, () => ({ policy: 'p', key: 'k' })) });
+    expect((a.json.results as Decision[]).map((d) => [d.allowed, d.remaining])).toStrictEqual([
+      [true, 2], [true, 1], [true, 0], [false, 0], [false, 0],
+    ]);
+  });
+
+  it('a batch item that is not an object is named checks[i], not "checks[i]." (trailing dot)', async () => {
+    // codec.ts checkFromJson: invalidArgument(prefix || 'body', ...) with prefix "checks[0]." keeps the dot.
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const a = await postJson(`${s.url}/v1/check`, { checks: [5, null, [], { policy: 'free', key: 'a' }] });
+    expect(a.status).toBe(200);
+    const fields = (a.json.results as Array<{ error?: { field: string; detail: string } }>).map((r) => r.error?.field ?? 'ok');
+    expect(fields).toStrictEqual(['checks[0]', 'checks[1]', 'checks[2]', 'ok']);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+/** One raw HTTP/1.1 connection, to hold a request open across server.close(). */
+function rawConnection(port: number): Promise<{ socket: net.Socket; received: () => string }> {
+  return new Promise((resolve, reject) => {
+    let data = '';
+    const socket = net.connect(port, '127.0.0.1', () => resolve({ socket, received: () => data }));
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => (data += d));
+    socket.on('error', () => undefined); // the server closes every connection when it stops
+    socket.once('error', reject);
+  });
+}
+
+async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('health and readiness', () => {
+  it('/healthz and /readyz answer 200 with JSON', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const h = await send(`${s.url}/healthz`);
+    expect([h.status, h.contentType, h.json]).toStrictEqual([200, 'application/json', { status: 'ok' }]);
+    const r = await send(`${s.url}/readyz`);
+    expect([r.status, r.contentType, r.json]).toStrictEqual([200, 'application/json', { status: 'ready' }]);
+  });
+
+  it('/readyz is 503 while closing; a request in flight still gets its answer; new connections are refused', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const inFlight = await rawConnection(s.port);
+    const probe = await rawConnection(s.port);
+    const body = '{"policy":"free","key":"draining"}';
+    // Headers and half the body: the request is in flight until the rest arrives.
+    inFlight.socket.write(`POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`);
+    await new Promise((r) => setTimeout(r, 250));
+    let closed = false;
+    const closing = s.server.close().then(() => (closed = true));
+    probe.socket.write('GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => probe.received().includes('draining'), '/readyz answer');
+    expect(probe.received()).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(probe.received()).toMatch(/\r\nContent-Type: application\/json\r\n/);
+    expect(probe.received().endsWith('\r\n\r\n{"status":"draining"}')).toBe(true);
+    await expect(send(`${s.url}/healthz`)).rejects.toThrow();
+    expect(closed).toBe(false);
+    inFlight.socket.write(body.slice(10));
+    await closing;
+    await until(() => inFlight.received().includes('}'), 'the in-flight answer');
+    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(inFlight.received().endsWith('{"allowed":true,"limit":100,"remaining":99,"resetAfterMs":600,"retryAfterMs":0,"policy":"free"}')).toBe(true);
+    inFlight.socket.destroy();
+    probe.socket.destroy();
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+describe('wait rounding through HTTP (case 08)', () => {
+  type Row = [t: number, allowed: boolean, retryAfterMs: number, retryAfter: string | null, rateLimit: string];
+  const tables: Array<[string, PolicySpec, Row[]]> = [
+    ['one token per 1500 ms', { algorithm: 'token_bucket', limit: 1, period: 1500 }, [
+      [0, true, 0, null, '"p";r=0;t=2'], // reset 1500 → 2
+      [100, false, 1400, '2', '"p";r=0;t=2'], // 1400 → 2
+      [1100, false, 400, '1', '"p";r=0;t=1'], // 400 → 1
+      [1500, true, 0, null, '"p";r=0;t=2'],
+    ]],
+    ['one token per 2000 ms: exact seconds stay exact', { algorithm: 'token_bucket', limit: 1, period: 2000 }, [
+      [0, true, 0, null, '"p";r=0;t=2'],
+      [0, false, 2000, '2', '"p";r=0;t=2'], // 2000 → 2, not 3
+    ]],
+    ['6 per minute', { algorithm: 'gcra', limit: 6, period: 60_000 }, [
+      [0, true, 0, null, '"p";r=5;t=10'],
+      [0, true, 0, null, '"p";r=4;t=20'],
+      [0, true, 0, null, '"p";r=3;t=30'],
+      [0, true, 0, null, '"p";r=2;t=40'],
+      [0, true, 0, null, '"p";r=1;t=50'],
+      [0, true, 0, null, '"p";r=0;t=60'],
+      [0, false, 10_000, '10', '"p";r=0;t=60'], // 10 000 → 10
+      [4000, false, 6000, '6', '"p";r=0;t=56'],
+      [9999, false, 1, '1', '"p";r=0;t=51'], // 1 → 1, reset 50 001 → 51
+      [10_000, true, 0, null, '"p";r=0;t=60'],
+    ]],
+    ['3 per second: a third of a ms rounds up', { algorithm: 'token_bucket', limit: 3, period: 1000 }, [
+      [0, true, 0, null, '"p";r=2;t=1'],
+      [0, true, 0, null, '"p";r=1;t=1'],
+      [0, true, 0, null, '"p";r=0;t=1'],
+      [0, false, 334, '1', '"p";r=0;t=1'],
+      [333, false, 1, '1', '"p";r=0;t=1'],
+      [334, true, 0, null, '"p";r=0;t=1'],
+    ]],
+    ['the fixed window\'s last ms', { algorithm: 'fixed_window', limit: 1, period: 1000 }, [
+      [0, true, 0, null, '"p";r=0;t=1'],
+      [999, false, 1, '1', '"p";r=0;t=1'],
+      [1000, true, 0, null, '"p";r=0;t=1'],
+    ]],
+    ['sliding window 3 per second', { algorithm: 'sliding_window', limit: 3, period: 1000 }, [
+      // The grants of [0, 1000) weigh on the estimate until 2000: reset 2000 → t=2.
+      [0, true, 0, null, '"p";r=2;t=2'],
+      [0, true, 0, null, '"p";r=1;t=2'],
+      [0, true, 0, null, '"p";r=0;t=2'],
+      [0, false, 1334, '2', '"p";r=0;t=2'], // 1334 → 2
+      [1333, false, 1, '1', '"p";r=0;t=1'], // reset 667 → 1
+      [1334, true, 0, null, '"p";r=0;t=2'], // reset 1666 → 2
+    ]],
+  ];
+
+  it.each(tables)('%s', async (_name, spec, rows) => {
+    const s = await pool.start({ policies: { p: spec }, clock: new ManualClock(EPOCH_MINUTE) });
+    const got: Row[] = [];
+    for (const [t] of rows) {
+      s.clock.set(EPOCH_MINUTE + t);
+      const a = await send(`${s.url}/v1/check?policy=p&key=k`);
+      expect(a.status).toBe(200);
+      got.push([t, a.json.allowed, a.json.retryAfterMs, a.headers.get('retry-after'), a.headers.get('ratelimit')!]);
+    }
+    expect(got).toStrictEqual(rows);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+/** The shared cases that must hold through HTTP: 02 (last unit), 08 (rounding), 16 (awkward keys). */
+const httpCases = loadCases().filter((c) => /^(02|08|16)-/.test(c.id));
+
+describe('shared cases 02, 08, 16 through HTTP: same answers as the engine, exact headers', () => {
+  it('every call of these cases can be sent over HTTP', () => {
+    expect(httpCases.length).toBeGreaterThanOrEqual(23);
+    for (const c of httpCases) {
+      for (const call of c.calls) {
+        expect(typeof call.key === 'string' && isWellFormed(call.key as string), `${c.id} #${call.index}`).toBe(true);
+        expect(Number.isSafeInteger(call.cost) && (call.cost as number) >= 0, `${c.id} #${call.index}`).toBe(true);
+      }
+    }
+  });
+
+  async function runOverHttp(c: Case, via: 'query' | 'json'): Promise<void> {
+    const s = await pool.start({ policies: c.policies as Record<string, PolicySpec>, clock: new ManualClock(0) });
+    let engineNow = 0;
+    const engine = await createLimiter({ policies: c.policies as Record<string, PolicySpec>, clock: () => engineNow, maxKeys: TEST_MAX_KEYS });
+    try {
+      for (const call of c.calls) {
+        const where = `${c.id} via ${via} call #${call.index + 1} (key ${JSON.stringify(call.key).slice(0, 40)})`;
+        s.clock.set(call.t);
+        engineNow = call.t;
+        const input = checkInput(call) as { policy: string; key: string; cost: number };
+        const [a, expected] = await Promise.all([
+          via === 'query'
+            ? send(checkUrl(s, { policy: input.policy, key: input.key, cost: input.cost }))
+            : postJson(`${s.url}/v1/check`, input),
+          engine.check(input).then((d) => d, (e: unknown) => e as Error & { field?: string }),
+        ]);
+        if (expected instanceof Error) {
+          expect(call.expectError, where).toBe(true);
+          expectProblem(a, 400, expected.field ?? '?', where);
+          expect(a.json.detail, where).toBe(expected.message);
+          expect(call.errorMentions.every((w) => (a.json.detail as string).toLowerCase().includes(w)), where).toBe(true);
+          continue;
+        }
+        expect(call.expectError, where).toBe(false);
+        expect({ status: a.status, contentType: a.contentType }, where).toStrictEqual({ status: 200, contentType: 'application/json' });
+        expect(a.json, where).toStrictEqual(expected);
+        if (call.expect !== undefined) expect(pickExpected(a.json, call.expect), where).toStrictEqual(call.expect);
+        expect(a.json.remaining, where).toBeGreaterThanOrEqual(0);
+        expect(a.json.retryAfterMs === 0, where).toBe(a.json.allowed);
+        const policy = s.limiter.policies.get(input.policy)!;
+        const policyHeader = policy.limits.map((l) => `"${l.name}";q=${l.limit};w=${Math.ceil(l.periodMs / 1000)}`).join(', ');
+        expect(rateHeaders(a), where).toStrictEqual(expectedHeaders(a.json as Decision, policyHeader));
+      }
+    } finally {
+      await engine.close();
+    }
+  }
+
+  describe.each(['query', 'json'] as const)('via %s', (via) => {
+    it.each(httpCases.map((c) => [c.id, c] as [string, Case]))('%s', async (_id, c) => {
+      await runOverHttp(c, via);
+    });
+  });
+});
+
+describe('awkward keys (case 16) through HTTP', () => {
+  it('keys over 1 KiB of UTF-8 and the empty key get a 400 naming key, via query and JSON, never a 5xx', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 2, period: 60_000 } } });
+    for (const key of ['a'.repeat(1025), 'é'.repeat(513), '€'.repeat(342), '', '\ud800', 'x\udfffy']) {
+      const where = `key of ${key.length} chars`;
+      const viaJson = await postJson(`${s.url}/v1/check`, { policy: 'p', key });
+      expectProblem(viaJson, 400, 'key', `${where} via JSON`);
+      if (isWellFormed(key)) expectProblem(await send(checkUrl(s, { policy: 'p', key })), 400, 'key', `${where} via query`);
+    }
+  });
+
+  it('the longest allowed keys work via the query: 1024 a, 512 é, 341 €', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 1, period: 60_000 } } });
+    for (const key of ['a'.repeat(1024), 'é'.repeat(512), '€'.repeat(341)]) {
+      const a = await send(checkUrl(s, { policy: 'p', key }));
+      expect([a.status, a.json?.allowed], `${key.length} chars`).toStrictEqual([200, true]);
+    }
+  });
+
+  it('keys that differ only in invalid UTF-8 bytes do not share a counter', async () => {
+    // URLSearchParams (query) and Buffer#toString('utf8') (JSON body) turn every invalid byte into U+FFFD, so
+    // key=%FF, key=%FE and key=%EF%BF%BD (a real U+FFFD) all become the key "\ufffd": one counter for all
+    // three. Case 16: a key that passes validation must be independent of every other key; anything else
+    // is a validation error. The engine itself refuses lone surrogates for exactly this reason.
+    const s = await pool.start({ policies: { p: { algorithm: 'fixed_window', limit: 1, period: 60_000 } } });
+    const outcome = (a: Answer): string =>
+      a.status === 400 ? `refused:${a.json?.field}` : a.json?.allowed === true ? 'independent' : 'collided';
+    const first = await send(`${s.url}/v1/check?policy=p&key=%FF`);
+    expect(first.status).toBeLessThan(500);
+    const viaQuery = outcome(await send(`${s.url}/v1/check?policy=p&key=%FE`));
+    const body = (b: number): Uint8Array =>
+      Buffer.concat([Buffer.from('{"policy":"p","key":"j'), Buffer.from([b]), Buffer.from('"}')]);
+    await send(`${s.url}/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(0xff) });
+    const viaJson = outcome(await send(`${s.url}/v1/check`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(0xfe) }));
+    expect({ viaQuery, viaJson }).toStrictEqual({
+      viaQuery: expect.stringMatching(/^(independent|refused:key)$/),
+      viaJson: expect.stringMatching(/^(independent|refused:key|refused:body)$/),
+    });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+
+describe.each([0, 2])('the global guard (shards: %i)', (shards) => {
+  // Each tenant may spend 5 a minute; all tenants together 8 a second. Clock frozen on a whole minute.
+  const policies: Record<string, PolicySpec> = {
+    tenant: { algorithm: 'fixed_window', limit: 5, period: 60_000, guard: 'edge' },
+    edge: { algorithm: 'fixed_window', limit: 8, period: 1000 },
+  };
+  /** A tenant-bound decision one second into the minute. */
+  const T = (remaining: number, allowed = true): Decision =>
+    ({ allowed, limit: 5, remaining, resetAfterMs: 59_000, retryAfterMs: allowed ? 0 : 59_000, policy: 'tenant' });
+  const E = (remaining: number, allowed = true): Decision =>
+    ({ allowed, limit: 8, remaining, resetAfterMs: 1000, retryAfterMs: allowed ? 0 : 1000, policy: 'edge' });
+
+  it('the 9th aggregate request is denied by the guard though tenant B has quota; a denied check consumes nothing', async () => {
+    const s = await pool.start({ policies, shards });
+    const check = async (key: string): Promise<Answer> => send(`${s.url}/v1/check?policy=tenant&key=${key}`);
+    const got: Array<[string, Decision]> = [];
+    for (let i = 0; i < 5; i++) got.push(['A', (await check('A')).json]);
+    for (let i = 0; i < 3; i++) got.push(['B', (await check('B')).json]);
+    const ninth = await check('B');
+    got.push(['B', ninth.json]);
+    got.push(['B', (await check('B')).json]);
+    const t0 = { allowed: true, limit: 5, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'tenant' };
+    expect(got).toStrictEqual([
+      ['A', { ...t0, remaining: 4 }], ['A', { ...t0, remaining: 3 }], ['A', { ...t0, remaining: 2 }],
+      ['A', { ...t0, remaining: 1 }], ['A', { ...t0, remaining: 0 }],
+      ['B', E(2)], ['B', E(1)], ['B', E(0)],
+      ['B', E(0, false)], ['B', E(0, false)],
+    ]);
+    expect(rateHeaders(ninth)).toStrictEqual({
+      ratelimit: '"edge";r=0;t=1', 'ratelimit-policy': '"tenant";q=5;w=60, "edge";q=8;w=1', 'retry-after': '1',
+    });
+    const aDenied = await check('A'); // denied by its own limit: must not take a guard token either
+    expect(aDenied.json).toStrictEqual({ allowed: false, limit: 5, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 60_000, policy: 'tenant' });
+    expect(aDenied.headers.get('retry-after')).toBe('60');
+
+    // Next second: the guard's window is fresh, the tenants' minute is not.
+    s.clock.advance(1000);
+    const after: Array<[string, Decision]> = [];
+    for (const key of ['B', 'B', 'B', 'A', 'C', 'C', 'C', 'C', 'C', 'D', 'D']) after.push([key, (await check(key)).json]);
+    expect(after).toStrictEqual([
+      ['B', T(1)], ['B', T(0)], // exactly the 2 B had left: the guard denials took nothing from B
+      ['B', T(0, false)],
+      ['A', T(0, false)],
+      ['C', T(4)], ['C', T(3)], ['C', T(2)], ['C', T(1)], ['C', T(0)], // guard: 6 left after B's 2 → 1 left
+      ['D', E(0)], // the 8th guard token: tenant denials took nothing from the guard
+      ['D', E(0, false)],
+    ]);
+  });
+
+  it('the same through one POST batch: items decided in order, the 9th denied by the guard', async () => {
+    const s = await pool.start({ policies, shards });
+    const keys = ['A', 'A', 'A', 'A', 'A', 'B', 'B', 'B', 'B', 'A'];
+    const a = await postJson(`${s.url}/v1/check`, { checks: keys.map((key) => ({ policy: 'tenant', key })) });
+    const t0 = { allowed: true, limit: 5, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'tenant' };
+    expect(a.json).toStrictEqual({
+      results: [
+        { ...t0, remaining: 4 }, { ...t0, remaining: 3 }, { ...t0, remaining: 2 }, { ...t0, remaining: 1 }, { ...t0, remaining: 0 },
+        E(2), E(1), E(0), E(0, false),
+        { allowed: false, limit: 5, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 60_000, policy: 'tenant' },
+      ],
+    });
+  });
+});
+
+afterAll(() => pool.closeAll());
