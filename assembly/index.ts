@@ -22,6 +22,8 @@ let keys: usize = 0;
 let scratch: usize = 0; // per leg of a group: [index, w0, w1, write] while the group is undecided
 let batchMax: u32 = 0;
 let evicted: u64 = 0;
+/** The latest `now` at which a key was evicted. */
+let evictedAt: u64 = 0;
 let hand: u32 = 0;
 /** Occupied slots examined per eviction (sampled LRU, as Redis's maxmemory-samples). */
 const EVICTION_SAMPLE: u32 = 32;
@@ -101,8 +103,10 @@ function evaluate(lim: Limit, idx: i32, c: u64, now: u64): void {
     const s = slotAt(<u32>idx);
     w0 = s.w0; w1 = s.w1; last = s.meta & TIME_MASK;
   }
-  // time never runs backwards for a key
-  const t = exists && last > now ? last : now;
+  // Time never runs backwards for a key. A key created after an eviction starts no earlier than that
+  // eviction: the evicted state was judged to carry no information as of then, not before.
+  const floor = exists ? last : evictedAt;
+  const t = floor > now ? floor : now;
   if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
   else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
   else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
@@ -250,6 +254,7 @@ function evictOne(now: u64): void {
   hand = (<u32>victim + 1) & mask;
   removeAt(<u32>victim);
   evicted++;
+  if (now > evictedAt) evictedAt = now;
 }
 
 /** Hashes keys [0, n) of the hash input region (XXH64 with each row's seed); 0 is remapped to 1. */

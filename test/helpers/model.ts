@@ -359,7 +359,9 @@ function limitsOf(policy: ModelPolicy): ModelLimit[] {
 export function combine(decisions: ModelDecision[]): ModelDecision {
   const denying = decisions.filter((d) => !d.allowed);
   if (denying.length === 0) {
-    return decisions.reduce((best, d) => (d.remaining < best.remaining ? d : best));
+    // the limit closest to denying: fewest tokens left, then the longest reset, then the first
+    return decisions.reduce((best, d) =>
+      d.remaining < best.remaining || (d.remaining === best.remaining && d.resetAfterMs > best.resetAfterMs) ? d : best);
   }
   const never = denying.find((d) => d.retryAfterMs === null);
   if (never !== undefined) return never;
