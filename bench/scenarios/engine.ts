@@ -1,0 +1,376 @@
+/**
+ * Engine scenario: token-bucket decisions per second with 1 hot key, 100k keys and 1M keys, for the raw
+ * sluice kernel, `createLimiter` (shards 0 and 2), rate-limiter-flexible's RateLimiterMemory and a plain JS
+ * Map bucket; and bytes per key at 1M keys. Each measurement runs in its own child process.
+ */
+import { fileURLToPath } from 'node:url';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { createLimiter } from '../../src/index.js';
+import type { Decision } from '../../src/index.js';
+import { Kernel, kernelModule } from '../../src/shard/kernel.js';
+import { GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW } from '../../src/shard/protocol.js';
+import { MapBucket } from '../baselines/map-bucket.js';
+import { isChildEntry, jobMain, runJob } from '../lib/harness.js';
+import { fullGc, keySequence, rates, xorshift32, type Rates, type Timing } from '../lib/measure.js';
+import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
+
+const FILE = fileURLToPath(import.meta.url);
+
+/** Checks per batch (one event-loop turn, one kernel call). */
+const BATCH = 1024;
+/** Indices into the key set, cycled: 1 Mi entries (4 MiB). */
+const SEQ_LEN = 1 << 20;
+
+/**
+ * One policy for every contender: a token bucket so generous that every check is admitted (1e9 tokens per
+ * minute, bucket of 1e9): all contenders take their "admit" path, which is the common one, and
+ * rate-limiter-flexible never rejects a promise. The fraction admitted is reported as a check.
+ */
+const LIMIT = 1_000_000_000;
+const PERIOD_MS = 60_000;
+const BURST = 1_000_000_000;
+
+type Impl = 'kernel' | 'limiter' | 'rlf' | 'map';
+
+interface ThroughputSpec {
+  kind: 'throughput';
+  impl: Impl;
+  shards: number;
+  keys: number;
+  timing: Timing;
+}
+
+interface MemorySpec {
+  kind: 'memory';
+  impl: 'kernel' | 'rlf' | 'map';
+  keys: number;
+}
+
+type Spec = ThroughputSpec | MemorySpec;
+
+interface ThroughputResult {
+  rates: Rates;
+  admitted: number;
+  checked: number;
+  evictions?: number;
+  keysHeld?: number;
+}
+
+interface MemoryResult {
+  bytesPerKey: number;
+  keysHeld: number;
+  detail: Record<string, number>;
+}
+
+function keyStrings(n: number): string[] {
+  const out = new Array<string>(n);
+  for (let i = 0; i < n; i++) out[i] = `k${i}`;
+  return out;
+}
+
+/** Random 64-bit key hashes as (lo, hi) u32 pairs, never (0, 0) (the kernel's empty-slot mark). */
+function keyHashes(n: number): { lo: Uint32Array; hi: Uint32Array } {
+  const lo = new Uint32Array(n), hi = new Uint32Array(n);
+  const next = xorshift32(0xc0ffee);
+  for (let i = 0; i < n; i++) {
+    lo[i] = next() | 1;
+    hi[i] = next();
+  }
+  return { lo, hi };
+}
+
+// ---------------------------------------------------------------------------------------------- children
+
+async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
+  const seq = keySequence(s.keys, SEQ_LEN);
+  const mask = SEQ_LEN - 1;
+  let pos = 0;
+  let admitted = 0;
+  let checked = 0;
+  const prefill = s.keys > 1;
+
+  switch (s.impl) {
+    case 'kernel': {
+      const k = new Kernel(kernelModule(), {
+        maxKeys: Math.max(s.keys, 1024),
+        maxBatch: BATCH,
+        keyBytes: 0, // decides only, as a shard worker's kernel: no key region
+        limits: [{ algorithmCode: 0, limit: LIMIT, periodMs: PERIOD_MS, burst: BURST }],
+      });
+      const { lo, hi } = keyHashes(s.keys);
+      // The kernel takes hashes (the front hashes keys before it): resolve the key sequence to a stream of
+      // hashes up front, so the loop reads it sequentially rather than paying two cache misses a check.
+      const seqLo = new Uint32Array(SEQ_LEN), seqHi = new Uint32Array(SEQ_LEN);
+      for (let i = 0; i < SEQ_LEN; i++) {
+        seqLo[i] = lo[seq[i]];
+        seqHi[i] = hi[seq[i]];
+      }
+      const run = (hLo: Uint32Array, hHi: Uint32Array, from: number): number => {
+        const inp = k.legIn, out = k.legOut;
+        const n = hLo.length;
+        for (let i = 0, j = from; i < BATCH; i++, j = j + 1 === n ? 0 : j + 1) {
+          const r = i * LEG_IN;
+          inp[r] = hLo[j];
+          inp[r + 1] = hHi[j];
+          inp[r + 2] = 0 + GROUP_SHIFT; // limit 0, a group of one leg
+          inp[r + 3] = 1;
+        }
+        k.decide(BATCH, Date.now());
+        let a = 0;
+        for (let i = 0; i < BATCH; i++) if (out[i * LEG_OUT] === CODE_ALLOW) a++;
+        admitted += a;
+        checked += BATCH;
+        return BATCH;
+      };
+      if (prefill) for (let base = 0; base < s.keys; base += BATCH) run(lo, hi, base);
+      admitted = checked = 0;
+      const r = await rates(() => {
+        const from = pos;
+        pos = (pos + BATCH) & mask;
+        return run(seqLo, seqHi, from);
+      }, s.timing);
+      const st = k.stats();
+      return { rates: r, admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+    }
+
+    case 'limiter': {
+      const keys = keyStrings(s.keys);
+      // shards 2 split maxKeys between them; leave 5% so an uneven split does not evict.
+      const maxKeys = s.shards === 0 ? Math.max(s.keys, 1024) : Math.ceil(Math.max(s.keys, 1024) * 1.05);
+      const lim = await createLimiter({
+        policies: { bench: { algorithm: 'token_bucket', limit: LIMIT, period: PERIOD_MS, burst: BURST } },
+        shards: s.shards,
+        maxKeys,
+      });
+      const run = async (next: (i: number) => number): Promise<number> => {
+        const ps = new Array<Promise<Decision>>(BATCH);
+        for (let i = 0; i < BATCH; i++) ps[i] = lim.check({ policy: 'bench', key: keys[next(i)], cost: 1 });
+        const ds = await Promise.all(ps);
+        for (const d of ds) if (d.allowed) admitted++;
+        checked += BATCH;
+        return BATCH;
+      };
+      try {
+        if (prefill) for (let base = 0; base < s.keys; base += BATCH) await run((i) => (base + i) % s.keys);
+        admitted = checked = 0;
+        const r = await rates(() => run(() => {
+          const key = seq[pos];
+          pos = (pos + 1) & mask;
+          return key;
+        }), s.timing);
+        const st = await lim.stats();
+        return { rates: r, admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+      } finally {
+        await lim.close();
+      }
+    }
+
+    case 'rlf': {
+      const keys = keyStrings(s.keys);
+      const rl = new RateLimiterMemory({ points: LIMIT, duration: PERIOD_MS / 1000 });
+      const run = async (next: (i: number) => number): Promise<number> => {
+        const ps = new Array<Promise<unknown>>(BATCH);
+        for (let i = 0; i < BATCH; i++) ps[i] = rl.consume(keys[next(i)]);
+        await Promise.all(ps); // rejects on a denial: none are expected (see LIMIT)
+        admitted += BATCH;
+        checked += BATCH;
+        return BATCH;
+      };
+      if (prefill) for (let base = 0; base < s.keys; base += BATCH) await run((i) => (base + i) % s.keys);
+      admitted = checked = 0;
+      const r = await rates(() => run(() => {
+        const key = seq[pos];
+        pos = (pos + 1) & mask;
+        return key;
+      }), s.timing);
+      return { rates: r, admitted, checked };
+    }
+
+    case 'map': {
+      const keys = keyStrings(s.keys);
+      const mb = new MapBucket(LIMIT, PERIOD_MS, BURST);
+      const run = (next: (i: number) => number): number => {
+        const now = Date.now();
+        let a = 0;
+        for (let i = 0; i < BATCH; i++) if (mb.take(keys[next(i)], 1, now) >= 0) a++;
+        admitted += a;
+        checked += BATCH;
+        return BATCH;
+      };
+      if (prefill) for (let base = 0; base < s.keys; base += BATCH) run((i) => (base + i) % s.keys);
+      admitted = checked = 0;
+      const r = await rates(() => run(() => {
+        const key = seq[pos];
+        pos = (pos + 1) & mask;
+        return key;
+      }), s.timing);
+      return { rates: r, admitted, checked, keysHeld: mb.size };
+    }
+  }
+}
+
+/** Bytes per key once `keys` distinct keys are held. Runs with --expose-gc. */
+async function memory(s: MemorySpec): Promise<MemoryResult> {
+  if (s.impl === 'kernel') {
+    // The kernel's state is its linear memory: the table plus fixed I/O regions, allocated in init().
+    const k = new Kernel(kernelModule(), {
+      maxKeys: s.keys,
+      maxBatch: BATCH,
+      keyBytes: 0,
+      limits: [{ algorithmCode: 0, limit: LIMIT, periodMs: PERIOD_MS, burst: BURST }],
+    });
+    const { lo, hi } = keyHashes(s.keys);
+    for (let base = 0; base < s.keys; base += BATCH) {
+      const n = Math.min(BATCH, s.keys - base);
+      for (let i = 0; i < n; i++) {
+        const r = i * LEG_IN;
+        k.legIn[r] = lo[base + i];
+        k.legIn[r + 1] = hi[base + i];
+        k.legIn[r + 2] = GROUP_SHIFT;
+        k.legIn[r + 3] = 1;
+      }
+      k.decide(n, Date.now());
+    }
+    const st = k.stats();
+    return {
+      bytesPerKey: st.memoryBytes / st.keys,
+      keysHeld: st.keys,
+      detail: { memoryBytes: st.memoryBytes, slots: st.slots, tableBytesPerKey: (st.slots * 32) / st.keys, evictions: st.evictions },
+    };
+  }
+  // JS stores: JS heap growth after a full GC. Keys are built on the fly so only what the store keeps counts.
+  fullGc();
+  const before = process.memoryUsage();
+  let held: () => number;
+  if (s.impl === 'rlf') {
+    const rl = new RateLimiterMemory({ points: LIMIT, duration: PERIOD_MS / 1000 });
+    for (let base = 0; base < s.keys; base += BATCH) {
+      const ps: Array<Promise<unknown>> = [];
+      for (let i = base; i < Math.min(s.keys, base + BATCH); i++) ps.push(rl.consume(`k${i}`));
+      await Promise.all(ps);
+    }
+    held = () => (rl as unknown as { _memoryStorage: { _storage: Map<string, unknown> } })._memoryStorage._storage.size;
+  } else {
+    const mb = new MapBucket(LIMIT, PERIOD_MS, BURST);
+    const now = Date.now();
+    for (let i = 0; i < s.keys; i++) mb.take(`k${i}`, 1, now);
+    held = () => mb.size;
+  }
+  fullGc();
+  const after = process.memoryUsage();
+  const keysHeld = held(); // keeps the store reachable until after the measurement
+  return {
+    bytesPerKey: (after.heapUsed - before.heapUsed) / keysHeld,
+    keysHeld,
+    detail: { heapDelta: after.heapUsed - before.heapUsed, externalDelta: after.external - before.external },
+  };
+}
+
+if (isChildEntry(import.meta.url)) {
+  jobMain<Spec, ThroughputResult | MemoryResult>((s) => (s.kind === 'throughput' ? throughput(s) : memory(s)));
+}
+
+// ---------------------------------------------------------------------------------------------- runner
+
+const CASES = [
+  { tag: '1key', label: '1 hot key', keys: 1 },
+  { tag: '100k', label: '100k keys', keys: 100_000 },
+  { tag: '1M', label: '1M keys', keys: 1_000_000 },
+];
+
+const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number }> = [
+  { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel', shards: 0 },
+  { tag: 'limiter-s0', subject: 'sluice createLimiter, shards 0', impl: 'limiter', shards: 0 },
+  { tag: 'limiter-s2', subject: 'sluice createLimiter, shards 2', impl: 'limiter', shards: 2 },
+  { tag: 'rlf', subject: 'rlf RateLimiterMemory', impl: 'rlf', shards: 0 },
+  { tag: 'map', subject: 'Map bucket (plain JS)', impl: 'map', shards: 0 },
+];
+
+const RLF = 'rlf RateLimiterMemory';
+const MAP = 'Map bucket (plain JS)';
+
+export const engine: Scenario = {
+  name: 'engine',
+  summary: 'token-bucket decisions/s (1 key, 100k, 1M keys) and bytes/key at 1M keys: kernel, createLimiter, rlf, Map',
+  async run(ctx: Ctx): Promise<Section[]> {
+    const t = ctx.timing;
+    const timeoutMs = 90_000 + t.warmupMs + 4 * t.rounds * t.roundMs;
+    const tput: Section = {
+      scenario: 'engine',
+      id: 'engine-throughput',
+      title: 'Engine: token-bucket decisions per second',
+      method: `Batches of ${BATCH} checks, one batch per event-loop turn (createLimiter, rlf: Promise.all of ${BATCH}, ` +
+        `awaited; kernel: ${BATCH} rows written into its input region, one call). Keys drawn uniformly from the ` +
+        `key set, which is filled before timing. Median of ${t.rounds} rounds of ${t.roundMs} ms after ` +
+        `${t.warmupMs} ms of warm-up, each subject and case in a fresh process. Policy: token bucket, 1e9 per ` +
+        `minute (every check admitted).`,
+      metrics: [{ key: 'rate', label: 'decisions/s', higherIsBetter: true }],
+      baselines: [{ label: 'rlf', subject: RLF }, { label: 'Map', subject: MAP }],
+      rows: [],
+      notes: [],
+    };
+    for (const c of CASES) {
+      for (const sub of SUBJECTS) {
+        const id = `engine/${c.tag}/${sub.tag}`;
+        if (!ctx.want(id)) continue;
+        ctx.progress(`${id}: ${sub.subject}, ${c.label}`);
+        try {
+          const r = await runJob<ThroughputResult>(FILE, {
+            kind: 'throughput', impl: sub.impl, shards: sub.shards, keys: c.keys, timing: t,
+          } satisfies ThroughputSpec, { timeoutMs });
+          const info = [`${((100 * r.admitted) / Math.max(1, r.checked)).toFixed(1)}% admitted`];
+          if (r.evictions !== undefined && r.evictions > 0) info.push(`${r.evictions} evictions`);
+          const row: Row = {
+            id, case: c.label, subject: sub.subject,
+            values: { rate: r.rates.median },
+            spread: { rate: [r.rates.min, r.rates.max] },
+            info: info.join(', '),
+            extra: { rounds: r.rates.rounds, keysHeld: r.keysHeld, evictions: r.evictions },
+          };
+          tput.rows.push(row);
+          ctx.progress(`  ${(r.rates.median / 1e6).toFixed(2)} M/s`);
+        } catch (e) {
+          tput.notes.push(`${id} failed: ${(e as Error).message.split('\n')[0]}`);
+          ctx.progress(`  FAILED: ${(e as Error).message}`);
+        }
+      }
+    }
+
+    const mem: Section = {
+      scenario: 'engine',
+      id: 'engine-memory',
+      title: 'Engine: memory per key at 1M keys',
+      method: 'sluice kernel: linear-memory bytes (kernel.stats().memoryBytes: the table sized for maxKeys 1M plus ' +
+        'fixed I/O regions) ÷ keys held. JS stores: process.memoryUsage().heapUsed after minus before filling 1M ' +
+        'keys, both after global.gc() (child runs with --expose-gc), ÷ keys held.',
+      metrics: [{ key: 'bytesPerKey', label: 'bytes/key', higherIsBetter: false }],
+      baselines: [{ label: 'rlf', subject: RLF }, { label: 'Map', subject: MAP }],
+      rows: [],
+      notes: [],
+    };
+    const memSubjects = [
+      { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel' as const },
+      { tag: 'rlf', subject: RLF, impl: 'rlf' as const },
+      { tag: 'map', subject: MAP, impl: 'map' as const },
+    ];
+    for (const sub of memSubjects) {
+      const id = `engine/memory/${sub.tag}`;
+      if (!ctx.want(id)) continue;
+      ctx.progress(`${id}: ${sub.subject}, 1M keys`);
+      try {
+        const r = await runJob<MemoryResult>(FILE, { kind: 'memory', impl: sub.impl, keys: 1_000_000 } satisfies MemorySpec, {
+          timeoutMs: 120_000, execArgv: ['--expose-gc'],
+        });
+        const info = sub.impl === 'kernel'
+          ? `${r.detail.slots} slots × 32 B = ${r.detail.tableBytesPerKey.toFixed(1)} B/key in the table`
+          : `heap +${(r.detail.heapDelta / 2 ** 20).toFixed(0)} MiB`;
+        mem.rows.push({ id, case: '1M keys', subject: sub.subject, values: { bytesPerKey: r.bytesPerKey }, info, extra: r.detail });
+        ctx.progress(`  ${r.bytesPerKey.toFixed(1)} B/key`);
+      } catch (e) {
+        mem.notes.push(`${id} failed: ${(e as Error).message.split('\n')[0]}`);
+        ctx.progress(`  FAILED: ${(e as Error).message}`);
+      }
+    }
+    return [tput, mem].filter((s) => s.rows.length > 0 || s.notes.length > 0);
+  },
+};
