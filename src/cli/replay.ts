@@ -57,7 +57,9 @@ async function replayPolicy(rows: Row[], policy: CompiledPolicy, o: ReplayOption
   const keyColumn = o.keyColumn ?? 'client';
   const request = requestBuilder(policy, keyColumn, o.file, rows[0]?.fields ?? {});
   let now = 0;
-  const limiter = await createLimiter({ policies: o.policies, shards: o.shards ?? 0, clock: () => now });
+  // a trace cannot have more keys than rows: size the table to it rather than to the default million
+  const maxKeys = Math.max(1, Math.min(rows.length * 2, 1_000_000));
+  const limiter = await createLimiter({ policies: o.policies, shards: o.shards ?? 0, maxKeys, clock: () => now });
   const perKey = new Map<string, { admitted: number; denied: number }>();
   let admitted = 0;
   try {

@@ -66,29 +66,39 @@ export class Front {
     let key: string;
     try {
       if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
-      ({ rt, key } = this.validate(req));
+      rt = this.policyOf(req);
+      key = keyOf(rt.policy, req.key, req.descriptors);
       if (this.pending >= this.o.maxPending) {
         throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
       }
     } catch (e) {
       return Promise.reject(e);
     }
-    return new Promise<Decision>((resolve, reject) => {
-      this.o.hasher.add(key, rt.seedLo, rt.seedHi);
-      this.rts.push(rt);
-      this.costs.push(req.cost);
-      this.resolves.push(resolve);
-      this.rejects.push(reject);
-      this.legs += rt.legCount;
-      if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
-      else if (!this.scheduled) {
+    this.o.hasher.add(key, rt.seedLo, rt.seedHi);
+    this.rts.push(rt);
+    this.costs.push(req.cost);
+    this.legs += rt.legCount;
+    const decision = new Promise<Decision>(this.enqueue);
+    if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
+    else if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(this.flushNow);
-      }
-    });
+      // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms
+      // one batch, and uWS, which drops a connection whose pipelined request arrives while an earlier
+      // response is pending, sees every answer in time. Shards batch a whole event-loop turn instead.
+      if (this.o.pool === null) queueMicrotask(this.flushNow);
+      else setImmediate(this.flushNow);
+    }
+    return decision;
   }
 
-  private validate(req: CheckRequest): { rt: PolicyRuntime; key: string } {
+  /** The promise executor of every check: one shared function, so a check allocates no closure of its own. */
+  private readonly enqueue = (resolve: Resolve, reject: Reject): void => {
+    this.resolves.push(resolve);
+    this.rejects.push(reject);
+  };
+
+  /** The check's policy, after checking the request's shape and its cost. */
+  private policyOf(req: CheckRequest): PolicyRuntime {
     if (typeof req !== 'object' || req === null) throw invalidArgument('check', 'must be an object');
     const name = (req as { policy?: unknown }).policy;
     if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
@@ -98,8 +108,7 @@ export class Front {
     if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
       throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
     }
-    const key = keyOf(rt.policy, req.key, req.descriptors);
-    return { rt, key };
+    return rt;
   }
 
   /** Decides everything queued. Safe to call at any time; a no-op when nothing is queued. */
@@ -108,11 +117,6 @@ export class Front {
     const n = this.rts.length;
     if (n === 0) return;
     const { rts, costs, resolves, rejects } = this;
-    this.rts = [];
-    this.costs = [];
-    this.resolves = [];
-    this.rejects = [];
-    this.legs = 0;
     const hasher = this.o.hasher;
     try {
       const now = this.o.clock();
@@ -126,6 +130,12 @@ export class Front {
       const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
       for (const r of rejects) r(err);
     } finally {
+      // The queues are reused: nothing above keeps them, and settling a promise runs no code synchronously.
+      rts.length = 0;
+      costs.length = 0;
+      resolves.length = 0;
+      rejects.length = 0;
+      this.legs = 0;
       hasher.reset();
     }
   }
@@ -156,14 +166,16 @@ export class Front {
   private decideHere(n: number, now: number, rts: PolicyRuntime[], costs: number[], resolves: Resolve[], rejects: Reject[]): void {
     const k = this.o.kernel;
     let base = 0;
-    const bases = new Array<number>(n);
     for (let i = 0; i < n; i++) {
-      bases[i] = base;
       this.writeLegs(k.legIn, base, i, rts[i], costs[i]);
       base += rts[i].legCount;
     }
     k.decide(base, now);
-    for (let i = 0; i < n; i++) settle(compose(k.legOut, bases[i], rts[i]), resolves[i], rejects[i]);
+    base = 0;
+    for (let i = 0; i < n; i++) {
+      settle(compose(k.legOut, base, rts[i]), resolves[i], rejects[i]);
+      base += rts[i].legCount;
+    }
   }
 
   private dispatch(pool: ShardPool, n: number, now: number, rts: PolicyRuntime[], costs: number[], resolves: Resolve[], rejects: Reject[]): void {

@@ -11,7 +11,8 @@ import { MAX_KEY_BYTES } from '../shard/kernel.js';
 export function validateKey(key: unknown, field = 'key'): string {
   if (typeof key !== 'string') throw invalidArgument(field, `must be a string (got ${describe(key)})`);
   if (key.length === 0) throw invalidArgument(field, 'must not be empty');
-  if (key.length > MAX_KEY_BYTES || Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) {
+  // UTF-8 takes at most 3 bytes per UTF-16 unit, so short keys need no byte count
+  if (key.length > MAX_KEY_BYTES || (key.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES)) {
     throw invalidArgument(field, `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`);
   }
   if (!(key as unknown as { isWellFormed(): boolean }).isWellFormed()) {

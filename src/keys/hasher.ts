@@ -24,7 +24,7 @@ export class Hasher {
   /** Queues a validated key with a seed; returns its row. */
   add(key: string, seedLo: number, seedHi: number): number {
     const row = this.n++;
-    const len = this.kernel.keyBytes.write(key, this.offset, 'utf8');
+    const len = writeUtf8(this.kernel.keyBytes, key, this.offset);
     const h = this.kernel.hashIn;
     h[row * 4] = this.offset;
     h[row * 4 + 1] = len;
@@ -61,4 +61,19 @@ export class Hasher {
     this.reset();
     return r;
   }
+}
+
+/** Short ASCII keys (the common case) are copied in JS; anything else goes through Buffer's UTF-8 encoder. */
+function writeUtf8(into: Buffer, key: string, offset: number): number {
+  const n = key.length;
+  if (n <= 32) {
+    let i = 0;
+    for (; i < n; i++) {
+      const c = key.charCodeAt(i);
+      if (c > 0x7f) break;
+      into[offset + i] = c;
+    }
+    if (i === n) return n;
+  }
+  return into.write(key, offset, 'utf8');
 }

@@ -220,6 +220,9 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       draining = true;
       uWS.us_listen_socket_close(token);
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
+      // The last answer may have been written inside uWS's own dispatch, still corked: let the loop turn
+      // finish (and uWS flush it) before closing the sockets.
+      await new Promise<void>((r) => setImmediate(r));
       (app as unknown as { close(): void }).close();
     },
   };
