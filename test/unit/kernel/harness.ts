@@ -7,16 +7,18 @@
  */
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT, type KernelLimit } from '../../../src/shard/protocol.js';
+import { ALGORITHM_CODES } from '../../../src/config/policies.js';
 
-export const TOKEN_BUCKET = 0;
-export const GCRA = 1;
-export const FIXED_WINDOW = 2;
-export const SLIDING_WINDOW = 3;
+export const TOKEN_BUCKET = ALGORITHM_CODES.token_bucket;
+export const GCRA = ALGORITHM_CODES.gcra;
+export const FIXED_WINDOW = ALGORITHM_CODES.fixed_window;
+export const SLIDING_WINDOW = ALGORITHM_CODES.sliding_window;
 
-export const ALLOW = 0;
-export const DENY = 1;
-export const NEVER = 2;
-export const BAD_LIMIT = 3;
+import {
+  CODE_ALLOW as ALLOW, CODE_DENY as DENY, CODE_NEVER as NEVER, CODE_BAD_LIMIT as BAD_LIMIT,
+} from '../../../src/shard/protocol.js';
+
+export { ALLOW, DENY, NEVER, BAD_LIMIT };
 
 /** 2^53 − 1. */
 export const MAX_SAFE = Number.MAX_SAFE_INTEGER;
