@@ -6,6 +6,7 @@ import { Hasher } from './keys/hasher.js';
 import { buildRuntimes, kernelLimits } from './engine/runtime.js';
 import { Front } from './engine/front.js';
 import { configError } from './util/errors.js';
+import { RedisStore } from './store/redis.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -28,15 +29,20 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   const policies = opts.policies instanceof Map ? opts.policies : compilePolicies(opts.policies);
+  const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
+  if (needsStore && opts.redis === undefined) {
+    throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
+  }
   const { limits, firstId } = kernelLimits(policies);
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.
   const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits });
   const hasher = new Hasher(kernel, MAX_BATCH);
-  const runtimes = buildRuntimes(policies, firstId, hasher);
+  const store = needsStore ? RedisStore.create(opts.redis) : null;
+  const runtimes = buildRuntimes(policies, firstId, hasher, store?.prefix ?? '');
   const pool = shards === 0 ? null
     : await ShardPool.start(shards, { module, maxKeys: Math.ceil(maxKeys / shards), maxBatch: MAX_BATCH, limits });
-  const front = new Front({ runtimes, hasher, kernel, pool, clock, maxBatch: MAX_BATCH, maxPending });
+  const front = new Front({ runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending });
   let closing: Promise<void> | null = null;
 
   return {
@@ -51,12 +57,14 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         keys: parts.reduce((a, p) => a + p.keys, 0),
         evictions: parts.reduce((a, p) => a + p.evictions, 0),
         pending: front.pending,
+        ...(store ? { store: store.stats() } : {}),
       };
     },
     close(): Promise<void> {
       closing ??= (async () => {
         await front.close();
         await pool?.close();
+        await store?.close();
       })();
       return closing;
     },

@@ -19,6 +19,8 @@ export interface Decision {
   policy: string;
   /** Why a check is denied for good (`retryAfterMs: null`). */
   reason?: string;
+  /** Present (true) when the store failed and the policy's onStoreError `open` or `closed` decided instead. */
+  degraded?: boolean;
 }
 
 /** One check. Give `key`, or `descriptors` for a policy that declares them. */
@@ -43,6 +45,8 @@ export interface LimiterOptions {
   maxKeys?: number;
   /** Most checks queued or in flight before new ones are refused with OVERLOADED. Default 100,000. */
   maxPending?: number;
+  /** Redis, for policies with `consistency: strict`. */
+  redis?: import('./store/redis.js').RedisOptions;
 }
 
 /** Counters for observability. */
@@ -51,6 +55,8 @@ export interface LimiterStats {
   keys: number;
   evictions: number;
   pending: number;
+  /** Redis: failed calls so far, the circuit breaker's state, whether connected. Present with a store. */
+  store?: { storeErrors: number; breaker: 'closed' | 'open' | 'halfOpen'; connected: boolean };
 }
 
 export interface Limiter {

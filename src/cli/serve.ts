@@ -6,13 +6,16 @@ import { configFrom, intArg } from './index.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
- * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS), which wins over the file.
+ * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL), which wins over the file.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, stop the shards, exit 0.
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' } },
+    options: {
+      config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
+      redis: { type: 'string' },
+    },
   });
   const log = createLogger();
   const config = await configFrom(values.config);
@@ -22,7 +25,11 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
-  const limiter = await createLimiter({ policies: config.policies, shards, maxKeys: config.engine.maxKeys });
+  const redisUrl = values.redis ?? env.REDIS_URL;
+  const limiter = await createLimiter({
+    policies: config.policies, shards, maxKeys: config.engine.maxKeys,
+    ...(redisUrl ? { redis: { url: redisUrl } } : {}),
+  });
   const server = await startServer({
     limiter, host, port, logger: log,
     maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,

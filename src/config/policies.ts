@@ -41,7 +41,14 @@ export interface PolicySpec {
   descriptors?: DescriptorSpec[];
   version?: string | number;
   guard?: string;
+  /** Where the state lives: `local` (this instance; the default) or `strict` (Redis, one atomic script per decision). */
+  consistency?: Consistency;
+  /** What a Redis-backed policy does when Redis fails or times out: `open`, `closed` or `local` (the default). */
+  onStoreError?: StoreErrorRule;
 }
+
+export type Consistency = 'local' | 'strict';
+export type StoreErrorRule = 'open' | 'closed' | 'local';
 
 /** A descriptor is a name, or {name, header} where header is the request header (lower-cased) /v1/auth reads it from. */
 export type DescriptorSpec = string | { name: string; header?: string };
@@ -77,6 +84,8 @@ export interface CompiledPolicy {
   descriptors: CompiledDescriptor[];
   /** Name of the policy every check of this one is also charged to (the aggregate guard), or null. */
   guard: string | null;
+  consistency: Consistency;
+  onStoreError: StoreErrorRule;
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -101,7 +110,11 @@ type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
-const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard'];
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError'];
+const CONSISTENCIES: readonly Consistency[] = ['local', 'strict'];
+const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
+/** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
+const MAX_LUA = 2n ** 51n;
 const LIMIT_KEYS = [...INLINE_KEYS, 'name'];
 const DESCRIPTOR_KEYS = ['name', 'header'];
 
@@ -168,7 +181,28 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const descriptors = compileDescriptors(own(raw, 'descriptors'), fail);
   const version = compileVersion(own(raw, 'version'), limits, descriptors, fail);
   const guard = readGuardName(own(raw, 'guard'), fail);
-  return { name, version, limits, descriptors, guard };
+  const consistency = readChoice(own(raw, 'consistency'), 'consistency', CONSISTENCIES, 'local', fail);
+  const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
+  if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
+  return { name, version, limits, descriptors, guard, consistency, onStoreError };
+}
+
+function readChoice<T extends string>(v: unknown, field: string, choices: readonly T[], dflt: T, fail: Fail): T {
+  if (v === undefined) return dflt;
+  if (typeof v !== 'string' || !choices.includes(v as T)) fail(field, `must be one of ${choices.join(', ')} (got ${describeValue(v)})`);
+  return v as T;
+}
+
+/** A Redis-backed limit must stay exact in Lua's doubles: B·P (buckets) or L·P (windows) at most 2^51. */
+function checkLuaExactness(limits: CompiledLimit[], listed: boolean, fail: Fail): void {
+  limits.forEach((l, i) => {
+    const at = (k: string): string => (listed ? joinPath(joinPath('limits', i), k) : k);
+    const n = BigInt(isBucket(l.algorithm) ? l.burst : l.limit) * BigInt(l.periodMs);
+    if (n > MAX_LUA) {
+      const which = isBucket(l.algorithm) ? 'burst' : 'limit';
+      fail(at(which), `${which} * period must be at most 2^51 = ${MAX_LUA} for a Redis-backed policy (Lua numbers are doubles; got ${n})`);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -357,6 +391,9 @@ function checkGuard(policy: CompiledPolicy, all: Map<string, CompiledPolicy>, fa
   if (target === undefined) fail('guard', `no policy named ${describeValue(guard)} in policies`);
   if (target.guard !== null) {
     fail('guard', `policy "${guard}" has a guard of its own ("${target.guard}"); a guard cannot itself be guarded`);
+  }
+  if (target.consistency !== policy.consistency) {
+    fail('guard', `policy "${guard}" keeps its state ${target.consistency}, this one ${policy.consistency}: a check and its guard must be decided in one place`);
   }
 }
 

@@ -2,6 +2,7 @@ import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import type { KernelLimit } from '../shard/protocol.js';
 import { MAX_GROUP } from '../shard/protocol.js';
 import type { Hasher } from '../keys/hasher.js';
+import { storeKey } from '../keys/store-key.js';
 
 /** The key whose state a guard keeps: one per guard policy, shared by every guarded check. */
 export const GUARD_KEY = '*';
@@ -24,6 +25,10 @@ export interface PolicyRuntime {
   legLimits: CompiledLimit[];
   /** Guard legs' fixed hashes (lo, hi interleaved), or null. */
   guardHashes: Uint32Array | null;
+  /** Decided in the store (consistency strict). */
+  stored: boolean;
+  /** The guard legs' Redis keys, for a store-backed guarded policy. */
+  guardStoreKeys: string[] | null;
 }
 
 const GOLDEN = 0x9e3779b97f4a7c15n;
@@ -55,6 +60,7 @@ export function buildRuntimes(
   policies: ReadonlyMap<string, CompiledPolicy>,
   firstId: Map<string, number>,
   hasher: Hasher,
+  storePrefix: string,
 ): Map<string, PolicyRuntime> {
   const seeds = new Map<string, [number, number]>();
   for (const [name, p] of policies) seeds.set(name, hasher.hashOne(`sluice\u0000${name}\u0000${p.version}`, 0, 0));
@@ -85,9 +91,11 @@ export function buildRuntimes(
       }
     }
     const [seedLo, seedHi] = seeds.get(name)!;
+    const stored = p.consistency !== 'local';
     out.set(name, {
-      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes,
+      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
+      guardStoreKeys: stored && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
     });
   }
   return out;

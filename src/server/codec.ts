@@ -85,7 +85,8 @@ export function bodyText(body: Uint8Array): string {
 /** A decision as JSON, built without an intermediate object. */
 export function decisionJson(d: Decision): string {
   const reason = d.reason === undefined ? '' : `,"reason":${JSON.stringify(d.reason)}`;
+  const degraded = d.degraded === true ? ',"degraded":true' : '';
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +
-    `"retryAfterMs":${d.retryAfterMs},"policy":${JSON.stringify(d.policy)}${reason}}`;
+    `"retryAfterMs":${d.retryAfterMs},"policy":${JSON.stringify(d.policy)}${reason}${degraded}}`;
 }
 

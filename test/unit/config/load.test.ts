@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard';
+const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -134,6 +134,8 @@ describe('loadConfigFile: basic.yaml', () => {
         { name: 'action', header: null },
       ],
       guard: 'global',
+      consistency: 'local',
+      onStoreError: 'local',
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -147,6 +149,8 @@ describe('loadConfigFile: basic.yaml', () => {
         { name: 'user', header: 'x-user-id' },
       ],
       guard: 'global',
+      consistency: 'local',
+      onStoreError: 'local',
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -154,6 +158,8 @@ describe('loadConfigFile: basic.yaml', () => {
       limits: [{ algorithm: 'fixed_window', algorithmCode: 2, limit: 200_000, periodMs: 60_000, burst: 200_000, name: 'global' }],
       descriptors: [],
       guard: null,
+      consistency: 'local',
+      onStoreError: 'local',
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -252,9 +258,9 @@ describe('the built-in default', () => {
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global' },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global' },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local' },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local' },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local' },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});

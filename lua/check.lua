@@ -1,0 +1,70 @@
+-- The batch driver: decides every leg in KEYS/ARGV in order, in one atomic script run.
+--   ARGV[1] = 1: the clock is Redis's TIME (strict mode); 0: ARGV[2] is the time in Unix ms
+--   ARGV[3] = n legs; then 6 per leg: algorithm, L, P, B, cost, group length (first leg of a check, else 0)
+--   KEYS[i] = leg i's state: "w0 w1 lastSeen", written only by an admitted check that costs something, with
+--             PX = its resetAfterMs, the time until the state carries no information (bucket full, window over).
+-- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
+-- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never).
+local now
+if ARGV[1] == '1' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local n = tonumber(ARGV[3])
+local out = {}
+
+local function leg(j)
+  local a = 4 + (j - 1) * 6
+  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+end
+
+local function state(j)
+  local raw = redis.call('GET', KEYS[j])
+  if not raw then return false, 0, 0, 0 end
+  local w0, w1, last = string.match(raw, '^(%d+) (%d+) (%d+)$')
+  return true, tonumber(w0), tonumber(w1), tonumber(last)
+end
+
+-- Evaluates leg j with cost c; returns its outputs and what to write (nil: nothing).
+local function evaluate(j, c)
+  local alg, L, P, B = leg(j)
+  if L == 0 and alg <= 1 then
+    if c > 0 then return NEVER, 0, 0, -1 end
+    return ALLOW, 0, 0, 0
+  end
+  local exists, w0, w1, last = state(j)
+  local t = now
+  if exists and last > t then t = last end
+  local code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, exists, w0, w1, last, c, t)
+  if code == ALLOW and c > 0 then return code, rem, reset, retry, string.format('%.0f %.0f %.0f', nw0, nw1, t) end
+  return code, rem, reset, retry
+end
+
+local i = 1
+while i <= n do
+  local g = tonumber(ARGV[4 + (i - 1) * 6 + 5])
+  if g < 1 then g = 1 end
+  if i + g - 1 > n then g = n - i + 1 end
+  local all = true
+  local writes = {}
+  for j = i, i + g - 1 do
+    local _, _, _, _, c = leg(j)
+    local code, rem, reset, retry, w = evaluate(j, c)
+    out[(j - 1) * 4 + 1], out[(j - 1) * 4 + 2], out[(j - 1) * 4 + 3], out[(j - 1) * 4 + 4] = code, rem, reset, retry
+    writes[j] = w
+    if code ~= ALLOW then all = false end
+  end
+  for j = i, i + g - 1 do
+    if all then
+      if writes[j] then redis.call('SET', KEYS[j], writes[j], 'PX', out[(j - 1) * 4 + 3]) end
+    elseif out[(j - 1) * 4 + 1] == ALLOW then
+      -- this leg alone would admit, but the check is denied: report its state untouched
+      local code, rem, reset, retry = evaluate(j, 0)
+      out[(j - 1) * 4 + 1], out[(j - 1) * 4 + 2], out[(j - 1) * 4 + 3], out[(j - 1) * 4 + 4] = code, rem, reset, retry
+    end
+  end
+  i = i + g
+end
+return out

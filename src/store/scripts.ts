@@ -1,0 +1,17 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { packageRoot } from '../util/paths.js';
+
+/** The Lua files of the batch check script, in the order they are joined into one chunk. */
+const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'check.lua'];
+
+let script: string | undefined;
+
+/**
+ * The check script: `lua/lib.lua`, one file per algorithm, then the batch driver `lua/check.lua`, joined into
+ * one chunk (Redis runs one chunk per script; the algorithms stay one file each).
+ */
+export function checkScript(): string {
+  script ??= PARTS.map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return script;
+}

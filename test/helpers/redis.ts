@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { Redis } from 'ioredis';
+
+/** A redis-server of the test's own on a free port (no persistence), with controls for fault tests. */
+export interface TestRedis {
+  port: number;
+  url: string;
+  /** A plain client for inspecting keys (TTL, SCAN...). */
+  client: Redis;
+  /** SIGSTOP: connections stay open, nothing answers. */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
+  /** SIGKILL, then a new server on the same port with no data. */
+  restart(): Promise<void>;
+  /** SIGKILL and wait for the exit. */
+  kill(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+function launch(port: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+}
+
+export async function startRedis(): Promise<TestRedis> {
+  const port = await freePort();
+  let child = await launch(port);
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  client.on('error', () => undefined);
+  const kill = async (): Promise<void> => {
+    child.kill('SIGKILL');
+    await exited(child);
+  };
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    client,
+    pause: () => child.kill('SIGSTOP'),
+    resume: () => child.kill('SIGCONT'),
+    kill,
+    async restart() {
+      await kill();
+      child = await launch(port);
+    },
+    async stop() {
+      client.disconnect();
+      child.kill('SIGCONT');
+      await kill();
+    },
+  };
+}
