@@ -60,6 +60,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: store.stats() } : {}),
       };
     },
+    storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
     close(): Promise<void> {
       closing ??= (async () => {
         await front.close();

@@ -71,6 +71,8 @@ export interface Limiter {
   stats(): Promise<LimiterStats>;
   /** Policy names and their compiled form. */
   readonly policies: ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
+  /** Redis connectivity: `none` without a store. */
+  storeStatus(): 'none' | 'connected' | 'disconnected';
   /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */
   close(): Promise<void>;
 }

@@ -60,7 +60,7 @@ export function buildRuntimes(
   policies: ReadonlyMap<string, CompiledPolicy>,
   firstId: Map<string, number>,
   hasher: Hasher,
-  storePrefix: string,
+  storePrefix = '',
 ): Map<string, PolicyRuntime> {
   const seeds = new Map<string, [number, number]>();
   for (const [name, p] of policies) seeds.set(name, hasher.hashOne(`sluice\u0000${name}\u0000${p.version}`, 0, 0));

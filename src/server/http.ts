@@ -200,7 +200,11 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const x = begin(res);
     reply(x, (r) => {
       if (draining) r.writeStatus(STATUS_LINE[503]).writeHeader('Content-Type', 'application/json').end('{"status":"draining"}');
-      else r.writeHeader('Content-Type', 'application/json').end('{"status":"ready"}');
+      else {
+        // A Redis outage is reported but does not take the instance out: its policies' onStoreError still answer.
+        const store = limiter.storeStatus();
+        r.writeHeader('Content-Type', 'application/json').end(store === 'none' ? '{"status":"ready"}' : `{"status":"ready","store":"${store}"}`);
+      }
     });
   });
 

@@ -1,0 +1,381 @@
+/**
+ * The binary frame format of `/v1/stream`, version 1: one frame carries a batch of checks (client → server) or
+ * a batch of answers (server → client). Every number is little-endian; every string is UTF-8 with its length
+ * in bytes in front. Numbers that may exceed 2^32 (cost, limit, remaining, times in ms) travel as f64, which
+ * holds every integer up to 2^53 − 1 exactly. This module is pure (no I/O) and is shared by the server
+ * (`src/server/ws.ts`) and the client (`src/client/ws.ts`).
+ *
+ * ```
+ * frame header (4 bytes)
+ *  +--------+--------+-----------------+
+ *  | ver u8 | type u8|   count u16     |   ver = 1; type: 1 checks, 2 answers, 3 unsubscribe
+ *  +--------+--------+-----------------+
+ *
+ * check record (type 1), 16 bytes + policy + key
+ *  0      4                 12     13      14        16
+ *  +------+-----------------+------+-------+---------+-------------+----------+
+ *  | id   | cost f64        |flags |polLen | keyLen  | policy      | key      |
+ *  | u32  | (integer)       | u8   | u8    | u16     | polLen B    | keyLen B |
+ *  +------+-----------------+------+-------+---------+-------------+----------+
+ *  flags: bit 0 = subscribe (push a "ready" answer when a denied key becomes admissible); others must be 0
+ *
+ * unsubscribe record (type 3): id u32 (4 bytes)
+ *
+ * answer record (type 2), 44 bytes + name + field + text
+ *  0      4      5      6       8         16          24             32             40     41     42       44
+ *  +------+------+------+-------+---------+-----------+--------------+--------------+------+------+--------+------+-------+------+
+ *  | id   | kind | flags|status | limit   | remaining | resetAfterMs | retryAfterMs |nameL |fieldL| textL  | name | field | text |
+ *  | u32  | u8   | u8   | u16   | f64     | f64       | f64          | f64 (−1=null)| u8   | u8   | u16    |      |       |      |
+ *  +------+------+------+-------+---------+-----------+--------------+--------------+------+------+--------+------+-------+------+
+ *  kind: 0 denied, 1 allowed, 2 error, 3 ready (subscription push), 4 subscription ended (unsubscribed or failed)
+ *  flags: bit 0 no id (an error about a whole frame, id is 0), bit 1 subscribed, bit 2 degraded
+ *  decisions and ready: name = the binding limit's name, text = reason (only when retryAfterMs is null)
+ *  errors: name = the error code (INVALID_ARGUMENT...), field = the field at fault, text = the detail, status = HTTP status
+ *  kind 4: flags bit 1 set when a subscription existed; name/field/text carry an error when it failed
+ * ```
+ */
+
+/** The only version this module reads and writes. */
+export const BINARY_VERSION = 1;
+/** Frame types. */
+export const FRAME_CHECKS = 1;
+export const FRAME_ANSWERS = 2;
+export const FRAME_UNSUBSCRIBE = 3;
+/** Header bytes of every frame. */
+export const FRAME_HEADER = 4;
+/** Fixed bytes of a check record, before its policy and key. */
+export const CHECK_HEAD = 16;
+/** Fixed bytes of an answer record, before its strings. */
+export const ANSWER_HEAD = 44;
+/** Most records in one frame (count is a u16). */
+export const MAX_FRAME_RECORDS = 65_535;
+
+/** Check flags. */
+export const CHECK_SUBSCRIBE = 1;
+/** Answer kinds. */
+export const KIND_DENIED = 0;
+export const KIND_ALLOWED = 1;
+export const KIND_ERROR = 2;
+export const KIND_READY = 3;
+export const KIND_ENDED = 4;
+/** Answer flags. */
+export const ANSWER_NO_ID = 1;
+export const ANSWER_SUBSCRIBED = 2;
+export const ANSWER_DEGRADED = 4;
+
+/** A check as the binary codec carries it: a u32 id, a policy, a key (descriptor policies: the joined form). */
+export interface BinaryCheck {
+  /** Correlation id, an integer in [0, 2^32). */
+  id: number;
+  policy: string;
+  key: string;
+  /** Tokens to spend: a non-negative safe integer. */
+  cost: number;
+  /** Ask for a push when the key, if denied, becomes admissible. */
+  subscribe?: boolean;
+}
+
+/** One decoded answer record. */
+export interface BinaryAnswer {
+  id: number;
+  kind: number;
+  flags: number;
+  /** HTTP-like status of an error; 0 otherwise. */
+  status: number;
+  limit: number;
+  remaining: number;
+  resetAfterMs: number;
+  /** `null` when the check can never be admitted. */
+  retryAfterMs: number | null;
+  /** Decisions and ready: the binding limit; errors: the error code. */
+  name: string;
+  /** Errors: the field at fault ('' when none). */
+  field: string;
+  /** Decisions: the reason of a never-denial; errors: the detail ('' when none). */
+  text: string;
+}
+
+const UTF8_FATAL = new TextDecoder('utf-8', { fatal: true });
+const UTF8_ENCODER = new TextEncoder();
+
+/** A string from `len` bytes at `at`: ASCII without a decoder call; anything else must be well-formed UTF-8. */
+export function readUtf8(bytes: Uint8Array, at: number, len: number): string | null {
+  let ascii = true;
+  for (let i = at, end = at + len; i < end; i++) {
+    if (bytes[i] > 0x7f) {
+      ascii = false;
+      break;
+    }
+  }
+  if (ascii) {
+    // Short strings: fromCharCode beats a decoder call; long ones take latin1 (== ASCII here) from Buffer.
+    if (len <= 32) {
+      let s = '';
+      for (let i = at, end = at + len; i < end; i++) s += String.fromCharCode(bytes[i]);
+      return s;
+    }
+    return Buffer.from(bytes.buffer, bytes.byteOffset + at, len).toString('latin1');
+  }
+  try {
+    return UTF8_FATAL.decode(bytes.subarray(at, at + len));
+  } catch {
+    return null;
+  }
+}
+
+/** The outcome of reading a frame's header: its type and record count, or why it is not a frame. */
+export type FrameHeader =
+  | { ok: true; type: number; count: number }
+  | { ok: false; violation: 'short' | 'version' | 'type' };
+
+/** Reads a frame header (does not look at the records). */
+export function readHeader(bytes: Uint8Array): FrameHeader {
+  if (bytes.byteLength < FRAME_HEADER) return { ok: false, violation: 'short' };
+  if (bytes[0] !== BINARY_VERSION) return { ok: false, violation: 'version' };
+  const type = bytes[1];
+  if (type !== FRAME_CHECKS && type !== FRAME_ANSWERS && type !== FRAME_UNSUBSCRIBE) return { ok: false, violation: 'type' };
+  return { ok: true, type, count: bytes[2] | (bytes[3] << 8) };
+}
+
+/** What {@link readChecks} calls per record. `policy` or `key` is null when its bytes are not well-formed UTF-8. */
+export type CheckSink = (id: number, policy: string | null, key: string | null, cost: number, flags: number) => void;
+
+/**
+ * Reads the check records of a type-1 frame into `sink`, in order. The structure is checked before any record
+ * is handed over: on a truncated record, trailing bytes or a count of 0 it returns the reason and calls
+ * `sink` for none. Field values (a bad cost, unknown flags, bad UTF-8) are the caller's to judge per record.
+ * @returns null when every record was read, else what is wrong with the frame.
+ */
+export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): string | null {
+  if (count === 0) return 'count: a checks frame must hold at least one check';
+  const n = bytes.byteLength;
+  // Pass 1: structure only, so that a malformed frame decides nothing.
+  let at = FRAME_HEADER;
+  for (let i = 0; i < count; i++) {
+    if (at + CHECK_HEAD > n) return `record ${i}: truncated (frame ends at byte ${n})`;
+    const len = bytes[at + 13] + (bytes[at + 14] | (bytes[at + 15] << 8));
+    at += CHECK_HEAD + len;
+    if (at > n) return `record ${i}: policy and key run past the end of the frame (byte ${n})`;
+  }
+  if (at !== n) return `frame: ${n - at} bytes after the last of ${count} records`;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
+  at = FRAME_HEADER;
+  for (let i = 0; i < count; i++) {
+    const id = view.getUint32(at, true);
+    const cost = view.getFloat64(at + 4, true);
+    const flags = bytes[at + 12];
+    const pl = bytes[at + 13];
+    const kl = view.getUint16(at + 14, true);
+    const p = at + CHECK_HEAD;
+    sink(id, readUtf8(bytes, p, pl), readUtf8(bytes, p + pl, kl), cost, flags);
+    at = p + pl + kl;
+  }
+  return null;
+}
+
+/**
+ * Reads the ids of a type-3 (unsubscribe) frame.
+ * @returns the ids, or what is wrong with the frame.
+ */
+export function readUnsubscribe(bytes: Uint8Array, count: number): number[] | string {
+  if (count === 0) return 'count: an unsubscribe frame must hold at least one id';
+  if (bytes.byteLength !== FRAME_HEADER + 4 * count) {
+    return `frame: ${count} ids take ${FRAME_HEADER + 4 * count} bytes (got ${bytes.byteLength})`;
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const ids: number[] = [];
+  for (let i = 0; i < count; i++) ids.push(view.getUint32(FRAME_HEADER + 4 * i, true));
+  return ids;
+}
+
+/**
+ * A growable writer of frames: records are appended to one buffer, and {@link FrameWriter.finish} returns the
+ * frame and starts the next one in the same memory. Not reentrant; one per connection.
+ */
+export class FrameWriter {
+  private buf: Uint8Array;
+  private view: DataView;
+  private at = FRAME_HEADER;
+  private n = 0;
+  private readonly type: number;
+
+  constructor(type: number, initialBytes = 4096) {
+    this.type = type;
+    this.buf = new Uint8Array(initialBytes);
+    this.view = new DataView(this.buf.buffer);
+  }
+
+  /** Records written since the last finish(). */
+  get count(): number {
+    return this.n;
+  }
+
+  /** Bytes written since the last finish(), header included. */
+  get byteLength(): number {
+    return this.at;
+  }
+
+  private room(extra: number): void {
+    if (this.at + extra <= this.buf.byteLength) return;
+    let size = this.buf.byteLength * 2;
+    while (size < this.at + extra) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.at));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  /** Writes a string's UTF-8 at `at` (room already made for its byte length). */
+  private str(s: string, at: number): number {
+    let ascii = true;
+    for (let i = 0; i < s.length; i++) {
+      if (s.charCodeAt(i) > 0x7f) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) {
+      for (let i = 0; i < s.length; i++) this.buf[at + i] = s.charCodeAt(i);
+      return s.length;
+    }
+    return UTF8_ENCODER.encodeInto(s, this.buf.subarray(at)).written;
+  }
+
+  /**
+   * Appends a check record.
+   * @throws RangeError when the policy is over 255 bytes or the key over 65,535 bytes of UTF-8, or the id is not a u32.
+   */
+  check(id: number, policy: string, key: string, cost: number, flags: number): void {
+    if (!(id >= 0 && id <= 0xffffffff && Number.isInteger(id))) throw new RangeError(`id: must be an integer in [0, 2^32) (got ${id})`);
+    const pb = utf8Length(policy), kb = utf8Length(key);
+    if (pb > 255) throw new RangeError('policy: longer than 255 bytes of UTF-8');
+    if (kb > 65_535) throw new RangeError('key: longer than 65,535 bytes of UTF-8');
+    this.room(CHECK_HEAD + pb + kb);
+    const at = this.at;
+    const v = this.view;
+    v.setUint32(at, id, true);
+    v.setFloat64(at + 4, cost, true);
+    this.buf[at + 12] = flags;
+    this.buf[at + 13] = pb;
+    v.setUint16(at + 14, kb, true);
+    this.str(policy, at + CHECK_HEAD);
+    this.str(key, at + CHECK_HEAD + pb);
+    this.at = at + CHECK_HEAD + pb + kb;
+    this.n++;
+  }
+
+  /** Appends an unsubscribe record. */
+  unsubscribe(id: number): void {
+    this.room(4);
+    this.view.setUint32(this.at, id >>> 0, true);
+    this.at += 4;
+    this.n++;
+  }
+
+  /**
+   * Appends an answer record. `name` and `field` are cut to 255 bytes and `text` to 65,535 (they are ASCII
+   * names and messages in practice).
+   */
+  answer(id: number, kind: number, flags: number, status: number, limit: number, remaining: number,
+    resetAfterMs: number, retryAfterMs: number | null, name: string, field: string, text: string): void {
+    const nb = Math.min(utf8Length(name), 255), fb = Math.min(utf8Length(field), 255), tb = Math.min(utf8Length(text), 65_535);
+    this.room(ANSWER_HEAD + nb + fb + tb);
+    const at = this.at;
+    const v = this.view;
+    v.setUint32(at, id >>> 0, true);
+    this.buf[at + 4] = kind;
+    this.buf[at + 5] = flags;
+    v.setUint16(at + 6, status, true);
+    v.setFloat64(at + 8, limit, true);
+    v.setFloat64(at + 16, remaining, true);
+    v.setFloat64(at + 24, resetAfterMs, true);
+    v.setFloat64(at + 32, retryAfterMs === null ? -1 : retryAfterMs, true);
+    let p = at + ANSWER_HEAD;
+    const wn = this.strCut(name, p, nb);
+    const wf = this.strCut(field, p + wn, fb);
+    const wt = this.strCut(text, p + wn + wf, tb);
+    this.buf[at + 40] = wn;
+    this.buf[at + 41] = wf;
+    v.setUint16(at + 42, wt, true);
+    p += wn + wf + wt;
+    this.at = p;
+    this.n++;
+  }
+
+  /** Writes at most `max` bytes of `s` (whole characters) and returns how many were written. */
+  private strCut(s: string, at: number, max: number): number {
+    if (max === 0) return 0;
+    if (utf8Length(s) <= max) return this.str(s, at);
+    return UTF8_ENCODER.encodeInto(s, this.buf.subarray(at, at + max)).written;
+  }
+
+  /**
+   * Finishes the frame: writes the header and returns a copy of it (the writer's memory is reused for the next
+   * frame). Returns null when no record was written.
+   * @throws RangeError when more than 65,535 records were written.
+   */
+  finish(): Uint8Array | null {
+    if (this.n === 0) return null;
+    if (this.n > MAX_FRAME_RECORDS) throw new RangeError(`a frame holds at most ${MAX_FRAME_RECORDS} records (got ${this.n})`);
+    this.buf[0] = BINARY_VERSION;
+    this.buf[1] = this.type;
+    this.buf[2] = this.n & 0xff;
+    this.buf[3] = this.n >>> 8;
+    const out = this.buf.slice(0, this.at);
+    this.at = FRAME_HEADER;
+    this.n = 0;
+    return out;
+  }
+}
+
+/** The UTF-8 byte length of a string, without encoding it. */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2; // a surrogate pair: 4 bytes for 2 units
+      i++;
+    } else n += 2; // 3 bytes (a lone surrogate becomes U+FFFD, also 3)
+  }
+  return n;
+}
+
+/**
+ * Decodes a type-2 (answers) frame.
+ * @returns the answers in order, or what is wrong with the frame.
+ */
+export function readAnswers(bytes: Uint8Array): BinaryAnswer[] | string {
+  const h = readHeader(bytes);
+  if (!h.ok) return `frame: bad header (${h.violation})`;
+  if (h.type !== FRAME_ANSWERS) return `frame: type ${h.type} is not an answers frame`;
+  const n = bytes.byteLength;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
+  const out: BinaryAnswer[] = [];
+  let at = FRAME_HEADER;
+  for (let i = 0; i < h.count; i++) {
+    if (at + ANSWER_HEAD > n) return `record ${i}: truncated`;
+    const nl = bytes[at + 40], fl = bytes[at + 41], tl = view.getUint16(at + 42, true);
+    const p = at + ANSWER_HEAD;
+    if (p + nl + fl + tl > n) return `record ${i}: strings run past the end`;
+    const retry = view.getFloat64(at + 32, true);
+    out.push({
+      id: view.getUint32(at, true),
+      kind: bytes[at + 4],
+      flags: bytes[at + 5],
+      status: view.getUint16(at + 6, true),
+      limit: view.getFloat64(at + 8, true),
+      remaining: view.getFloat64(at + 16, true),
+      resetAfterMs: view.getFloat64(at + 24, true),
+      retryAfterMs: retry < 0 ? null : retry,
+      name: readUtf8(bytes, p, nl) ?? '',
+      field: readUtf8(bytes, p + nl, fl) ?? '',
+      text: readUtf8(bytes, p + nl + fl, tl) ?? '',
+    });
+    at = p + nl + fl + tl;
+  }
+  if (at !== n) return `frame: ${n - at} bytes after the last record`;
+  return out;
+}
