@@ -13,7 +13,31 @@ const MAX_QUEUED_BATCHES = 1024;
  * piscina replaces a worker that exits and rejects the tasks it held; we map that to SHARD_FAILED.
  */
 export class ShardPool {
-  private constructor(private readonly pools: Piscina[]) {}
+  /** Why each shard is out for good (its worker failed at start-up and piscina gave up), or null. */
+  private readonly dead: Array<string | null>;
+  private closing = false;
+
+  private constructor(private readonly pools: Piscina[]) {
+    this.dead = pools.map(() => null);
+    pools.forEach((p, s) => {
+      // Without a listener, a worker error outside any task (a replacement failing while it loads) is an
+      // unhandled 'error' event: it would crash the process.
+      p.on('error', (e: unknown) => this.workerLost(s, e));
+      // piscina starts a replacement in the same call that removes a dead worker, unless that worker died
+      // while loading: then it stops (no respawn loop) and the shard has no worker at all.
+      p.on('workerDestroy', () => queueMicrotask(() => {
+        if (p.threads.length === 0) this.workerLost(s, new Error('its worker exited while starting'));
+      }));
+    });
+  }
+
+  /** Marks shard `s` failed if it has no worker left: what it holds or is sent fails at once with SHARD_FAILED. */
+  private workerLost(s: number, e: unknown): void {
+    if (this.closing || this.dead[s] !== null || this.pools[s].threads.length > 0) return;
+    this.dead[s] = (e as Error)?.message ?? String(e);
+    // destroy() rejects the batches queued for the missing worker, so none waits forever.
+    void this.pools[s].destroy();
+  }
 
   /** Starts `n` workers and waits until each answers; a worker that cannot start fails the whole start. */
   static async start(n: number, init: ShardInit): Promise<ShardPool> {
@@ -33,11 +57,13 @@ export class ShardPool {
       env: { ...process.env, SLUICE_SHARD: String(i) },
     }));
     const pool = new ShardPool(pools);
-    try {
-      await Promise.all(pools.map((p) => p.run({ kind: 'ping' } satisfies ShardRequest)));
-    } catch (e) {
-      await pool.close();
-      throw new Error(`sluice: shard workers failed to start: ${(e as Error).message}`);
+    const started = await Promise.allSettled(pools.map((p) => p.run({ kind: 'ping' } satisfies ShardRequest)));
+    const failed = started.findIndex((r) => r.status === 'rejected');
+    if (failed >= 0) {
+      // destroy(), not close(): close() waits for the replacement piscina starts, which fails the same way.
+      await pool.destroy();
+      const why = (started[failed] as PromiseRejectedResult).reason as Error;
+      throw new SluiceError('SHARD_FAILED', `shard ${failed}: worker failed to start: ${why?.message ?? String(why)}`);
     }
     return pool;
   }
@@ -48,18 +74,24 @@ export class ShardPool {
 
   /** Decides one batch on shard `s`. Rejects with SHARD_FAILED if the worker dies, OVERLOADED if its queue is full. */
   async run(s: number, task: ShardTask): Promise<Float64Array> {
+    const dead = this.dead[s];
+    if (dead !== null) throw new SluiceError('SHARD_FAILED', `shard ${s} is down: its worker failed to start (${dead}) and is not restarted`);
     try {
       return (await this.pools[s].run(task, { transferList: [task.legs.buffer as ArrayBuffer] })) as Float64Array;
     } catch (e) {
       const msg = (e as Error).message ?? String(e);
       if (/queue is at limit/i.test(msg)) throw new SluiceError('OVERLOADED', `shard ${s}: queue full (${MAX_QUEUED_BATCHES} batches)`);
+      const down = this.dead[s];
+      if (down !== null) throw new SluiceError('SHARD_FAILED', `shard ${s} is down: its worker failed to start (${down}) and is not restarted`);
       throw new SluiceError('SHARD_FAILED', `shard ${s} failed while deciding: ${msg}`);
     }
   }
 
   /** Each shard's kernel counters. */
   stats(): Promise<Array<{ keys: number; slots: number; evictions: number; memoryBytes: number }>> {
-    return Promise.all(this.pools.map((p) => p.run({ kind: 'stats' } satisfies ShardRequest)));
+    return Promise.all(this.pools.map((p, s) => (this.dead[s] !== null
+      ? { keys: 0, slots: 0, evictions: 0, memoryBytes: 0 } // a shard that is down holds nothing
+      : p.run({ kind: 'stats' } satisfies ShardRequest))));
   }
 
   /** The worker threads, for fault tests that must kill one. */
@@ -68,6 +100,13 @@ export class ShardPool {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.pools.map((p) => p.close()));
+    this.closing = true;
+    await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? p.destroy() : p.close())));
+  }
+
+  /** Stops every worker now; batches held or queued reject. */
+  private async destroy(): Promise<void> {
+    this.closing = true;
+    await Promise.all(this.pools.map((p) => p.destroy()));
   }
 }

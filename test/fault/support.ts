@@ -1,0 +1,74 @@
+/**
+ * Helpers shared by the fault tests: keys routed to a chosen shard (computed exactly as the front routes
+ * them), settling promises with a hang guard, and waiting for a condition.
+ */
+import { isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
+import { compilePolicies } from '../../src/config/policies.js';
+import { buildRuntimes, kernelLimits } from '../../src/engine/runtime.js';
+import { Hasher } from '../../src/keys/hasher.js';
+import { Kernel, kernelModule } from '../../src/shard/kernel.js';
+import { shardOf } from '../../src/shard/router.js';
+import type { ShardPool } from '../../src/shard/pool.js';
+
+/** `perShard` keys of `policy` owned by each of `shards` shards. */
+export function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
+  const compiled = compilePolicies(policies);
+  const { limits, firstId } = kernelLimits(compiled);
+  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits }), 16);
+  const rt = buildRuntimes(compiled, firstId, hasher).get(policy)!;
+  const out: string[][] = Array.from({ length: shards }, () => []);
+  for (let i = 0; out.some((ks) => ks.length < perShard); i++) {
+    const key = `tenant-${i}`;
+    const [, hi] = hasher.hashOne(key, rt.seedLo, rt.seedHi);
+    const s = shardOf(rt.guardHashes === null ? hi : rt.guardHashes[1], shards);
+    if (out[s].length < perShard) out[s].push(key);
+  }
+  return out;
+}
+
+export type Settled = { ok: true; value: Decision } | { ok: false; error: unknown };
+
+/** Settles every promise, or fails if any is still pending after `ms` (a hang). */
+export async function settleWithin(ps: Array<Promise<Decision>>, ms: number): Promise<Settled[]> {
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`checks still pending after ${ms} ms`)), ms);
+  });
+  try {
+    const all = Promise.all(ps.map((p) => p.then(
+      (value): Settled => ({ ok: true, value }),
+      (error: unknown): Settled => ({ ok: false, error }),
+    )));
+    return await Promise.race([all, guard]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function codeOf(s: Settled): string {
+  if (s.ok) return 'decided';
+  return isSluiceError(s.error) ? s.error.code : `not a SluiceError: ${String(s.error)}`;
+}
+
+export function tally(ss: Settled[]): Record<string, number> {
+  const t: Record<string, number> = {};
+  for (const s of ss) t[codeOf(s)] = (t[codeOf(s)] ?? 0) + 1;
+  return t;
+}
+
+export async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** The limiter's shard pool (internal: reached through a symbol for fault tests). */
+export const poolOf = (l: Limiter): ShardPool => (l as unknown as Record<symbol, ShardPool>)[Symbol.for('sluice.pool')];
+
+/** OS threads of this process (Linux: /proc/self/task); worker threads are OS threads. */
+export async function osThreads(): Promise<number> {
+  const { readdirSync } = await import('node:fs');
+  return readdirSync('/proc/self/task').length;
+}
