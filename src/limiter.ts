@@ -56,6 +56,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         shards,
         keys: parts.reduce((a, p) => a + p.keys, 0),
         evictions: parts.reduce((a, p) => a + p.evictions, 0),
+        memoryBytes: parts.reduce((a, p) => a + p.memoryBytes, 0),
         pending: front.pending,
         ...(store ? { store: store.stats() } : {}),
       };

@@ -54,6 +54,8 @@ export interface LimiterStats {
   shards: number;
   keys: number;
   evictions: number;
+  /** Bytes of linear memory of the deciding kernels: allocated once at start, it never grows with keys. */
+  memoryBytes: number;
   pending: number;
   /** Redis: failed calls so far, the circuit breaker's state, whether connected. Present with a store. */
   store?: { storeErrors: number; breaker: 'closed' | 'open' | 'halfOpen'; connected: boolean };

@@ -7,6 +7,7 @@ import { bodyText, checkFromJson, checkFromQuery, decisionJson } from './codec.j
 import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
 import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
+import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument } from '../util/errors.js';
 
 export interface ServerOptions {
@@ -29,6 +30,8 @@ export interface SluiceServer {
   readonly port: number;
   /** Stops accepting, lets requests in flight finish, then closes every connection. Does not close the limiter. */
   close(): Promise<void>;
+  /** This server's Prometheus metrics (served on `GET /metrics`). */
+  readonly metrics: ServerMetrics;
 }
 
 const STATUS_LINE: Record<number, string> = {
@@ -37,6 +40,13 @@ const STATUS_LINE: Record<number, string> = {
   500: '500 Internal Server Error', 503: '503 Service Unavailable',
 };
 
+/** The status of the answer being written (uWS sends 200 unless told otherwise), counted by `reply`. */
+let written = 200;
+function statusLine(status: number): string {
+  written = status;
+  return STATUS_LINE[status] ?? `${status} Error`;
+}
+
 /** One request's life: whether the client went away, so nothing is written to a dead response. */
 interface Exchange {
   res: HttpResponse;
@@ -44,13 +54,14 @@ interface Exchange {
 }
 
 /**
- * The HTTP front on uWebSockets.js: `GET|POST /v1/check`, `/v1/auth` (any method), `/healthz`, `/readyz`.
+ * The HTTP front on uWebSockets.js: `GET|POST /v1/check`, `/v1/auth` (any method), `/healthz`, `/readyz`, `/metrics`.
  * Reads every request fully before the first await, registers `onAborted`, and writes every answer
  * after async work inside `cork`.
  */
 export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
-  const limiter = o.limiter;
+  const metrics = createMetrics(o.limiter);
+  const limiter = metrics.instrument(o.limiter);
   const maxBody = o.maxBodyBytes ?? 65_536;
   const maxItems = o.maxBatchItems ?? 1_000;
   const denyStatus = o.authDenyStatus ?? 429;
@@ -77,7 +88,9 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const reply = (x: Exchange, write: (res: HttpResponse) => void): void => {
     if (x.aborted) return;
     x.aborted = true; // answered: a later abort must not count twice
+    written = 200;
     x.res.cork(() => write(x.res));
+    metrics.response(written);
     finish();
   };
   const fail = (x: Exchange, e: unknown): void => {
@@ -88,7 +101,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
   const answerDecision = (x: Exchange, d: Decision, req: CheckRequest): void =>
     reply(x, (res) => {
-      res.writeStatus(STATUS_LINE[200]);
+      res.writeStatus(statusLine(200));
       writeRateLimitHeaders(res, d, policyHeaders.get(req.policy));
       res.writeHeader('Content-Type', 'application/json');
       res.end(decisionJson(d));
@@ -161,7 +174,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       }
     });
     Promise.all(results).then((rs) => reply(x, (res) => {
-      res.writeStatus(STATUS_LINE[200]);
+      res.writeStatus(statusLine(200));
       res.writeHeader('Content-Type', 'application/json');
       res.end(`{"results":[${rs.map((r) => ('error' in r ? JSON.stringify(r) : decisionJson(r))).join(',')}]}`);
     }), (e) => fail(x, e));
@@ -185,7 +198,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     }
     limiter.check(check).then((d) => reply(x, (r) => {
       const status = d.allowed ? 200 : denyStatus;
-      r.writeStatus(STATUS_LINE[status]);
+      r.writeStatus(statusLine(status));
       writeRateLimitHeaders(r, d, policyHeaders.get(check.policy));
       r.end();
     }), (e) => fail(x, e));
@@ -196,10 +209,15 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     reply(x, (r) => r.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
   });
 
+  app.get('/metrics', (res) => {
+    const x = begin(res);
+    metrics.render().then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
+  });
+
   app.get('/readyz', (res) => {
     const x = begin(res);
     reply(x, (r) => {
-      if (draining) r.writeStatus(STATUS_LINE[503]).writeHeader('Content-Type', 'application/json').end('{"status":"draining"}');
+      if (draining) r.writeStatus(statusLine(503)).writeHeader('Content-Type', 'application/json').end('{"status":"draining"}');
       else {
         // A Redis outage is reported but does not take the instance out: its policies' onStoreError still answer.
         const store = limiter.storeStatus();
@@ -218,6 +236,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   log?.info({ port }, 'listening');
 
   return {
+    metrics,
     port,
     async close(): Promise<void> {
       if (draining) return;
@@ -266,7 +285,7 @@ function writeRateLimitHeaders(res: HttpResponse, d: Decision, policyHeader: str
 }
 
 function writeProblem(res: HttpResponse, p: Problem, allow?: string, closeConnection = false): void {
-  res.writeStatus(STATUS_LINE[p.status] ?? `${p.status} Error`);
+  res.writeStatus(statusLine(p.status));
   res.writeHeader('Content-Type', 'application/problem+json');
   if (allow !== undefined) res.writeHeader('Allow', allow);
   if (p.status === 503) res.writeHeader('Retry-After', '1');

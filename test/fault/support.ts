@@ -72,3 +72,16 @@ export async function osThreads(): Promise<number> {
   const { readdirSync } = await import('node:fs');
   return readdirSync('/proc/self/task').length;
 }
+
+/** Prometheus text → `name{a="1",b="2"}` (labels sorted) → value. Comment lines are skipped. */
+export function parseMetrics(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (m === null) throw new Error(`not a metric line: ${line}`);
+    const labels = m[2] === undefined || m[2] === '' ? [] : m[2].split(',').sort();
+    out.set(labels.length === 0 ? m[1] : `${m[1]}{${labels.join(',')}}`, Number(m[3]));
+  }
+  return out;
+}
