@@ -147,7 +147,7 @@ export type CheckSink = (id: number, policy: string | null, key: string | null, 
  * @returns null when every record was read, else what is wrong with the frame.
  */
 export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): string | null {
-  if (count === 0) return 'count: a checks frame must hold at least one check';
+  if (count === 0) return 'count is 0 (a checks frame holds at least one check)';
   const n = bytes.byteLength;
   // Pass 1: structure only, so that a malformed frame decides nothing.
   let at = FRAME_HEADER;
@@ -157,7 +157,7 @@ export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): s
     at += CHECK_HEAD + len;
     if (at > n) return `record ${i}: policy and key run past the end of the frame (byte ${n})`;
   }
-  if (at !== n) return `frame: ${n - at} bytes after the last of ${count} records`;
+  if (at !== n) return `${n - at} bytes after the last of ${count} records`;
   const view = new DataView(bytes.buffer, bytes.byteOffset, n);
   at = FRAME_HEADER;
   for (let i = 0; i < count; i++) {
@@ -178,9 +178,9 @@ export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): s
  * @returns the ids, or what is wrong with the frame.
  */
 export function readUnsubscribe(bytes: Uint8Array, count: number): number[] | string {
-  if (count === 0) return 'count: an unsubscribe frame must hold at least one id';
+  if (count === 0) return 'count is 0 (an unsubscribe frame holds at least one id)';
   if (bytes.byteLength !== FRAME_HEADER + 4 * count) {
-    return `frame: ${count} ids take ${FRAME_HEADER + 4 * count} bytes (got ${bytes.byteLength})`;
+    return `${count} ids take ${FRAME_HEADER + 4 * count} bytes (got ${bytes.byteLength})`;
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const ids: number[] = [];

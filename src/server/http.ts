@@ -9,6 +9,7 @@ import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument } from '../util/errors.js';
+import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 
 export interface ServerOptions {
   limiter: Limiter;
@@ -23,11 +24,15 @@ export interface ServerOptions {
   /** What /v1/auth answers on a denial: 429, or 403 for nginx auth_request. Default 429. */
   authDenyStatus?: 429 | 403;
   logger?: Logger;
+  /** `/v1/stream` (WebSocket) limits and the clock for its subscriptions; `false` leaves the route out. */
+  stream?: StreamOptions | false;
 }
 
 export interface SluiceServer {
   /** The port listened on. */
   readonly port: number;
+  /** The `/v1/stream` endpoint (stats, tick), unless `stream: false`. */
+  readonly stream?: StreamEndpoint;
   /** Stops accepting, lets requests in flight finish, then closes every connection. Does not close the limiter. */
   close(): Promise<void>;
   /** This server's Prometheus metrics (served on `GET /metrics`). */
@@ -226,10 +231,12 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
+  const stream = o.stream === false ? undefined : registerStream(app, limiter, o.stream, log);
+
   app.any('/*', (res, req) => {
     const x = begin(res);
     const url = req.getUrl();
-    reply(x, (r) => writeProblem(r, problem(404, `path: no route for ${url}`, 'path')));
+    reply(x, (r) => writeProblem(r, problem(404, `path: no route for ${url}`, 'path', 'NOT_FOUND')));
   });
 
   const { token, port } = await listen(app, o.host ?? '0.0.0.0', o.port ?? 8080);
@@ -238,10 +245,12 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   return {
     metrics,
     port,
+    stream,
     async close(): Promise<void> {
       if (draining) return;
       draining = true;
       uWS.us_listen_socket_close(token);
+      await stream?.close();
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
       // The last answer may have been written inside uWS's own dispatch, still corked: let the loop turn
       // finish (and uWS flush it) before closing the sockets.

@@ -22,7 +22,7 @@ import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit } from '../config/policies.js';
 import { checkFromJson, decisionJson } from './codec.js';
 import { errorItem } from './problem.js';
-import { SluiceError, invalidArgument } from '../util/errors.js';
+import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 import {
   ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_CHECKS, FRAME_UNSUBSCRIBE,
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readChecks, readHeader, readUnsubscribe,
@@ -142,25 +142,37 @@ class Sub {
   ) {}
 }
 
-/** A connection's state (uWS user data). */
-class Conn {
-  ws: WebSocket<Conn> | null = null;
-  queue: Array<Item | undefined> = [];
-  head = 0;
-  inFlight = 0;
-  paused = false;
-  closed = false;
+/**
+ * A connection's state (uWS user data). A plain object: uWS copies the user data's own properties into an
+ * object of its own at upgrade, so nothing may live on a prototype.
+ */
+interface Conn {
+  ws: WebSocket<Conn> | null;
+  queue: Array<Item | undefined>;
+  /** Index of the first waiting check in `queue`. */
+  head: number;
+  inFlight: number;
+  paused: boolean;
+  closed: boolean;
   /** JSON answers not yet sent. */
-  json: string[] = [];
-  /** Binary answers not yet sent (created on the first binary frame). */
-  bin: FrameWriter | null = null;
-  flushScheduled = false;
-  pumpScheduled = false;
-  subs: Map<string, Sub> | null = null;
+  json: string[];
+  /** Binary answers not yet sent (created on the first binary answer). */
+  bin: FrameWriter | null;
+  flushScheduled: boolean;
+  pumpScheduled: boolean;
+  subs: Map<string, Sub> | null;
+}
 
-  get queued(): number {
-    return this.queue.length - this.head;
-  }
+function newConn(): Conn {
+  return {
+    ws: null, queue: [], head: 0, inFlight: 0, paused: false, closed: false, json: [], bin: null,
+    flushScheduled: false, pumpScheduled: false, subs: null,
+  };
+}
+
+/** Checks received on a connection and waiting for the engine. */
+function queuedOf(c: Conn): number {
+  return c.queue.length - c.head;
 }
 
 /**
@@ -222,7 +234,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       return end(c, CLOSE_POLICY_VIOLATION, 'backpressure: output over the limit, client not reading');
     }
     if (!c.paused && ws.getBufferedAmount() > o.highWaterBytes) c.paused = true;
-    if (c.queued > 0 && !c.paused) schedulePump(c);
+    if (queuedOf(c) > 0 && !c.paused) schedulePump(c);
   };
 
   const end = (c: Conn, code: number, reason: string): void => {
@@ -268,7 +280,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       answerError(c, it.bin, it.id, it.idJson, new SluiceError('CLOSED', 'server is shutting down'));
       return true;
     }
-    if (c.queued >= o.maxQueued) {
+    if (queuedOf(c) >= o.maxQueued) {
       if (c.paused) {
         closedBackpressure++;
         end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
@@ -330,7 +342,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const failed = (c: Conn, it: Item, e: unknown): void => {
     landed(c);
     if (c.closed) return;
-    if (!(e instanceof SluiceError) || e.status >= 500) log?.warn({ err: e }, 'stream check failed');
+    if (!isSluiceError(e) || e.status >= 500) log?.warn({ err: e }, 'stream check failed');
     answerError(c, it.bin, it.id, it.idJson, e);
   };
 
@@ -579,7 +591,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       }
       const offered = req.getHeader('sec-websocket-protocol');
       const protocol = offered.split(',').some((p) => p.trim() === STREAM_SUBPROTOCOL) ? STREAM_SUBPROTOCOL : '';
-      res.upgrade(new Conn(), req.getHeader('sec-websocket-key'), protocol, req.getHeader('sec-websocket-extensions'), context);
+      res.upgrade(newConn(), req.getHeader('sec-websocket-key'), protocol, req.getHeader('sec-websocket-extensions'), context);
     },
     open: (ws) => {
       const c = ws.getUserData();
@@ -632,7 +644,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       let paused = 0, queued = 0;
       for (const c of conns) {
         if (c.paused) paused++;
-        queued += c.queued;
+        queued += queuedOf(c);
       }
       return {
         connections: conns.size, paused, queued, inFlight: inFlightTotal, subscriptions: subCount, answered, pushed,
