@@ -218,16 +218,21 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       c.json.length = 0;
       return;
     }
+    const n = c.json.length;
+    const text = n === 0 ? null : n === 1 ? c.json[0] : `[${c.json.join(',')}]`;
+    c.json.length = 0;
+    const frame = c.bin?.finish() ?? null;
+    // Never let uWS drop an answer: a connection whose unsent output would pass the limit is closed instead,
+    // while the close frame still fits, so a client that reads again finds its answers and then a 1008.
+    const size = (text === null ? 0 : Buffer.byteLength(text)) + (frame === null ? 0 : frame.byteLength);
+    if (ws.getBufferedAmount() + size > o.maxBufferedBytes) {
+      closedBackpressure++;
+      return end(c, CLOSE_POLICY_VIOLATION, 'backpressure: output over the limit, client not reading');
+    }
     let dropped = false;
     ws.cork(() => {
-      const n = c.json.length;
-      if (n > 0) {
-        const text = n === 1 ? c.json[0] : `[${c.json.join(',')}]`;
-        c.json.length = 0;
-        if (ws.send(text, false) === 2) dropped = true;
-      }
-      const frame = c.bin?.finish();
-      if (frame && ws.send(frame, true) === 2) dropped = true;
+      if (text !== null && ws.send(text, false) === 2) dropped = true;
+      if (frame !== null && ws.send(frame, true) === 2) dropped = true;
     });
     if (dropped) {
       closedBackpressure++;
@@ -580,7 +585,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     // uWS drops a frame over its own limit without a close frame (the client sees 1006); frames between
     // maxFrameBytes and twice that reach the handler and get a proper 1009.
     maxPayloadLength: o.maxFrameBytes * 2,
-    maxBackpressure: o.maxBufferedBytes,
+    maxBackpressure: o.maxBufferedBytes + 4096, // room for the close frame of a connection closed at the limit
     idleTimeout: o.idleTimeoutSeconds,
     sendPingsAutomatically: true,
     compression: uWS.DISABLED,
