@@ -344,38 +344,106 @@ export function utf8Length(s: string): number {
 }
 
 /**
+ * Reads a type-2 (answers) frame record by record without an object per record: `reset(frame)` checks the
+ * structure, then each `next()` loads one record into the reader's fields. Names repeated from one record to the
+ * next (the binding limit, usually) are decoded once. One reader per connection; not reentrant.
+ */
+export class AnswerReader {
+  id = 0;
+  kind = 0;
+  flags = 0;
+  status = 0;
+  limit = 0;
+  remaining = 0;
+  resetAfterMs = 0;
+  /** `null` when the check can never be admitted. */
+  retryAfterMs: number | null = 0;
+  name = '';
+  field = '';
+  text = '';
+  private bytes: Uint8Array = new Uint8Array(0);
+  private view: DataView = new DataView(new ArrayBuffer(0));
+  private at = 0;
+  private left = 0;
+  private lastName: Uint8Array = new Uint8Array(0);
+
+  /**
+   * Starts on a frame.
+   * @returns null when the frame is a well-formed answers frame, else what is wrong with it (no record is read).
+   */
+  reset(bytes: Uint8Array): string | null {
+    const h = readHeader(bytes);
+    if (!h.ok) return `frame: bad header (${h.violation})`;
+    if (h.type !== FRAME_ANSWERS) return `frame: type ${h.type} is not an answers frame`;
+    const n = bytes.byteLength;
+    let at = FRAME_HEADER;
+    for (let i = 0; i < h.count; i++) {
+      if (at + ANSWER_HEAD > n) return `record ${i}: truncated`;
+      at += ANSWER_HEAD + bytes[at + 40] + bytes[at + 41] + (bytes[at + 42] | (bytes[at + 43] << 8));
+      if (at > n) return `record ${i}: strings run past the end`;
+    }
+    if (at !== n) return `frame: ${n - at} bytes after the last record`;
+    this.bytes = bytes;
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, n);
+    this.at = FRAME_HEADER;
+    this.left = h.count;
+    return null;
+  }
+
+  /** Loads the next record; false when there is none. */
+  next(): boolean {
+    if (this.left === 0) return false;
+    this.left--;
+    const b = this.bytes, v = this.view, at = this.at;
+    this.id = v.getUint32(at, true);
+    this.kind = b[at + 4];
+    this.flags = b[at + 5];
+    this.status = v.getUint16(at + 6, true);
+    this.limit = v.getFloat64(at + 8, true);
+    this.remaining = v.getFloat64(at + 16, true);
+    this.resetAfterMs = v.getFloat64(at + 24, true);
+    const retry = v.getFloat64(at + 32, true);
+    this.retryAfterMs = retry < 0 ? null : retry;
+    const nl = b[at + 40], fl = b[at + 41], tl = v.getUint16(at + 42, true);
+    const p = at + ANSWER_HEAD;
+    this.name = this.nameAt(p, nl);
+    this.field = fl === 0 ? '' : readUtf8(b, p + nl, fl) ?? '';
+    this.text = tl === 0 ? '' : readUtf8(b, p + nl + fl, tl) ?? '';
+    this.at = p + nl + fl + tl;
+    return true;
+  }
+
+  private nameAt(p: number, len: number): string {
+    const last = this.lastName;
+    if (last.byteLength === len) {
+      let same = true;
+      for (let i = 0; i < len; i++) {
+        if (this.bytes[p + i] !== last[i]) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return this.name;
+    }
+    this.lastName = this.bytes.slice(p, p + len);
+    return readUtf8(this.bytes, p, len) ?? '';
+  }
+}
+
+/**
  * Decodes a type-2 (answers) frame.
  * @returns the answers in order, or what is wrong with the frame.
  */
 export function readAnswers(bytes: Uint8Array): BinaryAnswer[] | string {
-  const h = readHeader(bytes);
-  if (!h.ok) return `frame: bad header (${h.violation})`;
-  if (h.type !== FRAME_ANSWERS) return `frame: type ${h.type} is not an answers frame`;
-  const n = bytes.byteLength;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
+  const r = new AnswerReader();
+  const bad = r.reset(bytes);
+  if (bad !== null) return bad;
   const out: BinaryAnswer[] = [];
-  let at = FRAME_HEADER;
-  for (let i = 0; i < h.count; i++) {
-    if (at + ANSWER_HEAD > n) return `record ${i}: truncated`;
-    const nl = bytes[at + 40], fl = bytes[at + 41], tl = view.getUint16(at + 42, true);
-    const p = at + ANSWER_HEAD;
-    if (p + nl + fl + tl > n) return `record ${i}: strings run past the end`;
-    const retry = view.getFloat64(at + 32, true);
+  while (r.next()) {
     out.push({
-      id: view.getUint32(at, true),
-      kind: bytes[at + 4],
-      flags: bytes[at + 5],
-      status: view.getUint16(at + 6, true),
-      limit: view.getFloat64(at + 8, true),
-      remaining: view.getFloat64(at + 16, true),
-      resetAfterMs: view.getFloat64(at + 24, true),
-      retryAfterMs: retry < 0 ? null : retry,
-      name: readUtf8(bytes, p, nl) ?? '',
-      field: readUtf8(bytes, p + nl, fl) ?? '',
-      text: readUtf8(bytes, p + nl + fl, tl) ?? '',
+      id: r.id, kind: r.kind, flags: r.flags, status: r.status, limit: r.limit, remaining: r.remaining,
+      resetAfterMs: r.resetAfterMs, retryAfterMs: r.retryAfterMs, name: r.name, field: r.field, text: r.text,
     });
-    at = p + nl + fl + tl;
   }
-  if (at !== n) return `frame: ${n - at} bytes after the last record`;
   return out;
 }

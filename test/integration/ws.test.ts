@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
 import type { CheckRequest, Decision } from '../../src/types.js';
+import type { PolicySpec } from '../../src/config/policies.js';
 import {
   ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FRAME_UNSUBSCRIBE, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, type BinaryAnswer,
@@ -18,13 +19,13 @@ afterEach(async () => {
 });
 
 /** 10 tokens per 6 s: one token every 600 ms. */
-const BUCKET = { algorithm: 'token_bucket', limit: 10, period: 6000 } as const;
-const POLICIES = {
+const BUCKET: PolicySpec = { algorithm: 'token_bucket', limit: 10, period: 6000 };
+const POLICIES: Record<string, PolicySpec> = {
   p: BUCKET,
   w: { algorithm: 'fixed_window', limit: 2, period: 60_000 },
   s: { algorithm: 'sliding_window', limit: 4, period: 10_000 },
   d: { ...BUCKET, descriptors: ['tenant', 'action'] },
-} as const;
+};
 
 function binaryChecks(checks: Array<{ id: number; policy: string; key: string; cost: number; flags?: number }>): Uint8Array {
   const w = new FrameWriter(FRAME_CHECKS);
@@ -47,7 +48,7 @@ function withoutId(a: Record<string, unknown>): Record<string, unknown> {
   return rest;
 }
 
-const byId = (a: { id: number }, b: { id: number }): number => a.id - b.id;
+const byId = (a: { id?: unknown }, b: { id?: unknown }): number => (a.id as number) - (b.id as number);
 
 describe('/v1/stream text frames (JSON)', () => {
   it('answers a check object with one answer object carrying its id', async () => {

@@ -1,0 +1,58 @@
+import { ErrorCodes, SluiceError, isSluiceError } from '../util/errors.js';
+
+const BRAND = Symbol.for('sluice.client-error');
+
+/** Why the client could not get a decision (the server's own errors arrive as {@link SluiceError}s). */
+export type ClientErrorCode =
+  /** The server could not be reached, or the connection dropped and the check was not re-sent. */
+  | 'UNAVAILABLE'
+  /** No answer within the check's timeout. */
+  | 'TIMEOUT'
+  /** The client was closed. */
+  | 'CLOSED'
+  /** The client's own queue of checks waiting for a connection is full. */
+  | 'OVERLOADED'
+  /** The server closed the connection for a protocol reason (1002, 1009), or sent something unreadable. */
+  | 'PROTOCOL'
+  /** The server answered with an error code this client does not know. */
+  | 'REMOTE';
+
+const STATUS: Record<ClientErrorCode, number> = {
+  UNAVAILABLE: 503, TIMEOUT: 504, CLOSED: 503, OVERLOADED: 503, PROTOCOL: 502, REMOTE: 500,
+};
+
+/** An error of the client side: the transport failed, or the server's answer could not be used. */
+export class SluiceClientError extends Error {
+  readonly [BRAND] = true;
+  readonly code: ClientErrorCode;
+  /** The HTTP status a middleware answers with: 503, 504 (timeout), 502 (protocol) or the server's. */
+  readonly status: number;
+  readonly field: string | undefined;
+
+  constructor(code: ClientErrorCode, message: string, status?: number, field?: string) {
+    super(message);
+    this.name = 'SluiceClientError';
+    this.code = code;
+    this.status = status ?? STATUS[code];
+    this.field = field;
+  }
+}
+
+export function isSluiceClientError(e: unknown): e is SluiceClientError {
+  return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/** An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw. */
+export function remoteError(e: { code?: unknown; detail?: unknown; field?: unknown; status?: unknown }): Error {
+  const detail = typeof e.detail === 'string' ? e.detail : 'error';
+  const field = typeof e.field === 'string' && e.field !== '' ? e.field : undefined;
+  if (typeof e.code === 'string' && Object.hasOwn(ErrorCodes, e.code)) {
+    return new SluiceError(e.code as keyof typeof ErrorCodes, detail, field);
+  }
+  return new SluiceClientError('REMOTE', `${String(e.code)}: ${detail}`, typeof e.status === 'number' ? e.status : 500, field);
+}
+
+/** Whether a server error says "try again later" (503: OVERLOADED, SHARD_FAILED, CLOSED). */
+export function isRetryable(e: Error): boolean {
+  return isSluiceError(e) && e.status === 503;
+}

@@ -1,0 +1,203 @@
+/**
+ * `sluice/client`: decisions from a remote sluice, over HTTP (`POST /v1/check`) or one multiplexed WebSocket
+ * (`/v1/stream`).
+ *
+ * @example
+ * import { createClient } from 'sluice/client';
+ * const client = createClient({ url: 'ws://127.0.0.1:8080' });
+ * const d = await client.check({ policy: 'free', key: 'tenant-42', cost: 1 });
+ * await client.close();
+ */
+import type { CheckRequest } from '../types.js';
+import { Backoff, type BackoffOptions } from './backoff.js';
+import { HttpTransport } from './http.js';
+import { WsTransport } from './ws.js';
+import { SluiceClientError } from './errors.js';
+import type { CheckOptions, ClientDecision, Transport, TransportStats } from './types.js';
+
+export { SluiceClientError, isSluiceClientError, type ClientErrorCode } from './errors.js';
+export { SluiceError, isSluiceError } from '../util/errors.js';
+export type { CheckOptions, ClientDecision, ReadyCallback, ReadyEvent } from './types.js';
+export type { CheckRequest, Decision } from '../types.js';
+export { Backoff, type BackoffOptions } from './backoff.js';
+
+export interface ClientOptions {
+  /**
+   * Where sluice listens. `http://host:port` uses HTTP unless `transport: 'ws'`; `ws://host:port` (with or
+   * without `/v1/stream`) uses the WebSocket. https/wss work the same way.
+   */
+  url: string;
+  /** Default: from the url's scheme. */
+  transport?: 'http' | 'ws';
+  /** WebSocket frames for checks with a `key` (descriptor checks always go as JSON). Default 'binary'. */
+  encoding?: 'binary' | 'json';
+  /** Ms a check may take, re-sends and waits included, before it fails with TIMEOUT. Default 5,000. */
+  timeoutMs?: number;
+  /**
+   * WebSocket: what happens to checks sent on a connection that drops before they are answered. `resend` (the
+   * default) sends them again on the next connection (a check may then be counted twice by the server, never
+   * zero times); `fail` rejects them with UNAVAILABLE. Either way none is lost silently.
+   */
+  onDisconnect?: 'resend' | 'fail';
+  /** Most times one check is sent (the first included). Default 3. */
+  maxAttempts?: number;
+  /** Reconnect (WebSocket) and re-send (HTTP) delays. Default 50 ms doubling to 5 s, with full jitter. */
+  reconnect?: BackoffOptions;
+  /** Most checks held by the client (waiting for a connection or an answer); more reject with OVERLOADED. Default 100,000. */
+  maxPending?: number;
+  /** WebSocket: most checks sent and not yet answered. Default 16,384 (under the server's per-connection queue). */
+  maxInFlight?: number;
+  /**
+   * Answer a check locally, denied, while an earlier denial's Retry-After (`retryAfterMs`) for the same policy, key
+   * and cost has not passed, measured from when that check was issued: the server would deny it too (only admitted
+   * checks spend, so nothing makes it admissible sooner). The local answer has `local: true` and the remaining
+   * wait. Default true.
+   */
+  honourRetryAfter?: boolean;
+  /** Most denials remembered for `honourRetryAfter`. Default 10,000. */
+  maxRememberedDenials?: number;
+  /** Extra headers on every HTTP request and on the WebSocket upgrade (e.g. authorization). */
+  headers?: Record<string, string>;
+}
+
+export interface ClientStats extends TransportStats {
+  /** Checks answered locally from a remembered Retry-After. */
+  localDenials: number;
+}
+
+export interface SluiceClient {
+  /**
+   * Decides one check remotely. Rejects with a SluiceError for what the server refused (INVALID_ARGUMENT,
+   * UNKNOWN_POLICY, OVERLOADED...) or a SluiceClientError (UNAVAILABLE, TIMEOUT, CLOSED, OVERLOADED, PROTOCOL).
+   */
+  check(req: CheckRequest, opts?: CheckOptions): Promise<ClientDecision>;
+  /** Resolves when the client can send (WebSocket open); checks issued before then wait for it. */
+  connect(): Promise<void>;
+  /** Whether the WebSocket is open (always true over HTTP). */
+  readonly connected: boolean;
+  /** The `RateLimit-Policy` header value the server last sent for a policy (HTTP transport), for middleware. */
+  rateLimitPolicy(policy: string): string | undefined;
+  stats(): ClientStats;
+  /** Fails what is pending with CLOSED and closes the connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * Creates a client. The WebSocket transport connects at once and reconnects with exponential backoff and
+ * full jitter whenever the connection drops.
+ * @throws TypeError on a url that is not http(s) or ws(s); RangeError on a bad option.
+ */
+export function createClient(o: ClientOptions): SluiceClient {
+  const url = new URL(o.url);
+  const scheme = url.protocol.replace(/:$/, '');
+  if (!['http', 'https', 'ws', 'wss'].includes(scheme)) throw new TypeError(`url: must be http(s) or ws(s) (got ${o.url})`);
+  const transportKind = o.transport ?? (scheme.startsWith('ws') ? 'ws' : 'http');
+  const timeoutMs = positiveInt(o.timeoutMs ?? 5000, 'timeoutMs');
+  const maxAttempts = positiveInt(o.maxAttempts ?? 3, 'maxAttempts');
+  const maxPending = positiveInt(o.maxPending ?? 100_000, 'maxPending');
+  const backoff = new Backoff(o.reconnect);
+  const secure = scheme === 'https' || scheme === 'wss';
+  const honour = o.honourRetryAfter ?? true;
+  const denials = new DenialMemory(positiveInt(o.maxRememberedDenials ?? 10_000, 'maxRememberedDenials'));
+  let localDenials = 0;
+  // Denials are remembered as they arrive, with the time their check was issued.
+  const observe = honour
+    ? (req: CheckRequest, d: ClientDecision, issuedAt: number): void => {
+      if (!d.allowed && d.retryAfterMs !== null && d.retryAfterMs > 0) {
+        const k = memoryKey(req);
+        if (k !== null) denials.remember(k, req.cost, d, issuedAt);
+      }
+    }
+    : undefined;
+  let t: Transport;
+  if (transportKind === 'ws') {
+    const path = url.pathname === '/' || url.pathname === '' ? '/v1/stream' : url.pathname;
+    t = new WsTransport({
+      url: `${secure ? 'wss' : 'ws'}://${url.host}${path}`,
+      encoding: o.encoding ?? 'binary',
+      timeoutMs, maxAttempts, backoff, maxPending, observe,
+      onDisconnect: o.onDisconnect ?? 'resend',
+      maxInFlight: positiveInt(o.maxInFlight ?? 16_384, 'maxInFlight'),
+      headers: o.headers,
+    });
+  } else {
+    t = new HttpTransport({
+      base: `${secure ? 'https' : 'http'}://${url.host}`, timeoutMs, maxAttempts, backoff, maxPending, headers: o.headers, observe,
+    });
+  }
+
+  return {
+    get connected() {
+      return t.connected;
+    },
+    connect: () => t.connect(),
+    rateLimitPolicy: (policy) => t.rateLimitPolicy(policy),
+    stats: () => ({ ...t.stats(), localDenials }),
+    close: () => t.close(),
+    check(req: CheckRequest, opts?: CheckOptions): Promise<ClientDecision> {
+      if (honour && denials.size > 0 && typeof req === 'object' && req !== null && opts?.onReady === undefined) {
+        const k = memoryKey(req);
+        const local = k === null ? null : denials.answer(k, req.cost, performance.now());
+        if (local !== null) {
+          localDenials++;
+          return Promise.resolve(local);
+        }
+      }
+      return t.check(req, opts);
+    },
+  };
+}
+
+/**
+ * Denials with a finite wait, by policy and key. A later check at the same cost issued before the wait has
+ * passed (measured from when the denied check was issued, which is no later than when the server decided it)
+ * would be denied by the server too: only admitted checks spend, so nothing can make it admissible sooner.
+ */
+class DenialMemory {
+  private readonly m = new Map<string, { until: number; cost: number; d: ClientDecision; at: number }>();
+
+  constructor(private readonly max: number) {}
+
+  get size(): number {
+    return this.m.size;
+  }
+
+  answer(k: string, cost: number, now: number): ClientDecision | null {
+    const e = this.m.get(k);
+    if (e === undefined) return null;
+    if (now >= e.until) {
+      this.m.delete(k);
+      return null;
+    }
+    // only the same cost: a higher one waits longer (or never passes), and the server says how long
+    if (cost !== e.cost) return null;
+    const elapsed = now - e.at;
+    const d: ClientDecision = {
+      ...e.d, resetAfterMs: Math.max(0, Math.ceil(e.d.resetAfterMs - elapsed)), retryAfterMs: Math.ceil(e.until - now), local: true,
+    };
+    return d;
+  }
+
+  remember(k: string, cost: number, d: ClientDecision, issued: number): void {
+    if (this.m.size >= this.max && !this.m.has(k)) this.m.delete(this.m.keys().next().value!);
+    this.m.delete(k);
+    this.m.set(k, { until: issued + d.retryAfterMs!, cost, d, at: issued });
+  }
+}
+
+function memoryKey(req: CheckRequest): string | null {
+  if (typeof req.policy !== 'string' || typeof req.cost !== 'number' || req.cost <= 0) return null;
+  if (typeof req.key === 'string' && req.descriptors === undefined) return `${req.policy}\u0000k${req.key}`;
+  if (req.key === undefined && typeof req.descriptors === 'object' && req.descriptors !== null) {
+    const names = Object.keys(req.descriptors).sort();
+    return `${req.policy}\u0000d${JSON.stringify(names.map((n) => [n, req.descriptors![n]]))}`;
+  }
+  return null;
+}
+
+function positiveInt(v: number, name: string): number {
+  if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`${name}: must be a positive integer (got ${v})`);
+  return v;
+}
+
+export type { TransportStats };

@@ -1,0 +1,418 @@
+/**
+ * sluice/client against real servers: HTTP and one multiplexed WebSocket (binary and JSON), reconnects with
+ * backoff, in-flight checks re-sent or failed on a dropped connection, timeouts, Retry-After (denials remembered,
+ * 503s waited out, a refused upgrade), subscriptions. Fake servers stand in where a real one cannot misbehave
+ * on purpose.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import { WebSocketServer } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createClient, isSluiceClientError, isSluiceError, type ClientDecision, type ReadyEvent, type SluiceClient } from '../../src/client/index.js';
+import { Backoff } from '../../src/client/backoff.js';
+import type { PolicySpec } from '../../src/config/policies.js';
+import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
+
+const clients = new Set<SluiceClient>();
+const closers: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  await Promise.all([...clients].map((c) => c.close()));
+  clients.clear();
+  for (const f of closers.splice(0)) await f();
+  TestSocket.closeAll();
+  await closeAllServers();
+});
+
+function client(o: Parameters<typeof createClient>[0]): SluiceClient {
+  const c = createClient({ reconnect: { initialDelayMs: 10, maxDelayMs: 100 }, ...o });
+  clients.add(c);
+  return c;
+}
+
+/** 10 tokens per 6 s: one every 600 ms. */
+const POLICIES: Record<string, PolicySpec> = {
+  p: { algorithm: 'token_bucket', limit: 10, period: 6000 },
+  d: { algorithm: 'token_bucket', limit: 10, period: 6000, descriptors: ['tenant', 'action'] },
+  t: { algorithm: 'token_bucket', limit: 60, period: 60_000 },
+};
+
+const decision = (allowed: boolean, remaining: number, resetAfterMs: number, retryAfterMs: number | null, policy = 'p'): ClientDecision =>
+  ({ allowed, limit: 10, remaining, resetAfterMs, retryAfterMs, policy });
+
+/** A TCP proxy that can swallow what the client sends and cut every connection. */
+class Proxy {
+  blackhole = false;
+  private readonly pairs = new Set<[net.Socket, net.Socket]>();
+  private constructor(private readonly server: net.Server, readonly port: number) {}
+
+  static start(target: number): Promise<Proxy> {
+    return new Promise((resolve) => {
+      let proxy: Proxy;
+      const server = net.createServer((down) => {
+        const up = net.connect(target, '127.0.0.1');
+        const pair: [net.Socket, net.Socket] = [down, up];
+        proxy.pairs.add(pair);
+        down.on('data', (b) => {
+          if (!proxy.blackhole) up.write(b);
+        });
+        up.on('data', (b) => down.write(b));
+        const end = (): void => {
+          down.destroy();
+          up.destroy();
+          proxy.pairs.delete(pair);
+        };
+        down.on('close', end).on('error', end);
+        up.on('close', end).on('error', end);
+      });
+      server.listen(0, '127.0.0.1', () => {
+        proxy = new Proxy(server, (server.address() as net.AddressInfo).port);
+        closers.push(() => proxy.close());
+        resolve(proxy);
+      });
+    });
+  }
+
+  /** Destroys every proxied connection (the client sees an abrupt close, 1006). */
+  cut(): void {
+    for (const [a, b] of this.pairs) {
+      a.destroy();
+      b.destroy();
+    }
+    this.pairs.clear();
+  }
+
+  close(): Promise<void> {
+    this.cut();
+    return new Promise((r) => this.server.close(() => r()));
+  }
+}
+
+/** An HTTP server answering with `handler`, closed after the test. */
+function fakeHttp(handler: http.RequestListener): Promise<{ port: number; server: http.Server }> {
+  return new Promise((resolve) => {
+    const server = http.createServer(handler);
+    server.listen(0, '127.0.0.1', () => {
+      closers.push(() => new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }));
+      resolve({ port: (server.address() as net.AddressInfo).port, server });
+    });
+  });
+}
+
+describe('createClient over HTTP', () => {
+  it('gives the server\'s decisions; checks of one turn share one request; server errors are SluiceErrors', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.url });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 4 })).toStrictEqual(decision(true, 6, 2400, 0));
+    expect(c.rateLimitPolicy('p')).toBe('"p";q=10;w=6');
+    const three = await Promise.all([
+      c.check({ policy: 'p', key: 'k', cost: 6 }),
+      c.check({ policy: 'p', key: 'k', cost: 1 }),
+      c.check({ policy: 'd', descriptors: { tenant: 'acme', action: 'read' }, cost: 1 }),
+    ]);
+    expect(three).toStrictEqual([decision(true, 0, 6000, 0), decision(false, 0, 6000, 600), decision(true, 9, 600, 0, 'd')]);
+    const e = await c.check({ policy: 'nope', key: 'k', cost: 1 }).catch((x: unknown) => x);
+    expect(isSluiceError(e)).toBe(true);
+    expect(e).toMatchObject({ code: 'UNKNOWN_POLICY', field: 'policy', status: 400, message: 'policy: unknown policy "nope"' });
+    const [ok, bad] = await Promise.allSettled([c.check({ policy: 'p', key: 'other', cost: 1 }), c.check({ policy: 'p', key: 'k', cost: -1 })]);
+    expect(ok).toStrictEqual({ status: 'fulfilled', value: decision(true, 9, 600, 0) });
+    expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_ARGUMENT', field: 'checks[1].cost' } });
+  });
+
+  it('honours a 503\'s Retry-After before sending again', async () => {
+    const times: number[] = [];
+    const { port } = await fakeHttp((req, res) => {
+      times.push(performance.now());
+      req.resume();
+      if (times.length === 1) {
+        res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' });
+        res.end(JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'more than 1 checks pending', code: 'OVERLOADED' }));
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(decision(true, 9, 600, 0)));
+      }
+    });
+    const c = client({ url: `http://127.0.0.1:${port}` });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    expect(times.length).toBe(2);
+    expect(times[1] - times[0]).toBeGreaterThanOrEqual(995);
+    expect(c.stats().resent).toBe(1);
+  });
+
+  it('fails with the server\'s 503 when the Retry-After does not fit in the timeout', async () => {
+    const { port } = await fakeHttp((req, res) => {
+      req.resume();
+      res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '30' });
+      res.end(JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'limiter is closed', code: 'CLOSED' }));
+    });
+    const c = client({ url: `http://127.0.0.1:${port}`, timeoutMs: 2000 });
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({ code: 'CLOSED', status: 503, message: 'limiter is closed' });
+  });
+
+  it('an unreachable server fails with UNAVAILABLE after maxAttempts', async () => {
+    const { port, server } = await fakeHttp(() => {});
+    await new Promise<void>((r) => server.close(() => r()));
+    const c = client({ url: `http://127.0.0.1:${port}`, maxAttempts: 2 });
+    const e = await c.check({ policy: 'p', key: 'k', cost: 1 }).catch((x: unknown) => x);
+    expect(isSluiceClientError(e)).toBe(true);
+    expect(e).toMatchObject({ code: 'UNAVAILABLE', status: 503 });
+    expect(c.stats().resent).toBe(1);
+  });
+
+  it('refuses subscriptions (they need the WebSocket)', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.url });
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: () => {} })).rejects.toThrow(
+      'onReady: subscriptions need the WebSocket transport (a ws:// url or transport: "ws")');
+  });
+});
+
+describe('createClient over one WebSocket', () => {
+  it.each(['binary', 'json'] as const)('%s frames give the same decisions as HTTP', async (encoding) => {
+    const seq = [
+      { policy: 'p', key: 'k', cost: 4 }, { policy: 'p', key: 'k', cost: 6 }, { policy: 'p', key: 'k', cost: 1 },
+      { policy: 'p', key: 'k', cost: 11 }, { policy: 'd', descriptors: { tenant: 'a:b', action: 'r' }, cost: 1 },
+      { policy: 'p', key: 'ключ', cost: 0 },
+    ];
+    const viaHttp = await startStreamServer({ policies: POLICIES });
+    const viaWs = await startStreamServer({ policies: POLICIES });
+    const h = client({ url: viaHttp.url });
+    const w = client({ url: viaWs.wsUrl, encoding });
+    const a: ClientDecision[] = [];
+    const b: ClientDecision[] = [];
+    for (const r of seq) {
+      a.push(await h.check(r));
+      b.push(await w.check(r));
+    }
+    expect(b).toStrictEqual(a);
+    expect(b).toStrictEqual([
+      decision(true, 6, 2400, 0), decision(true, 0, 6000, 0), decision(false, 0, 6000, 600),
+      { ...decision(false, 0, 6000, null), reason: 'cost exceeds the limit\'s capacity' }, decision(true, 9, 600, 0, 'd'),
+      decision(true, 10, 0, 0),
+    ]);
+    expect(w.connected).toBe(true);
+    expect(w.stats()).toMatchObject({ pending: 0, connects: 1 });
+  });
+
+  it('an http:// url with transport "ws" uses /v1/stream; server errors reject with SluiceErrors', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.url, transport: 'ws' });
+    await c.connect();
+    expect(s.stream.stats().connections).toBe(1);
+    const e = await c.check({ policy: 'p', key: '', cost: 1 }).catch((x: unknown) => x);
+    expect(isSluiceError(e)).toBe(true);
+    expect(e).toMatchObject({ code: 'INVALID_ARGUMENT', field: 'key', message: 'key: must not be empty' });
+  });
+
+  it('multiplexes 100,000 checks over one connection with the exact admitted count', async () => {
+    const s = await startStreamServer({ policies: POLICIES, maxKeys: 4096 });
+    const c = client({ url: s.wsUrl, timeoutMs: 30_000 });
+    await c.connect();
+    const t0 = performance.now();
+    const all = await Promise.all(Array.from({ length: 100_000 }, (_, i) => c.check({ policy: 't', key: `tenant-${i % 1000}`, cost: 1 })));
+    const ms = performance.now() - t0;
+    expect(all.filter((d) => d.allowed).length).toBe(60_000);
+    expect(c.stats()).toMatchObject({ pending: 0, connects: 1, resent: 0 });
+    console.log(`client, binary over one WebSocket: 100000 checks in ${ms.toFixed(0)} ms (${Math.round(100_000 / (ms / 1000))} /s, client and server in one process)`);
+  }, 60_000);
+
+  it('reconnects with backoff when the server goes away; checks issued meanwhile wait and succeed', async () => {
+    const first = await startStreamServer({ policies: POLICIES });
+    const port = first.port;
+    const c = client({ url: first.wsUrl });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    await first.close();
+    await sleep(50);
+    expect(c.connected).toBe(false);
+    const pending = c.check({ policy: 'p', key: 'k', cost: 2 });
+    await sleep(100);
+    const second = await startStreamServer({ policies: POLICIES, port });
+    expect(await pending).toStrictEqual(decision(true, 8, 1200, 0)); // a new server: a fresh key
+    expect(c.stats()).toMatchObject({ connects: 2, pending: 0 });
+    await second.close();
+  });
+
+  it('re-sends the checks in flight on a dropped connection, each answered exactly once', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const proxy = await Proxy.start(s.port);
+    const c = client({ url: `ws://127.0.0.1:${proxy.port}` });
+    await c.connect();
+    proxy.blackhole = true; // the next checks never reach the server
+    const three = Promise.all([1, 2, 3].map(() => c.check({ policy: 'p', key: 'k', cost: 1 })));
+    await sleep(50);
+    proxy.blackhole = false;
+    proxy.cut();
+    expect(await three).toStrictEqual([decision(true, 9, 600, 0), decision(true, 8, 1200, 0), decision(true, 7, 1800, 0)]);
+    expect(c.stats()).toMatchObject({ resent: 3, connects: 2, pending: 0 });
+    // the server counted each once
+    expect(await s.limiter.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ remaining: 7 });
+  });
+
+  it('fails the checks in flight with UNAVAILABLE when onDisconnect is "fail" (or attempts run out), never silently', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const proxy = await Proxy.start(s.port);
+    for (const o of [{ onDisconnect: 'fail' as const }, { maxAttempts: 1 }]) {
+      const c = client({ url: `ws://127.0.0.1:${proxy.port}`, ...o });
+      await c.connect();
+      proxy.blackhole = true;
+      const lost = Promise.allSettled([c.check({ policy: 'p', key: 'k', cost: 1 }), c.check({ policy: 'p', key: 'k', cost: 1 })]);
+      await sleep(50);
+      proxy.blackhole = false;
+      proxy.cut();
+      const r = await lost;
+      expect(r.map((x) => x.status)).toStrictEqual(['rejected', 'rejected']);
+      for (const x of r) {
+        expect((x as PromiseRejectedResult).reason).toMatchObject({ code: 'UNAVAILABLE', message: 'check not answered: connection closed (1006)' });
+      }
+      // and it comes back for the next checks
+      expect(await c.check({ policy: 'p', key: `after-${o.maxAttempts ?? 0}`, cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+      expect(c.stats().resent).toBe(0);
+      await c.close();
+    }
+  });
+
+  it('a check nobody answers fails with TIMEOUT after timeoutMs', async () => {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    closers.push(() => new Promise<void>((r) => {
+      for (const ws of wss.clients) ws.terminate();
+      wss.close(() => r());
+    }));
+    await new Promise((r) => wss.once('listening', r));
+    const port = (wss.address() as net.AddressInfo).port;
+    const c = client({ url: `ws://127.0.0.1:${port}`, timeoutMs: 300 });
+    await c.connect();
+    const t0 = performance.now();
+    const e = await c.check({ policy: 'p', key: 'k', cost: 1 }).catch((x: unknown) => x);
+    const took = performance.now() - t0;
+    expect(e).toMatchObject({ code: 'TIMEOUT', status: 504, message: 'no answer within 300 ms' });
+    expect(took).toBeGreaterThanOrEqual(295);
+    expect(took).toBeLessThan(1000);
+    expect(c.stats().pending).toBe(0);
+  });
+
+  it('waits a refused upgrade\'s Retry-After before dialling again', async () => {
+    let upgrades = 0;
+    const { port } = await fakeHttp((req, res) => {
+      upgrades++;
+      req.resume();
+      res.writeHead(503, { 'retry-after': '1', 'content-type': 'text/plain' });
+      res.end('draining');
+    });
+    const c = client({ url: `ws://127.0.0.1:${port}` });
+    await sleep(1500);
+    expect(upgrades).toBe(2); // at 0 and after ≥ 1 s: not every 10–100 ms as the backoff alone would
+    expect(c.connected).toBe(false);
+  });
+
+  it('close() fails what is pending with CLOSED', async () => {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    closers.push(() => new Promise<void>((r) => {
+      for (const ws of wss.clients) ws.terminate();
+      wss.close(() => r());
+    }));
+    await new Promise((r) => wss.once('listening', r));
+    const c = client({ url: `ws://127.0.0.1:${(wss.address() as net.AddressInfo).port}` });
+    await c.connect();
+    const p = c.check({ policy: 'p', key: 'k', cost: 1 }).catch((e: unknown) => e);
+    await sleep(20);
+    await c.close();
+    expect(await p).toMatchObject({ code: 'CLOSED', message: 'client is closed' });
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({ code: 'CLOSED' });
+  });
+
+  it('maxPending bounds what the client holds', async () => {
+    const c = client({ url: 'ws://127.0.0.1:9', maxPending: 2, timeoutMs: 200 });
+    const a = c.check({ policy: 'p', key: 'k', cost: 1 }).catch((e: unknown) => e);
+    const b = c.check({ policy: 'p', key: 'k', cost: 1 }).catch((e: unknown) => e);
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({
+      code: 'OVERLOADED', message: 'more than 2 checks pending in the client',
+    });
+    expect(await a).toMatchObject({ code: 'TIMEOUT' });
+    expect(await b).toMatchObject({ code: 'TIMEOUT' });
+  });
+});
+
+describe('createClient honours Retry-After', () => {
+  it.each(['http', 'ws'] as const)('over %s: repeats a denial locally until its wait has passed, then asks the server', async (transport) => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.url, transport });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 10 })).toStrictEqual(decision(true, 0, 6000, 0));
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(false, 0, 6000, 600));
+    // the server would now admit (its clock moved), but the client has not waited 600 ms: answered locally
+    s.clock.advance(600);
+    const local = await c.check({ policy: 'p', key: 'k', cost: 1 });
+    expect(local.local).toBe(true);
+    expect(local.allowed).toBe(false);
+    expect(local.retryAfterMs).toBeGreaterThan(0);
+    expect(local.retryAfterMs).toBeLessThanOrEqual(600);
+    expect(c.stats().localDenials).toBe(1);
+    // another cost, a peek and another key are not covered by that denial: they go to the server
+    expect(await c.check({ policy: 'p', key: 'k', cost: 2 })).toStrictEqual(decision(false, 1, 5400, 600));
+    expect(await c.check({ policy: 'p', key: 'k', cost: 0 })).toStrictEqual(decision(true, 1, 5400, 0));
+    expect(await c.check({ policy: 'p', key: 'other', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    await sleep(650);
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 0, 6000, 0));
+    expect(c.stats().localDenials).toBe(1);
+  });
+
+  it('can be turned off', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.wsUrl, honourRetryAfter: false });
+    await c.check({ policy: 'p', key: 'k', cost: 10 });
+    await c.check({ policy: 'p', key: 'k', cost: 1 });
+    s.clock.advance(600);
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 0, 6000, 0));
+    expect(c.stats().localDenials).toBe(0);
+  });
+});
+
+describe('createClient subscriptions (onReady)', () => {
+  it('gets the push when the denied key becomes admissible', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.wsUrl });
+    await c.check({ policy: 'p', key: 'k', cost: 10 });
+    const events: Array<[Error | null, ReadyEvent | undefined]> = [];
+    const d = await c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: (err, ev) => events.push([err, ev]) });
+    expect(d).toStrictEqual({ ...decision(false, 0, 6000, 600), subscribed: true });
+    expect(c.stats().subscriptions).toBe(1);
+    s.clock.advance(599);
+    s.stream.tick();
+    await sleep(50);
+    expect(events).toStrictEqual([]);
+    s.clock.advance(1);
+    s.stream.tick();
+    for (let i = 0; i < 100 && events.length === 0; i++) await sleep(10);
+    expect(events).toStrictEqual([[null, { limit: 10, remaining: 1, resetAfterMs: 5400, policy: 'p' }]]);
+    expect(c.stats().subscriptions).toBe(0);
+  });
+
+  it('an admitted check is not subscribed; a dropped connection ends a subscription with UNAVAILABLE', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.wsUrl, encoding: 'json' });
+    const calls: Array<Error | null> = [];
+    expect(await c.check({ policy: 'p', key: 'k', cost: 10 }, { onReady: (e) => calls.push(e) })).toStrictEqual({
+      ...decision(true, 0, 6000, 0), subscribed: false,
+    });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: (e) => calls.push(e) })).toMatchObject({ subscribed: true });
+    await s.server.close();
+    for (let i = 0; i < 100 && calls.length === 0; i++) await sleep(10);
+    expect(calls.length).toBe(1);
+    expect(calls[0]).toMatchObject({ code: 'UNAVAILABLE', message: 'subscription ended: connection closed (1001 server shutting down)' });
+  });
+});
+
+describe('Backoff', () => {
+  it('draws each delay uniformly under a ceiling that doubles up to the maximum', () => {
+    const b = new Backoff({ initialDelayMs: 50, maxDelayMs: 1000, random: () => 0.5 });
+    const delays = Array.from({ length: 7 }, () => b.next());
+    expect(delays).toStrictEqual([25, 50, 100, 200, 400, 500, 500]);
+    b.reset();
+    expect(b.next()).toBe(25);
+    const lo = new Backoff({ random: () => 0 });
+    const hi = new Backoff({ random: () => 0.999999 });
+    expect([lo.next(), lo.next(), hi.next(), hi.next()]).toStrictEqual([0, 0, 50, 100]);
+    expect(() => new Backoff({ initialDelayMs: 0 })).toThrow('reconnect.initialDelayMs: must be a positive number of ms (got 0)');
+  });
+});
