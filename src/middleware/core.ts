@@ -1,0 +1,138 @@
+/**
+ * The framework-free part of the middleware: which check a request stands for, the decision, and the answer
+ * to give (headers to set, or a 429 / 503 to send). `node-http.ts`, `express.ts` and `fastify.ts` only move
+ * these onto their request and response objects.
+ */
+import type { CheckRequest, Decision } from '../types.js';
+import type { CompiledPolicy } from '../config/policies.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../server/headers.js';
+
+/** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
+export interface Checker {
+  check(req: CheckRequest): Promise<Decision>;
+  /** An embedded limiter's policies: the `RateLimit-Policy` header is computed from them. */
+  readonly policies?: ReadonlyMap<string, CompiledPolicy>;
+  /** A client's memory of the server's `RateLimit-Policy` headers. */
+  rateLimitPolicy?(policy: string): string | undefined;
+}
+
+/** Options shared by every middleware; `Req` is the framework's request type. */
+export interface RateLimitOptions<Req> {
+  /** Decides the checks: `await createLimiter(...)` (in-process) or `createClient({url})` (a remote sluice). */
+  limiter: Checker;
+  /** The policy to check, or a function of the request choosing one. */
+  policy: string | ((req: Req) => string);
+  /**
+   * The key of the request (1 to 1,024 bytes of UTF-8). Default: the client's address (the framework's
+   * notion of it: Express `req.ip`, Fastify `request.ip`, else the socket's remote address). Return
+   * `undefined` to let the request through unchecked.
+   */
+  key?: (req: Req) => string | undefined | Promise<string | undefined>;
+  /** Descriptor values instead of a key, for a policy that declares descriptors. Wins over `key` when given. */
+  descriptors?: (req: Req) => Record<string, string> | undefined | Promise<Record<string, string> | undefined>;
+  /** Tokens the request spends (a non-negative integer), or a function of the request. Default 1. */
+  cost?: number | ((req: Req) => number);
+  /**
+   * When the limiter fails (unreachable, timed out, overloaded, a bad key): `allow` lets the request through
+   * without headers (fail open, the default), `deny` answers 503 with `Retry-After: 1`.
+   */
+  onError?: 'allow' | 'deny';
+  /** Told about every limiter failure (to log it). */
+  onLimiterError?: (err: Error, req: Req) => void;
+  /** Set `RateLimit-Policy`, `RateLimit` (and `Retry-After` on a denial). Default true. */
+  headers?: boolean;
+  /** The `RateLimit-Policy` value to send; default computed from an embedded limiter's policies or remembered by a client. */
+  policyHeader?: string;
+}
+
+/** What to do with a request. */
+export interface Outcome {
+  /** `next`: let it through (with `headers` set); `reply`: answer now with `status`, `headers` and `body`. */
+  action: 'next' | 'reply';
+  status: number;
+  headers: Array<[string, string]>;
+  /** problem+json text when replying. */
+  body: string;
+  /** The decision, when there is one. */
+  decision: Decision | null;
+}
+
+export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+
+/**
+ * Builds the per-request decision function of a middleware.
+ * @throws TypeError when `limiter` or `policy` is missing.
+ */
+export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: Req) => string | undefined): (req: Req) => Promise<Outcome> {
+  if (typeof o !== 'object' || o === null || typeof o.limiter?.check !== 'function') {
+    throw new TypeError('limiter: must be a limiter (createLimiter) or a client (createClient)');
+  }
+  if (typeof o.policy !== 'string' && typeof o.policy !== 'function') throw new TypeError('policy: must be a policy name or a function');
+  const limiter = o.limiter;
+  const headers = o.headers ?? true;
+  const onError = o.onError ?? 'allow';
+  const policyHeaders = new Map<string, string | null>();
+
+  const policyHeaderOf = (policy: string): string | undefined => {
+    if (o.policyHeader !== undefined) return o.policyHeader;
+    const ps = limiter.policies;
+    if (ps !== undefined) {
+      let h = policyHeaders.get(policy);
+      if (h === undefined) {
+        const p = ps.get(policy);
+        h = p === undefined ? null : rateLimitPolicyHeader(p, p.guard === null ? undefined : ps.get(p.guard));
+        policyHeaders.set(policy, h);
+      }
+      return h ?? undefined;
+    }
+    return limiter.rateLimitPolicy?.(policy);
+  };
+
+  const failed = (e: unknown, req: Req): Outcome => {
+    const err = e instanceof Error ? e : new Error(String(e));
+    o.onLimiterError?.(err, req);
+    if (onError === 'allow') return { action: 'next', status: 200, headers: [], body: '', decision: null };
+    return {
+      action: 'reply', status: 503, headers: [['Retry-After', '1']], decision: null,
+      body: JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'rate limiter unavailable' }),
+    };
+  };
+
+  return async (req: Req): Promise<Outcome> => {
+    let check: CheckRequest;
+    try {
+      const policy = typeof o.policy === 'function' ? o.policy(req) : o.policy;
+      const cost = o.cost === undefined ? 1 : typeof o.cost === 'function' ? o.cost(req) : o.cost;
+      const descriptors = o.descriptors === undefined ? undefined : await o.descriptors(req);
+      if (descriptors !== undefined) check = { policy, descriptors, cost };
+      else {
+        const key = o.key === undefined ? defaultKey(req) : await o.key(req);
+        if (key === undefined) return { action: 'next', status: 200, headers: [], body: '', decision: null };
+        check = { policy, key, cost };
+      }
+    } catch (e) {
+      return failed(e, req);
+    }
+    let d: Decision;
+    try {
+      d = await limiter.check(check);
+    } catch (e) {
+      return failed(e, req);
+    }
+    const h: Array<[string, string]> = [];
+    if (headers) {
+      const ph = policyHeaderOf(check.policy);
+      if (ph !== undefined) h.push(['RateLimit-Policy', ph]);
+      h.push(['RateLimit', rateLimitHeader(d)]);
+    }
+    if (d.allowed) return { action: 'next', status: 200, headers: h, body: '', decision: d };
+    if (d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);
+    const detail = d.retryAfterMs === null
+      ? `quota exceeded for "${d.policy}": this request can never be admitted (${d.reason ?? 'cost above capacity'})`
+      : `quota exceeded for "${d.policy}": retry in ${retryAfterSeconds(d.retryAfterMs)} s`;
+    return {
+      action: 'reply', status: 429, headers: h, decision: d,
+      body: JSON.stringify({ type: QUOTA_EXCEEDED_TYPE, title: 'Too Many Requests', status: 429, detail, 'violated-policies': [d.policy] }),
+    };
+  };
+}
