@@ -315,13 +315,22 @@ export class FrameWriter {
    * @throws RangeError when more than 65,535 records were written.
    */
   finish(): Uint8Array | null {
+    const view = this.finishView();
+    return view === null ? null : view.slice();
+  }
+
+  /**
+   * Like {@link finish}, but returns a view of the writer's own memory, valid only until the next record is
+   * written: for handing to a sender that copies (uWS `send` does).
+   */
+  finishView(): Uint8Array | null {
     if (this.n === 0) return null;
     if (this.n > MAX_FRAME_RECORDS) throw new RangeError(`a frame holds at most ${MAX_FRAME_RECORDS} records (got ${this.n})`);
     this.buf[0] = BINARY_VERSION;
     this.buf[1] = this.type;
     this.buf[2] = this.n & 0xff;
     this.buf[3] = this.n >>> 8;
-    const out = this.buf.slice(0, this.at);
+    const out = this.buf.subarray(0, this.at);
     this.at = FRAME_HEADER;
     this.n = 0;
     return out;

@@ -221,7 +221,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     const n = c.json.length;
     const text = n === 0 ? null : n === 1 ? c.json[0] : `[${c.json.join(',')}]`;
     c.json.length = 0;
-    const frame = c.bin?.finish() ?? null;
+    const frame = c.bin?.finishView() ?? null; // uWS copies what it sends
     // Never let uWS drop an answer: a connection whose unsent output would pass the limit is closed instead,
     // while the close frame still fits, so a client that reads again finds its answers and then a 1008.
     const size = (text === null ? 0 : Buffer.byteLength(text)) + (frame === null ? 0 : frame.byteLength);
