@@ -22,8 +22,6 @@ let keys: usize = 0;
 let scratch: usize = 0; // per leg of a group: [index, w0, w1, write] while the group is undecided
 let batchMax: u32 = 0;
 let evicted: u64 = 0;
-/** The latest `now` at which a key was evicted. */
-let evictedAt: u64 = 0;
 let hand: u32 = 0;
 /** Occupied slots examined per eviction (sampled LRU, as Redis's maxmemory-samples). */
 const EVICTION_SAMPLE: u32 = 32;
@@ -103,10 +101,8 @@ function evaluate(lim: Limit, idx: i32, c: u64, now: u64): void {
     const s = slotAt(<u32>idx);
     w0 = s.w0; w1 = s.w1; last = s.meta & TIME_MASK;
   }
-  // Time never runs backwards for a key. A key created after an eviction starts no earlier than that
-  // eviction: the evicted state was judged to carry no information as of then, not before.
-  const floor = exists ? last : evictedAt;
-  const t = floor > now ? floor : now;
+  // time never runs backwards for a key
+  const t = exists && last > now ? last : now;
   if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
   else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
   else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
@@ -218,6 +214,27 @@ export function checkBatch(n: u32, nowMs: f64): u32 {
   return 0;
 }
 
+/** Row of setState's input, in f64s: [hashLo, hashHi, limitId, w0 (signed), w1, lastSeen]. */
+const STATE_ROW: usize = 48;
+
+/**
+ * Installs state for rows [0, n) of the leg input region, read as STATE_ROW rows: the merged state sync mode
+ * receives from Redis replaces this kernel's. A key that is absent is inserted (evicting when full). Returns
+ * 0, or 1 if n rows do not fit in the region.
+ */
+export function setState(n: u32, nowMs: f64): u32 {
+  if (<u64>n * STATE_ROW > <u64>batchMax * LEG_IN_STRIDE) return 1;
+  const now = <u64>nowMs;
+  for (let i: u32 = 0; i < n; i++) {
+    const p = legIn + <usize>i * STATE_ROW;
+    const h = (<u64><u32>load<f64>(p, 8) << 32) | <u64><u32>load<f64>(p);
+    const limitId = <u32>load<f64>(p, 16);
+    if (limitId >= limitCount || limitAt(limitId).used == 0) continue;
+    commit(h, find(h), limitId, <u64><i64>load<f64>(p, 24), <u64>load<f64>(p, 32), <u64>load<f64>(p, 40), now);
+  }
+  return 0;
+}
+
 /** True when the slot's state carries no information at `now` (full bucket, ended window). */
 function idle(s: Slot, now: u64): bool {
   const lim = limitAt(<u32>(s.meta >> 48));
@@ -254,7 +271,6 @@ function evictOne(now: u64): void {
   hand = (<u32>victim + 1) & mask;
   removeAt(<u32>victim);
   evicted++;
-  if (now > evictedAt) evictedAt = now;
 }
 
 /** Hashes keys [0, n) of the hash input region (XXH64 with each row's seed); 0 is remapped to 1. */

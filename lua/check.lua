@@ -23,7 +23,7 @@ end
 local function state(j)
   local raw = redis.call('GET', KEYS[j])
   if not raw then return false, 0, 0, 0 end
-  local w0, w1, last = string.match(raw, '^(%d+) (%d+) (%d+)$')
+  local w0, w1, last = string.match(raw, '^(-?%d+) (%d+) (%d+)$')
   return true, tonumber(w0), tonumber(w1), tonumber(last)
 end
 

@@ -1,11 +1,11 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats } from './types.js';
-import { compilePolicies } from './config/policies.js';
+import { compilePolicies, isCompiled, type CompiledPolicy } from './config/policies.js';
 import { Kernel, kernelModule, MAX_KERNEL_KEYS } from './shard/kernel.js';
 import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes, kernelLimits } from './engine/runtime.js';
 import { Front } from './engine/front.js';
-import { configError } from './util/errors.js';
+import { configError, SluiceError } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -28,7 +28,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
-  const policies = opts.policies instanceof Map ? opts.policies : compilePolicies(opts.policies);
+  const policies = opts.policies instanceof Map ? compiledOnly(opts.policies) : compilePolicies(opts.policies);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
   if (needsStore && opts.redis === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
@@ -40,9 +40,14 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const hasher = new Hasher(kernel, MAX_BATCH);
   const store = needsStore ? RedisStore.create(opts.redis) : null;
   const runtimes = buildRuntimes(policies, firstId, hasher, store?.prefix ?? '');
+  // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
+  const guarded = [...policies.values()].some((p) => p.guard !== null);
+  const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await ShardPool.start(shards, { module, maxKeys: Math.ceil(maxKeys / shards), maxBatch: MAX_BATCH, limits });
-  const front = new Front({ runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending });
+    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits });
+  const front = new Front({
+    runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+  });
   let closing: Promise<void> | null = null;
 
   return {
@@ -51,6 +56,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
     async stats(): Promise<LimiterStats> {
+      if (closing !== null) throw new SluiceError('CLOSED', 'limiter is closed');
       const parts = pool === null ? [kernel.stats()] : await pool.stats();
       return {
         shards,
@@ -58,7 +64,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         evictions: parts.reduce((a, p) => a + p.evictions, 0),
         memoryBytes: parts.reduce((a, p) => a + p.memoryBytes, 0),
         pending: front.pending,
-        ...(store ? { store: store.stats() } : {}),
+        ...(store ? { store: { ...store.stats(), sync: front.syncStats() } } : {}),
       };
     },
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
@@ -81,4 +87,12 @@ function intOption(v: unknown, name: string, dflt: number, min: number, max: num
     throw configError('createLimiter', name, `must be an integer in [${min}, ${max}] (got ${String(v)})`);
   }
   return v;
+}
+
+/** A Map of policies is accepted only as the config loader made it: anything else has skipped validation. */
+function compiledOnly(m: ReadonlyMap<string, CompiledPolicy>): ReadonlyMap<string, CompiledPolicy> {
+  if (!isCompiled(m)) {
+    throw configError('createLimiter', 'policies', 'a Map must come from compilePolicies or the config loader; pass a plain object of specs instead');
+  }
+  return m;
 }

@@ -21,6 +21,8 @@ export interface Decision {
   reason?: string;
   /** Present (true) when the store failed and the policy's onStoreError `open` or `closed` decided instead. */
   degraded?: boolean;
+  /** Sync mode: ms since this instance last merged with Redis (how old its view of the others' spending is). */
+  stalenessMs?: number;
 }
 
 /** One check. Give `key`, or `descriptors` for a policy that declares them. */
@@ -58,7 +60,13 @@ export interface LimiterStats {
   memoryBytes: number;
   pending: number;
   /** Redis: failed calls so far, the circuit breaker's state, whether connected. Present with a store. */
-  store?: { storeErrors: number; breaker: 'closed' | 'open' | 'halfOpen'; connected: boolean };
+  store?: {
+    storeErrors: number;
+    breaker: 'closed' | 'open' | 'halfOpen';
+    connected: boolean;
+    /** Write-behind (sync policies): merges done and failed, deltas dropped past the bound, keys waiting. */
+    sync: { merges: number; failures: number; dropped: number; pendingKeys: number } | null;
+  };
 }
 
 export interface Limiter {

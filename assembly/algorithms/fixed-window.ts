@@ -8,12 +8,14 @@ export function fixedWindow(lim: Limit, exists: bool, w0: u64, last: u64, c: u64
   const k = t / P;
   const count = exists && last / P == k ? w0 : 0;
   const untilEnd = (k + 1) * P - t;
+  // a count merged from several instances (sync mode) may pass L
+  const room = count < L ? L - count : 0;
   if (c > L) {
-    never(L - count, untilEnd);
-  } else if (c <= L - count) {
-    allow(L - count - c, untilEnd, count + c, 0, c);
+    never(room, untilEnd);
+  } else if (c <= room) {
+    allow(room - c, untilEnd, count + c, 0, c);
   } else {
-    deny(L - count, untilEnd, untilEnd);
+    deny(room, untilEnd, untilEnd);
   }
 }
 

@@ -22,8 +22,9 @@ export function slidingWindow(lim: Limit, exists: bool, w0: u64, w1: u64, last: 
     never(remainingOf(L, P, cur, weighted), resetOf(P, k, t, prev, cur));
     return;
   }
-  const avail = L - cur; // estimate ≤ L always holds, so cur ≤ L
-  if (c <= avail && weighted <= (avail - c) * P) {
+  // estimate ≤ L holds locally; a count merged from several instances (sync mode) may pass it
+  const avail = cur < L ? L - cur : 0;
+  if (c == 0 || (c <= avail && weighted <= (avail - c) * P)) {
     allow(remainingOf(L, P, cur + c, weighted), resetOf(P, k, t, prev, cur + c), prev, cur + c, c);
   } else {
     deny(remainingOf(L, P, cur, weighted), resetOf(P, k, t, prev, cur), retryOf(P, L, e, prev, cur, c));
@@ -32,6 +33,7 @@ export function slidingWindow(lim: Limit, exists: bool, w0: u64, w1: u64, last: 
 
 /** floor(L − estimate) = floor(((L − cur)·P − weighted) / P). */
 @inline function remainingOf(L: u64, P: u64, cur: u64, weighted: u64): u64 {
+  if (cur >= L) return 0;
   const room = (L - cur) * P;
   return room > weighted ? (room - weighted) / P : 0;
 }
@@ -51,7 +53,7 @@ export function slidingWindow(lim: Limit, exists: bool, w0: u64, w1: u64, last: 
  */
 function retryOf(P: u64, L: u64, e: u64, prev: u64, cur: u64, c: u64): u64 {
   const toEdge = P - e;
-  if (c <= L - cur) {
+  if (cur < L && c <= L - cur) {
     // denied here means prev > 0 and prev·(P − e) > (L − cur − c)·P, so q < P − e and d ≥ 1
     const q = ((L - cur - c) * P) / prev;
     return toEdge - q;

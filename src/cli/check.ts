@@ -30,7 +30,14 @@ export async function check(argv: string[]): Promise<number> {
     params.set(d.slice(0, eq), d.slice(eq + 1));
   }
   const base = values.url ?? process.env.SLUICE_URL ?? 'http://127.0.0.1:8080';
-  const res = await fetch(new URL(`/v1/check?${params}`, base), { signal: AbortSignal.timeout(5000) });
+  const url = new URL(`/v1/check?${params}`, base);
+  let res: Response;
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  } catch (e) {
+    const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`cannot reach ${url.origin}: ${cause?.code ?? cause?.message ?? (e as Error).message}`);
+  }
   const body = await res.text();
   process.stdout.write(body + '\n');
   if (!res.ok) return 1;

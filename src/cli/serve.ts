@@ -30,10 +30,16 @@ export async function serve(argv: string[]): Promise<number> {
     policies: config.policies, shards, maxKeys: config.engine.maxKeys,
     ...(redisUrl ? { redis: { url: redisUrl } } : {}),
   });
-  const server = await startServer({
-    limiter, host, port, logger: log,
-    maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
-  });
+  let server: Awaited<ReturnType<typeof startServer>>;
+  try {
+    server = await startServer({
+      limiter, host, port, logger: log,
+      maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
+    });
+  } catch (e) {
+    await limiter.close(); // its shard workers would keep the process alive
+    throw e;
+  }
   log.info({ host, port: server.port, shards, policies: [...config.policies.keys()] }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {

@@ -41,13 +41,16 @@ export interface PolicySpec {
   descriptors?: DescriptorSpec[];
   version?: string | number;
   guard?: string;
-  /** Where the state lives: `local` (this instance; the default) or `strict` (Redis, one atomic script per decision). */
+  /**
+   * Where the state lives: `local` (this instance; the default), `strict` (Redis, one atomic script per
+   * decision) or `sync` (decided locally, consumed deltas merged into Redis every syncIntervalMs).
+   */
   consistency?: Consistency;
   /** What a Redis-backed policy does when Redis fails or times out: `open`, `closed` or `local` (the default). */
   onStoreError?: StoreErrorRule;
 }
 
-export type Consistency = 'local' | 'strict';
+export type Consistency = 'local' | 'strict' | 'sync';
 export type StoreErrorRule = 'open' | 'closed' | 'local';
 
 /** A descriptor is a name, or {name, header} where header is the request header (lower-cased) /v1/auth reads it from. */
@@ -111,7 +114,7 @@ type Obj = Record<string, unknown>;
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError'];
-const CONSISTENCIES: readonly Consistency[] = ['local', 'strict'];
+const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
 const MAX_LUA = 2n ** 51n;
@@ -171,7 +174,16 @@ export function compilePoliciesWith(policies: unknown, report: PolicyErrorReport
   if (total > MAX_TOTAL_LIMITS) top(null, `too many limits: ${total} in total, at most ${MAX_TOTAL_LIMITS} across all policies`);
   for (const policy of compiled.values()) checkGuard(policy, compiled, failFor(policy.name));
   for (const policy of compiled.values()) deepFreeze(policy);
+  COMPILED.add(compiled);
   return compiled;
+}
+
+/** Maps made by this module: createLimiter trusts a Map of policies only if it is one of these. */
+const COMPILED = new WeakSet<ReadonlyMap<string, CompiledPolicy>>();
+
+/** True for a Map that compilePolicies (or the config loader) produced. */
+export function isCompiled(m: ReadonlyMap<string, CompiledPolicy>): boolean {
+  return COMPILED.has(m);
 }
 
 function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {

@@ -11,6 +11,8 @@ import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 import type { RedisStore } from '../store/redis.js';
 import { storeKey } from '../keys/store-key.js';
 import { degraded } from './degraded.js';
+import { SyncWriter, type SyncEntry } from '../store/sync.js';
+import { STATE_ROW } from '../shard/kernel.js';
 
 /** Clock values the kernel keeps exactly (last-seen times are stored in 48 bits). */
 const MAX_TIME = 2 ** 48 - 1;
@@ -26,15 +28,8 @@ interface Batch {
   n: number;
   rts: PolicyRuntime[];
   costs: number[];
+  keys: string[];
   hashes: ArrayLike<number>;
-  resolves: Resolve[];
-  rejects: Reject[];
-}
-
-/** The checks of one shard's batch, in leg order, waiting for the reply. */
-interface InFlight {
-  rts: PolicyRuntime[];
-  bases: number[];
   resolves: Resolve[];
   rejects: Reject[];
 }
@@ -45,8 +40,10 @@ export interface FrontOptions {
   /** The calling thread's kernel: it hashes keys, and with no pool, decides. */
   kernel: Kernel;
   pool: ShardPool | null;
-  /** Where `strict` policies are decided; null when no Redis is configured. */
+  /** Where `strict` policies are decided and `sync` ones merged; null when no Redis is configured. */
   store: RedisStore | null;
+  /** Sync mode's merge interval, in ms. */
+  syncIntervalMs?: number;
   clock: () => number;
   maxBatch: number;
   maxPending: number;
@@ -73,8 +70,20 @@ export class Front {
   private drained: (() => void) | null = null;
   private readonly flushNow = (): void => this.flush();
 
+  /** Write-behind for `sync` policies; null when there are none. */
+  private readonly sync: SyncWriter | null;
+
   constructor(o: FrontOptions) {
     this.o = o;
+    const synced = [...o.runtimes.values()].some((rt) => rt.synced);
+    this.sync = synced && o.store
+      ? new SyncWriter(o.store, o.clock, (e, st, now) => this.install(e, st, now), { intervalMs: o.syncIntervalMs })
+      : null;
+  }
+
+  /** Write-behind counters, when there are sync policies. */
+  syncStats(): ReturnType<SyncWriter['stats']> | null {
+    return this.sync?.stats() ?? null;
   }
 
   get pending(): number {
@@ -85,9 +94,15 @@ export class Front {
   check(req: CheckRequest): Promise<Decision> {
     let rt: PolicyRuntime;
     let key: string;
+    let cost: number;
     try {
       if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
       rt = this.policyOf(req);
+      // read once: a getter must not hand the kernel a value other than the one validated
+      cost = (req as { cost?: unknown }).cost as number;
+      if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+        throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
+      }
       key = keyOf(rt.policy, req.key, req.descriptors);
       if (this.pending >= this.o.maxPending) {
         throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
@@ -97,7 +112,7 @@ export class Front {
     }
     this.o.hasher.add(key, rt.seedLo, rt.seedHi);
     this.rts.push(rt);
-    this.costs.push(req.cost);
+    this.costs.push(cost);
     this.keys.push(key);
     if (rt.stored) this.stored++;
     this.legs += rt.legCount;
@@ -120,36 +135,30 @@ export class Front {
     this.rejects.push(reject);
   };
 
-  /** The check's policy, after checking the request's shape and its cost. */
+  /** The check's policy, after checking the request's shape. */
   private policyOf(req: CheckRequest): PolicyRuntime {
     if (typeof req !== 'object' || req === null) throw invalidArgument('check', 'must be an object');
     const name = (req as { policy?: unknown }).policy;
     if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
     const rt = this.o.runtimes.get(name);
     if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
-    const cost = (req as { cost?: unknown }).cost;
-    if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
-      throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
-    }
     return rt;
   }
 
   /** Decides everything queued. Safe to call at any time; a no-op when nothing is queued. */
   flush(): void {
     this.scheduled = false;
-    const n = this.rts.length;
-    if (n === 0) return;
+    if (this.rts.length === 0) return;
     const { rts, costs, keys, resolves, rejects } = this;
     const hasher = this.o.hasher;
     try {
-      const now = this.o.clock();
-      if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
-        throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
-      }
+      // the clock is the caller's code: read it before counting, so a check it issues joins this batch
+      const now = this.readClock();
+      const n = rts.length;
       hasher.run();
-      const all: Batch = { n, rts, costs, hashes: this.o.kernel.hashOut, resolves, rejects };
+      const all: Batch = { n, rts, costs, keys, hashes: this.o.kernel.hashOut, resolves, rejects };
       if (this.stored === 0) this.decideLocally(all, now);
-      else this.split(all, keys, now);
+      else this.split(all, now);
     } catch (e) {
       const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
       for (const r of rejects) r(err);
@@ -166,28 +175,31 @@ export class Front {
     }
   }
 
+  private readClock(): number {
+    let now: unknown;
+    try {
+      now = this.o.clock();
+    } catch (e) {
+      throw new SluiceError('CLOCK', `clock threw: ${(e as Error)?.message ?? String(e)}`);
+    }
+    if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
+      throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
+    }
+    return now;
+  }
+
   private decideLocally(b: Batch, now: number): void {
     if (this.o.pool === null) this.decideHere(b, now);
     else this.dispatch(this.o.pool, b, now);
   }
 
   /** Sends this turn's store-backed checks to the store and decides the rest locally. */
-  private split(all: Batch, keys: string[], now: number): void {
+  private split(all: Batch, now: number): void {
     const local = emptyBatch();
     const stored = emptyBatch();
-    const storedKeys: string[] = [];
-    for (let i = 0; i < all.n; i++) {
-      const b = all.rts[i].stored ? stored : local;
-      if (b === stored) storedKeys.push(keys[i]);
-      b.rts.push(all.rts[i]);
-      b.costs.push(all.costs[i]);
-      (b.hashes as number[]).push(all.hashes[2 * i], all.hashes[2 * i + 1]);
-      b.resolves.push(all.resolves[i]);
-      b.rejects.push(all.rejects[i]);
-      b.n++;
-    }
+    for (let i = 0; i < all.n; i++) push(all.rts[i].stored ? stored : local, all, i);
     if (local.n > 0) this.decideLocally(local, now);
-    this.decideInStore(stored, storedKeys, now);
+    this.decideInStore(stored, now);
   }
 
   /**
@@ -195,7 +207,7 @@ export class Front {
    * timeout, circuit open), each check takes its policy's onStoreError: open, closed, or local (this
    * instance's kernel, under the same key hashes).
    */
-  private decideInStore(b: Batch, keys: string[], now: number): void {
+  private decideInStore(b: Batch, now: number): void {
     const store = this.o.store!;
     const redisKeys: string[] = [];
     const args: number[] = [];
@@ -203,7 +215,7 @@ export class Front {
       const rt = b.rts[i];
       const own = rt.saltLo.length;
       for (let j = 0; j < rt.legCount; j++) {
-        redisKeys.push(j < own ? storeKey(store.prefix, rt.policy.name, rt.policy.version, keys[i], j) : rt.guardStoreKeys![j - own]);
+        redisKeys.push(this.legKey(rt, b.keys[i], j));
         const l = rt.legLimits[j];
         args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, b.costs[i], j === 0 ? rt.legCount : 0);
       }
@@ -226,18 +238,80 @@ export class Front {
     const local = emptyBatch();
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
-      if (rt.policy.onStoreError !== 'local') {
-        b.resolves[i](degraded(rt, rt.policy.onStoreError));
-        continue;
-      }
-      local.rts.push(rt);
-      local.costs.push(b.costs[i]);
-      (local.hashes as number[]).push(b.hashes[2 * i], b.hashes[2 * i + 1]);
-      local.resolves.push(b.resolves[i]);
-      local.rejects.push(b.rejects[i]);
-      local.n++;
+      if (rt.policy.onStoreError === 'local') push(local, b, i);
+      else b.resolves[i](degraded(rt, rt.policy.onStoreError));
     }
     if (local.n > 0) this.decideLocally(local, now);
+  }
+
+  /** The Redis key of leg j of a check on `key`. */
+  private legKey(rt: PolicyRuntime, key: string, j: number): string {
+    const own = rt.saltLo.length;
+    return j < own ? storeKey(this.o.store!.prefix, rt.policy.name, rt.policy.version, key, j) : rt.guardStoreKeys![j - own];
+  }
+
+  /**
+   * Settles check i of `b` from its legs' output rows at `base`; a sync policy's admitted cost is recorded
+   * for the next merge, and its decision says how stale the view behind it is.
+   */
+  private settleLocal(out: Float64Array, base: number, b: Batch, i: number, shard: number, now: number): void {
+    const rt = b.rts[i];
+    const d = compose(out, base, rt);
+    if (d instanceof Error) return b.rejects[i](d);
+    if (rt.synced && this.sync !== null) {
+      if (d.allowed && b.costs[i] > 0) this.record(rt, b, i, shard);
+      d.stalenessMs = this.sync.staleness(now);
+    }
+    b.resolves[i](d);
+  }
+
+  private record(rt: PolicyRuntime, b: Batch, i: number, shard: number): void {
+    const lo = b.hashes[2 * i], hi = b.hashes[2 * i + 1];
+    const own = rt.saltLo.length;
+    for (let j = 0; j < rt.legCount; j++) {
+      const l = rt.legLimits[j];
+      this.sync!.record(this.legKey(rt, b.keys[i], j), b.costs[i], () => {
+        let hashLo: number, hashHi: number;
+        if (j < own) {
+          hashLo = (lo ^ rt.saltLo[j]) >>> 0;
+          hashHi = (hi ^ rt.saltHi[j]) >>> 0;
+          if (hashLo === 0 && hashHi === 0) hashLo = 1;
+        } else {
+          hashLo = rt.guardHashes![2 * (j - own)];
+          hashHi = rt.guardHashes![2 * (j - own) + 1];
+        }
+        return {
+          algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst,
+          limitId: rt.limitIds[j], hashLo, hashHi, shard,
+        };
+      });
+    }
+  }
+
+  /** Installs merged states into the kernels that own them: this thread's, or each shard's in order. */
+  private async install(entries: SyncEntry[], states: number[], now: number): Promise<void> {
+    const byShard = new Map<number, number[]>();
+    entries.forEach((e, i) => {
+      let rows = byShard.get(e.shard);
+      if (rows === undefined) byShard.set(e.shard, (rows = []));
+      rows.push(e.hashLo, e.hashHi, e.limitId, states[3 * i], states[3 * i + 1], states[3 * i + 2]);
+    });
+    const pool = this.o.pool;
+    const sent: Promise<void>[] = [];
+    for (const [shard, rows] of byShard) {
+      if (shard < 0 || pool === null) {
+        const k = this.o.kernel;
+        const perCall = Math.floor(k.legIn.length / STATE_ROW) * STATE_ROW;
+        for (let off = 0; off < rows.length; off += perCall) {
+          const chunk = rows.slice(off, off + perCall);
+          k.legIn.set(chunk);
+          k.setState(chunk.length / STATE_ROW, now);
+        }
+      } else {
+        sent.push(pool.setState(shard, { kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows) }));
+      }
+    }
+    await Promise.allSettled(sent);
   }
 
   /** Writes check i's legs at row `base` of `legs`. */
@@ -274,7 +348,7 @@ export class Front {
     k.decide(base, now);
     base = 0;
     for (let i = 0; i < b.n; i++) {
-      settle(compose(k.legOut, base, b.rts[i]), b.resolves[i], b.rejects[i]);
+      this.settleLocal(k.legOut, base, b, i, -1, now);
       base += b.rts[i].legCount;
     }
   }
@@ -290,33 +364,32 @@ export class Front {
       route[i] = s;
       legCount[s] += rt.legCount;
     }
-    const batches: Array<{ legs: Float64Array; used: number; f: InFlight } | null> = [];
+    // Each shard's checks are copied out: the turn's queues are reused before the replies arrive.
+    const batches: Array<{ legs: Float64Array; used: number; bases: number[]; checks: Batch } | null> = [];
     for (let s = 0; s < shards; s++) {
       batches.push(legCount[s] === 0 ? null
-        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, f: { rts: [], bases: [], resolves: [], rejects: [] } });
+        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, bases: [], checks: emptyBatch() });
     }
     for (let i = 0; i < b.n; i++) {
       const sb = batches[route[i]]!;
       this.writeLegs(sb.legs, sb.used, b, i);
-      sb.f.rts.push(b.rts[i]);
-      sb.f.bases.push(sb.used);
-      sb.f.resolves.push(b.resolves[i]);
-      sb.f.rejects.push(b.rejects[i]);
+      sb.bases.push(sb.used);
+      push(sb.checks, b, i);
       sb.used += b.rts[i].legCount;
     }
     for (let s = 0; s < shards; s++) {
       const sb = batches[s];
       if (sb === null) continue;
-      const f = sb.f;
-      this.inFlight += f.rts.length;
+      const { checks, bases } = sb;
+      this.inFlight += checks.n;
       pool.run(s, { kind: 'batch', now, n: sb.used, legs: sb.legs }).then(
         (out) => {
-          for (let i = 0; i < f.rts.length; i++) settle(compose(out, f.bases[i], f.rts[i]), f.resolves[i], f.rejects[i]);
+          for (let i = 0; i < checks.n; i++) this.settleLocal(out, bases[i], checks, i, s, now);
         },
         (e: Error) => {
-          for (const r of f.rejects) r(e);
+          for (const r of checks.rejects) r(e);
         },
-      ).finally(() => this.landed(f.rts.length));
+      ).finally(() => this.landed(checks.n));
     }
   }
 
@@ -330,11 +403,23 @@ export class Front {
     this.flush();
     this.closed = true;
     if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
+    await this.sync?.close();
   }
 }
 
 function emptyBatch(): Batch {
-  return { n: 0, rts: [], costs: [], hashes: [] as number[], resolves: [], rejects: [] };
+  return { n: 0, rts: [], costs: [], keys: [], hashes: [] as number[], resolves: [], rejects: [] };
+}
+
+/** Appends check i of `from` to `to`, copying its hash. */
+function push(to: Batch, from: Batch, i: number): void {
+  to.rts.push(from.rts[i]);
+  to.costs.push(from.costs[i]);
+  to.keys.push(from.keys[i]);
+  (to.hashes as number[]).push(from.hashes[2 * i], from.hashes[2 * i + 1]);
+  to.resolves.push(from.resolves[i]);
+  to.rejects.push(from.rejects[i]);
+  to.n++;
 }
 
 function settle(d: Decision | SluiceError, resolve: Resolve, reject: Reject): void {

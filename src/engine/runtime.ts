@@ -27,6 +27,8 @@ export interface PolicyRuntime {
   guardHashes: Uint32Array | null;
   /** Decided in the store (consistency strict). */
   stored: boolean;
+  /** Decided locally and merged into the store behind (consistency sync). */
+  synced: boolean;
   /** The guard legs' Redis keys, for a store-backed guarded policy. */
   guardStoreKeys: string[] | null;
 }
@@ -91,11 +93,12 @@ export function buildRuntimes(
       }
     }
     const [seedLo, seedHi] = seeds.get(name)!;
-    const stored = p.consistency !== 'local';
+    const stored = p.consistency === 'strict';
+    const synced = p.consistency === 'sync';
     out.set(name, {
-      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored,
+      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
-      guardStoreKeys: stored && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
+      guardStoreKeys: (stored || synced) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
     });
   }
   return out;

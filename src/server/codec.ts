@@ -86,7 +86,8 @@ export function bodyText(body: Uint8Array): string {
 export function decisionJson(d: Decision): string {
   const reason = d.reason === undefined ? '' : `,"reason":${JSON.stringify(d.reason)}`;
   const degraded = d.degraded === true ? ',"degraded":true' : '';
+  const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +
-    `"retryAfterMs":${d.retryAfterMs},"policy":${JSON.stringify(d.policy)}${reason}${degraded}}`;
+    `"retryAfterMs":${d.retryAfterMs},"policy":${JSON.stringify(d.policy)}${reason}${degraded}${stale}}`;
 }
 

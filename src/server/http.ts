@@ -133,12 +133,12 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const x = begin(res);
     const type = req.getHeader('content-type');
     if (!/^application\/json\s*(;|$)/i.test(type)) {
-      return reply(x, (r) => writeProblem(r, problem(415, `content-type: must be application/json (got ${JSON.stringify(type)})`, 'content-type')));
+      return reply(x, (r) => writeProblem(r, problem(415, `content-type: must be application/json (got ${JSON.stringify(type)})`, 'content-type', 'UNSUPPORTED_MEDIA_TYPE')));
     }
     readBody(x.res, maxBody, (body) => {
       if (body === null) {
         // answer now and drop the connection rather than read the rest of an oversize body
-        return reply(x, (r) => writeProblem(r, problem(413, `body: larger than ${maxBody} bytes`, 'body'), undefined, true));
+        return reply(x, (r) => writeProblem(r, problem(413, `body: larger than ${maxBody} bytes`, 'body', 'TOO_LARGE'), undefined, true));
       }
       let parsed: unknown;
       try {
@@ -168,7 +168,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     if (extra !== undefined) return fail(x, invalidArgument(extra, 'is not allowed beside checks'));
     if (!Array.isArray(checks) || checks.length === 0) return fail(x, invalidArgument('checks', 'must be a non-empty array'));
     if (checks.length > maxItems) {
-      return reply(x, (r) => writeProblem(r, problem(413, `checks: at most ${maxItems} items per batch (got ${checks.length})`, 'checks')));
+      return reply(x, (r) => writeProblem(r, problem(413, `checks: at most ${maxItems} items per batch (got ${checks.length})`, 'checks', 'TOO_LARGE')));
     }
     const results = checks.map((item, i) => {
       const at = `checks[${i}]`;
@@ -189,7 +189,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const x = begin(res);
     const method = req.getMethod().toUpperCase();
     reply(x, (r) => {
-      writeProblem(r, problem(405, `method: ${method} is not allowed on /v1/check (GET or POST)`, 'method'), 'GET, POST');
+      writeProblem(r, problem(405, `method: ${method} is not allowed on /v1/check (GET or POST)`, 'method', 'METHOD_NOT_ALLOWED'), 'GET, POST');
     });
   });
 
@@ -307,10 +307,17 @@ function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<s
   return out;
 }
 
+/**
+ * Listens with an exclusive port: uWS would otherwise set SO_REUSEPORT, and a second instance started on the
+ * same port by mistake would silently take half the connections, each with its own counters.
+ * (The (host, port, options, cb) form exists at run time; the bundled d.ts lacks it.)
+ */
 function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
+  type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
   return new Promise((resolve, reject) => {
-    app.listen(host, port, (token) => {
-      if (!token) reject(new Error(`cannot listen on ${host}:${port}`));
+    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
+      if (!token) reject(new Error(`cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
     });
   });

@@ -10,6 +10,7 @@ interface KernelExports {
   setLimit(id: number, algorithm: number, limit: number, period: number, burst: number): number;
   checkBatch(n: number, nowMs: number): number;
   hashBatch(n: number): void;
+  setState(n: number, nowMs: number): number;
   legInPtr(): number;
   legOutPtr(): number;
   hashInPtr(): number;
@@ -20,6 +21,9 @@ interface KernelExports {
   evictions(): number;
   memoryBytes(): number;
 }
+
+/** f64s per row of Kernel.setState's input. */
+export const STATE_ROW = 6;
 
 /** Longest key, in bytes of UTF-8. */
 export const MAX_KEY_BYTES = 1024;
@@ -92,6 +96,14 @@ export class Kernel {
   /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */
   decide(n: number, nowMs: number): void {
     if (this.k.checkBatch(n, nowMs) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+  }
+
+  /**
+   * Installs `n` states written into `legIn` as rows of {@link STATE_ROW} f64s: [hashLo, hashHi, limitId,
+   * w0 (signed), w1, lastSeen]. Sync mode uses it to replace a key's state with the merged one.
+   */
+  setState(n: number, nowMs: number): void {
+    if (this.k.setState(n, nowMs) !== 0) throw new Error(`sluice kernel: ${n} states exceed the input region`);
   }
 
   /** XXH64 of rows [0, n) of `hashIn` into `hashOut`. */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError } from '../util/errors.js';
-import type { ShardInit, ShardRequest, ShardTask } from './protocol.js';
+import type { ShardInit, ShardRequest, ShardStates, ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
@@ -85,6 +85,11 @@ export class ShardPool {
       if (down !== null) throw new SluiceError('SHARD_FAILED', `shard ${s} is down: its worker failed to start (${down}) and is not restarted`);
       throw new SluiceError('SHARD_FAILED', `shard ${s} failed while deciding: ${msg}`);
     }
+  }
+
+  /** Installs merged states on shard `s` (sync mode), in order with its batches. */
+  async setState(s: number, req: ShardStates): Promise<void> {
+    await this.pools[s].run(req, { transferList: [req.rows.buffer as ArrayBuffer] });
   }
 
   /** Each shard's kernel counters. */

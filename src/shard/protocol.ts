@@ -28,8 +28,16 @@ export interface ShardTask {
   legs: Float64Array;
 }
 
-/** Everything a shard is asked: a batch, its kernel's counters, or a start-up ping. */
-export type ShardRequest = ShardTask | { kind: 'stats' } | { kind: 'ping' };
+/** Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. */
+export interface ShardStates {
+  kind: 'setState';
+  now: number;
+  n: number;
+  rows: Float64Array;
+}
+
+/** Everything a shard is asked: a batch, states to install, its kernel's counters, or a start-up ping. */
+export type ShardRequest = ShardTask | ShardStates | { kind: 'stats' } | { kind: 'ping' };
 
 /** What a shard worker is built with (structured-cloned into each worker; the Module is not recompiled). */
 export interface ShardInit {

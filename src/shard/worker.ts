@@ -17,6 +17,10 @@ export default function handle(req: ShardRequest): unknown {
       kernel.decide(req.n, req.now);
       return move(kernel.legOut.slice(0, req.n * LEG_OUT) as unknown as ArrayBufferView);
     }
+    case 'setState':
+      kernel.legIn.set(req.rows);
+      kernel.setState(req.n, req.now);
+      return null;
     case 'stats':
       return kernel.stats();
     case 'ping':

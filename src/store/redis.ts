@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { checkScript } from './scripts.js';
+import { checkScript, syncScript } from './scripts.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 
 /** How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL`). */
@@ -11,6 +11,8 @@ export interface RedisOptions {
   prefix?: string;
   /** Bound on every decision's Redis call, in ms; past it the policy's onStoreError applies. Default 20. */
   timeoutMs?: number;
+  /** Sync mode: how often each touched key's consumed delta is merged into Redis, in ms. Default 20. */
+  syncIntervalMs?: number;
   /**
    * The time decisions use: `redis` (Redis's TIME, so instances with skewed clocks agree; the default) or
    * `limiter` (the limiter's own clock: replays and tests with a controlled clock).
@@ -31,6 +33,7 @@ export class RedisStore {
   readonly prefix: string;
   readonly useRedisTime: boolean;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
+  private readonly mergeCall: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
 
@@ -38,6 +41,9 @@ export class RedisStore {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     redis.defineCommand('sluiceCheck', { lua: checkScript() });
+    redis.defineCommand('sluiceSync', { lua: syncScript() });
+    const sync = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
+    this.mergeCall = (keys, args) => sync(keys.length, ...keys, ...args);
     const check = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
     const { breaker, state } = createBreaker(
       (keys: string[], args: number[]) => check(keys.length, ...keys, ...args), o.breaker);
@@ -73,6 +79,14 @@ export class RedisStore {
       this.errors++;
       throw e;
     }
+  }
+
+  /**
+   * Sync mode: adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta) to the shared
+   * state and resolves to the merged states, 3 numbers per key (w0, w1, lastSeen). Rejects when Redis fails.
+   */
+  merge(keys: string[], args: number[], nowMs: number): Promise<number[]> {
+    return this.mergeCall(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
   }
 
   /** True once connected. */

@@ -6,6 +6,13 @@ import { packageRoot } from '../util/paths.js';
 const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'check.lua'];
 
 let script: string | undefined;
+let sync: string | undefined;
+
+/** The sync-mode merge script: `lua/lib.lua` then `lua/sync.lua`. */
+export function syncScript(): string {
+  sync ??= ['lib.lua', 'sync.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return sync;
+}
 
 /**
  * The check script: `lua/lib.lua`, one file per algorithm, then the batch driver `lua/check.lua`, joined into

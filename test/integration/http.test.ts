@@ -220,7 +220,7 @@ describe('error answers: application/problem+json naming the field', () => {
       field: 'cost', code: 'INVALID_ARGUMENT',
     });
     expect((await postJson(`${s.url}/v1/check`, { checks: [1, 2, 3] })).json).toStrictEqual({
-      type: 'about:blank', title: 'Content Too Large', status: 413, detail: 'checks: at most 2 items per batch (got 3)', field: 'checks',
+      type: 'about:blank', title: 'Content Too Large', status: 413, detail: 'checks: at most 2 items per batch (got 3)', field: 'checks', code: 'TOO_LARGE',
     });
   });
 

@@ -1,0 +1,69 @@
+-- Write-behind merge (sync mode): adds each instance's consumed delta to the shared state and returns the
+-- merged state, which replaces the instance's own. No limit check here: the instances already decided;
+-- tokens they over-admitted together become debt (a negative bucket, a TAT past B·P/L, a count past L) that
+-- every instance then repays before it admits again.
+--   ARGV[1] = 1: the clock is Redis's TIME; 0: ARGV[2] is the time in Unix ms
+--   ARGV[3] = n legs; then 5 per leg: algorithm, L, P, B, delta (tokens consumed since the last sync)
+-- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
+local now
+if ARGV[1] == '1' then
+  local tm = redis.call('TIME')
+  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+end
+local n = tonumber(ARGV[3])
+local out = {}
+
+local function merge(alg, L, P, B, d, exists, w0, w1, last, t)
+  if alg == 0 then
+    local BP = B * P
+    local x = BP
+    if exists then
+      local need = BP - w0
+      if t - last >= cdiv(need, L) then x = BP else
+        x = w0 + (t - last) * L
+        if x > BP then x = BP end
+      end
+    end
+    x = x - d * P
+    return x, 0, cdiv(BP - x, L)
+  elseif alg == 1 then
+    local debt = 0
+    if exists and w0 >= t then debt = (w0 - t) * L + w1 end
+    local nd = debt + d * P
+    local whole = fdiv(nd, L)
+    return t + whole, nd - whole * L, cdiv(nd, L)
+  elseif alg == 2 then
+    local k = fdiv(t, P)
+    local count = 0
+    if exists and fdiv(last, P) == k then count = w0 end
+    return count + d, 0, (k + 1) * P - t
+  end
+  local k = fdiv(t, P)
+  local prev, cur = 0, 0
+  if exists then
+    local lk = fdiv(last, P)
+    if lk == k then prev, cur = w0, w1 elseif lk + 1 == k then prev = w1 end
+  end
+  cur = cur + d
+  if cur > 0 then return prev, cur, (k + 2) * P - t end
+  return prev, cur, (k + 1) * P - t
+end
+
+for j = 1, n do
+  local a = 4 + (j - 1) * 5
+  local alg, L, P, B, d = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local raw = redis.call('GET', KEYS[j])
+  local exists, w0, w1, last = false, 0, 0, 0
+  if raw then
+    local s0, s1, sl = string.match(raw, '^(-?%d+) (%d+) (%d+)$')
+    exists, w0, w1, last = true, tonumber(s0), tonumber(s1), tonumber(sl)
+  end
+  local t = now
+  if exists and last > t then t = last end
+  local n0, n1, ttl = merge(alg, L, P, B, d, exists, w0, w1, last, t)
+  if ttl > 0 then redis.call('SET', KEYS[j], string.format('%.0f %.0f %.0f', n0, n1, t), 'PX', ttl) end
+  out[(j - 1) * 3 + 1], out[(j - 1) * 3 + 2], out[(j - 1) * 3 + 3] = n0, n1, t
+end
+return out

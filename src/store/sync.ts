@@ -1,0 +1,126 @@
+import type { RedisStore } from './redis.js';
+
+/** One key's write-behind record: the leg it belongs to and the tokens consumed since the last sync. */
+export interface SyncEntry {
+  redisKey: string;
+  algorithmCode: number;
+  limit: number;
+  periodMs: number;
+  burst: number;
+  /** Kernel limit id, leg hash (lo, hi) and owning shard (−1: this thread), to install the merged state. */
+  limitId: number;
+  hashLo: number;
+  hashHi: number;
+  shard: number;
+  delta: number;
+}
+
+/** Installs merged states: 3 numbers per entry (w0, w1, lastSeen), at the merge's time. */
+export type Install = (entries: SyncEntry[], states: number[], nowMs: number) => Promise<void> | void;
+
+export interface SyncOptions {
+  /** How often touched keys are merged, in ms. Default 20. */
+  intervalMs?: number;
+  /** Most distinct keys waiting to be merged; past it a delta is dropped and counted. Default 1,000,000. */
+  maxKeys?: number;
+}
+
+/**
+ * Write-behind for `sync` policies, coalescing by key (as gubernator and envoy's ratelimit do): admitted
+ * costs are summed per key, and a timer armed by the first one sends every touched key's delta in one script
+ * call (lua/sync.lua), whose merged states then replace the local ones. One merge is in flight at a time, so
+ * deltas reach Redis in order; a merge that fails keeps its deltas for the next one, so an outage loses
+ * nothing (up to maxKeys distinct keys).
+ */
+export class SyncWriter {
+  private pending = new Map<string, SyncEntry>();
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private readonly intervalMs: number;
+  private readonly maxKeys: number;
+  /** Limiter-clock time of the last merge that succeeded (or of start). */
+  private lastMerge: number;
+  private failures = 0;
+  private dropped = 0;
+  private merges = 0;
+
+  constructor(
+    private readonly store: RedisStore,
+    private readonly clock: () => number,
+    private readonly install: Install,
+    o: SyncOptions = {},
+  ) {
+    this.intervalMs = o.intervalMs ?? 20;
+    this.maxKeys = o.maxKeys ?? 1_000_000;
+    this.lastMerge = clock();
+  }
+
+  /** Adds `cost` to a leg's delta; `make` describes the leg the first time it is seen. */
+  record(redisKey: string, cost: number, make: () => Omit<SyncEntry, 'delta' | 'redisKey'>): void {
+    const e = this.pending.get(redisKey);
+    if (e !== undefined) e.delta += cost;
+    else if (this.pending.size >= this.maxKeys) this.dropped++;
+    else this.pending.set(redisKey, { ...make(), redisKey, delta: cost });
+    this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
+  }
+
+  /** Ms since the last successful merge: how old this instance's view of other instances' spending is. */
+  staleness(nowMs: number): number {
+    return Math.max(0, nowMs - this.lastMerge);
+  }
+
+  stats(): { merges: number; failures: number; dropped: number; pendingKeys: number } {
+    return { merges: this.merges, failures: this.failures, dropped: this.dropped, pendingKeys: this.pending.size };
+  }
+
+  /** Merges what is pending now (and waits for a merge already running). Resolves even if Redis fails. */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    while (this.running) await this.running;
+    if (this.pending.size === 0) return;
+    const entries = [...this.pending.values()];
+    this.pending = new Map();
+    this.running = this.merge(entries).finally(() => {
+      this.running = null;
+      if (this.pending.size > 0) this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
+    });
+    await this.running;
+  }
+
+  private async merge(entries: SyncEntry[]): Promise<void> {
+    const now = this.clock();
+    const keys: string[] = [];
+    const args: number[] = [];
+    for (const e of entries) {
+      keys.push(e.redisKey);
+      args.push(e.algorithmCode, e.limit, e.periodMs, e.burst, e.delta);
+    }
+    let states: number[];
+    try {
+      states = await this.store.merge(keys, args, now);
+    } catch {
+      this.failures++;
+      for (const e of entries) this.requeue(e);
+      return;
+    }
+    this.merges++;
+    this.lastMerge = now;
+    await this.install(entries, states, now);
+  }
+
+  /** Puts a failed merge's delta back, ahead of nothing: the sum is what counts. */
+  private requeue(e: SyncEntry): void {
+    const newer = this.pending.get(e.redisKey);
+    if (newer !== undefined) newer.delta += e.delta;
+    else if (this.pending.size >= this.maxKeys) this.dropped++;
+    else this.pending.set(e.redisKey, e);
+  }
+
+  /** Stops the timer after a last merge of everything pending (one attempt). */
+  async close(): Promise<void> {
+    await this.flush();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+}
