@@ -1,0 +1,175 @@
+/**
+ * Case 06: Redis forgets its cached scripts (SCRIPT FLUSH, a restart without persistence). Strict checks carry
+ * on with no error reaching the caller, with the right counts, and each connection reloads the script once
+ * (EVALSHA → NOSCRIPT → one EVAL), with no retry loop: watched with MONITOR.
+ *
+ * Policy fixed_window, limit 5, period 1 h, Redis's clock; the test starts at least 30 s before the end of the
+ * hour on Redis's clock (it takes a few seconds), so every step falls in one window.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
+import { startServer, type SluiceServer } from '../../src/server/http.js';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { send } from '../helpers/server.js';
+
+type Policies = Parameters<typeof createLimiter>[0]['policies'];
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+const HOUR = 3_600_000;
+
+async function redisNow(client: Redis): Promise<number> {
+  const [s, us] = await client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
+  const now = await redisNow(client);
+  const left = period - (now % period);
+  if (left < needMs) await sleep(left + 20);
+}
+
+async function connected(limiter: Limiter): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await limiter.stats()).store?.connected) {
+    if (Date.now() > deadline) throw new Error('limiter did not connect to Redis within 10 s');
+    await sleep(5);
+  }
+}
+
+function brief(d: Decision): string {
+  return `${d.allowed ? 'allow' : 'deny'} r=${d.remaining}${d.degraded ? ' degraded' : ''}`;
+}
+
+/** Script commands Redis receives, per client connection (MONITOR). */
+class ScriptWatch {
+  private mon: Redis | undefined;
+  /** command (evalsha, eval, script) → source address → count */
+  counts = new Map<string, Map<string, number>>();
+
+  async start(client: Redis): Promise<void> {
+    this.mon = await client.monitor();
+    this.mon.on('error', () => undefined);
+    this.mon.on('monitor', (_time: string, args: string[], source: string) => {
+      const cmd = String(args[0]).toLowerCase();
+      if (cmd !== 'eval' && cmd !== 'evalsha' && cmd !== 'script') return;
+      if (source === 'lua') return;
+      const per = this.counts.get(cmd) ?? new Map<string, number>();
+      per.set(source, (per.get(source) ?? 0) + 1);
+      this.counts.set(cmd, per);
+    });
+    // MONITOR only reports what arrives after it is active: let it settle
+    await sleep(50);
+  }
+
+  reset(): void {
+    this.counts.clear();
+  }
+
+  /** EVAL commands per connection since the last reset. */
+  evals(): number[] {
+    return [...(this.counts.get('eval')?.values() ?? [])];
+  }
+
+  total(cmd: string): number {
+    return [...(this.counts.get(cmd)?.values() ?? [])].reduce((a, b) => a + b, 0);
+  }
+
+  stop(): void {
+    this.mon?.disconnect();
+    this.mon = undefined;
+  }
+}
+
+describe('case 06: the script cache is lost', () => {
+  let r: TestRedis;
+  const limiters: Limiter[] = [];
+  let server: SluiceServer | undefined;
+  const watch = new ScriptWatch();
+
+  const policies = {
+    p: { algorithm: 'fixed_window', limit: 5, period: HOUR, consistency: 'strict', onStoreError: 'closed' },
+  } as unknown as Policies;
+
+  async function limiter(): Promise<Limiter> {
+    // timeout well above the machine's noise: this test is about the script cache, not about timeouts
+    const l = await createLimiter({ policies, maxKeys: 1024, redis: { url: r.url, timeoutMs: 500 } });
+    limiters.push(l);
+    await connected(l);
+    return l;
+  }
+
+  beforeAll(async () => {
+    r = await startRedis();
+  });
+  afterAll(async () => {
+    watch.stop();
+    await server?.close();
+    await Promise.all(limiters.map((l) => l.close()));
+    await r?.stop();
+  });
+
+  it('SCRIPT FLUSH, restart without persistence, flush under 50 concurrent checks: right counts, no error, one EVAL per connection', async () => {
+    const main = await limiter();
+    server = await startServer({ limiter: main, host: '127.0.0.1', port: 0 });
+    const url = `http://127.0.0.1:${server.port}`;
+    await insideWindow(r.client, HOUR, 30_000);
+    const check = (key = 'k'): Promise<Decision> => main.check({ policy: 'p', key, cost: 1 });
+
+    // 1. two checks
+    expect(brief(await check())).toBe('allow r=4');
+    expect(brief(await check())).toBe('allow r=3');
+
+    // 2. the script cache is flushed (data intact): state kept, no error, no 5xx from the HTTP front
+    await watch.start(r.client);
+    await r.client.script('FLUSH');
+    const http = await send(`${url}/v1/check?policy=p&key=k&cost=1`);
+    expect(http.status).toBe(200);
+    expect(http.json).toMatchObject({ allowed: true, remaining: 2 });
+    expect(http.json.degraded).toBeUndefined();
+    expect([brief(await check()), brief(await check()), brief(await check())]).toStrictEqual(['allow r=1', 'allow r=0', 'deny r=0']);
+    await sleep(50);
+    expect(watch.evals(), 'one EVAL on the one connection after the flush').toStrictEqual([1]);
+    expect(watch.total('evalsha'), 'calls by hash: the one that failed, then one per later call').toBe(4);
+    watch.stop();
+
+    // 3. restart without persistence: fresh state, no error
+    await r.restart();
+    await connected(main);
+    expect(brief(await check())).toBe('allow r=4');
+
+    // 4. flush again, then 50 concurrent checks (one turn: one script call): exactly 4 admitted
+    await watch.start(r.client);
+    watch.reset();
+    await r.client.script('FLUSH');
+    const burst = await Promise.allSettled(Array.from({ length: 50 }, () => check()));
+    const answers = burst.map((x) => (x.status === 'fulfilled' ? x.value : null));
+    expect(answers.filter((d) => d === null).length, 'no error reaches the caller').toBe(0);
+    expect(answers.filter((d) => d!.degraded).length, 'none decided by the failure rule').toBe(0);
+    expect(answers.filter((d) => d!.allowed).length).toBe(4);
+    expect(answers.filter((d) => !d!.allowed).length).toBe(46);
+    expect(answers.filter((d) => d!.allowed).map((d) => d!.remaining)).toStrictEqual([3, 2, 1, 0]);
+
+    // 5. the same across five connections (five limiters, 10 concurrent checks each, fresh key k2): exactly 5
+    // admitted, and each connection reloads the script at most once
+    const others = await Promise.all(Array.from({ length: 5 }, () => limiter()));
+    await Promise.all(others.map((l) => l.check({ policy: 'p', key: 'warm', cost: 0 }))); // every connection has run the script
+    await sleep(50);
+    watch.reset();
+    await r.client.script('FLUSH');
+    const spread = await Promise.allSettled(others.flatMap((l) => Array.from({ length: 10 }, () => l.check({ policy: 'p', key: 'k2', cost: 1 }))));
+    const got = spread.map((x) => (x.status === 'fulfilled' ? x.value : null));
+    expect(got.filter((d) => d === null || d.degraded).length).toBe(0);
+    expect(got.filter((d) => d!.allowed).length).toBe(5);
+    await sleep(50);
+    const evals = watch.evals();
+    expect(evals.length, `EVALs per connection: ${JSON.stringify(evals)}`).toBe(5);
+    expect(evals.every((n) => n === 1), `EVALs per connection: ${JSON.stringify(evals)}`).toBe(true);
+    expect(watch.total('script'), 'no SCRIPT LOAD storm').toBeLessThanOrEqual(1); // our own FLUSH
+    watch.stop();
+
+    // the failures above (none) and the breaker
+    const stats = (await main.stats()).store!;
+    expect(stats.breaker).toBe('closed');
+  }, 30_000);
+});
