@@ -4,6 +4,8 @@
 -- every instance then repays before it admits again.
 --   ARGV[1] = 1: the clock is Redis's TIME; 0: ARGV[2] is the time in Unix ms
 --   ARGV[3] = n legs; then 5 per leg: algorithm, L, P, B, delta (tokens consumed since the last sync)
+--   KEYS[n + 1] = this batch's marker: a merge that timed out may still run later, and its retry carries the
+--                 same marker, so whichever runs second adds nothing and only reads the merged state.
 -- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
 local now
 if ARGV[1] == '1' then
@@ -14,6 +16,7 @@ else
 end
 local n = tonumber(ARGV[3])
 local out = {}
+local fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
 
 local function merge(alg, L, P, B, d, exists, w0, w1, last, t)
   if alg == 0 then
@@ -54,6 +57,7 @@ end
 for j = 1, n do
   local a = 4 + (j - 1) * 5
   local alg, L, P, B, d = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  if not fresh then d = 0 end
   local raw = redis.call('GET', KEYS[j])
   local exists, w0, w1, last = false, 0, 0, 0
   if raw then

@@ -11,6 +11,8 @@ import { RedisStore } from './store/redis.js';
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
 const MAX_SHARDS = 64;
+/** How long createLimiter waits for Redis to connect, in ms. */
+const STORE_CONNECT_WAIT_MS = 2000;
 
 /**
  * Creates a limiter: compiles and checks the policies, instantiates the WASM kernel, and with `shards > 0`
@@ -39,6 +41,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits });
   const hasher = new Hasher(kernel, MAX_BATCH);
   const store = needsStore ? RedisStore.create(opts.redis) : null;
+  // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
+  // not stop the limiter from starting (each policy's onStoreError covers it).
+  await store?.connected(STORE_CONNECT_WAIT_MS);
   const runtimes = buildRuntimes(policies, firstId, hasher, store?.prefix ?? '');
   // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
   const guarded = [...policies.values()].some((p) => p.guard !== null);

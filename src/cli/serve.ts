@@ -14,7 +14,7 @@ export async function serve(argv: string[]): Promise<number> {
     args: argv,
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
-      redis: { type: 'string' },
+      redis: { type: 'string' }, 'redis-timeout': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -26,9 +26,11 @@ export async function serve(argv: string[]): Promise<number> {
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
   const redisUrl = values.redis ?? env.REDIS_URL;
+  const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
+    ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys,
-    ...(redisUrl ? { redis: { url: redisUrl } } : {}),
+    ...(redisUrl ? { redis: { url: redisUrl, timeoutMs } } : {}),
   });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {

@@ -25,6 +25,9 @@ import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 
+/** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
+export const STATS_TIMEOUT_MS = 1000;
+
 /** What became of a check that reached the engine under a known policy. */
 export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
 const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error'];
@@ -214,10 +217,18 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       if (c >= 0 && c < CLASSES.length) responses[c]++;
     },
     async render(): Promise<string> {
+      // A shard that is stalled or down must not hold the scrape: past STATS_TIMEOUT_MS (or on an error) the
+      // engine gauges keep their last values and the counters still render.
+      let timer: NodeJS.Timeout | undefined;
       try {
-        stats = await limiter.stats();
+        stats = await Promise.race([
+          limiter.stats(),
+          new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('stats timed out')), STATS_TIMEOUT_MS); }),
+        ]);
       } catch {
-        // a shard that cannot answer keeps the last values; the counters still render
+        // keep the last values
+      } finally {
+        clearTimeout(timer);
       }
       return registry.metrics();
     },

@@ -5,9 +5,9 @@ export interface BreakerOptions {
   errorThresholdPercentage?: number;
   /** Calls in the rolling window before the percentage counts. Default 5. */
   volumeThreshold?: number;
-  /** First wait before probing an open circuit, in ms; doubles per failed probe up to maxResetMs, ±50% jitter. Default 500. */
+  /** First wait before probing an open circuit, in ms; doubles per failed probe up to maxResetMs, ±25% jitter. Default 200. */
   resetMs?: number;
-  /** Longest wait between probes, in ms. Default 10,000. */
+  /** Longest wait between probes, in ms (so recovery is noticed within 1.25 × this). Default 800. */
   maxResetMs?: number;
 }
 
@@ -16,15 +16,15 @@ export type BreakerState = 'closed' | 'open' | 'halfOpen';
 /**
  * A circuit breaker (opossum) around a store call, whose probe interval backs off exponentially with jitter:
  * while open, calls fail at once (so the policy's onStoreError applies without waiting); a probe every
- * resetMs·2^k ± 50% lets one call through; a success closes the circuit.
+ * resetMs·2^k ± 25% (at most maxResetMs) lets one call through; a success closes the circuit.
  */
 export function createBreaker<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
   o: BreakerOptions = {},
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
-  const base = o.resetMs ?? 500;
-  const max = o.maxResetMs ?? 10_000;
-  const jitter = (ms: number): number => Math.round(ms * (0.5 + Math.random()));
+  const base = o.resetMs ?? 200;
+  const max = o.maxResetMs ?? 800;
+  const jitter = (ms: number): number => Math.round(ms * (0.75 + Math.random() / 2));
   const breaker = new CircuitBreaker(fn, {
     timeout: false, // the Redis client's commandTimeout bounds each call
     errorThresholdPercentage: o.errorThresholdPercentage ?? 50,

@@ -43,10 +43,11 @@ export class RedisStore {
     redis.defineCommand('sluiceCheck', { lua: checkScript() });
     redis.defineCommand('sluiceSync', { lua: syncScript() });
     const sync = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-    this.mergeCall = (keys, args) => sync(keys.length, ...keys, ...args);
+    this.mergeCall = (keys, args) => deadline(sync(keys.length, ...keys, ...args), o.timeoutMs ?? 20);
     const check = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
+    const timeoutMs = o.timeoutMs ?? 20;
     const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => check(keys.length, ...keys, ...args), o.breaker);
+      (keys: string[], args: number[]) => deadline(check(keys.length, ...keys, ...args), timeoutMs), o.breaker);
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
   }
@@ -56,7 +57,9 @@ export class RedisStore {
     const redis = new Redis(o.url ?? 'redis://127.0.0.1:6379', {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: o.timeoutMs ?? 20,
+      // The decision's deadline is enforced by deadline() below; this only clears commands a frozen server
+      // never answers from ioredis's queue.
+      commandTimeout: Math.max(1000, 10 * (o.timeoutMs ?? 20)),
       enableAutoPipelining: true,
       connectTimeout: 1000,
       // reconnect with exponential backoff and jitter, never giving up
@@ -84,9 +87,26 @@ export class RedisStore {
   /**
    * Sync mode: adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta) to the shared
    * state and resolves to the merged states, 3 numbers per key (w0, w1, lastSeen). Rejects when Redis fails.
+   * `batchId` makes it idempotent: a second call with the same id (a retry after a timeout whose first call
+   * ran late) adds nothing. Marker keys expire after 10 minutes.
    */
-  merge(keys: string[], args: number[], nowMs: number): Promise<number[]> {
-    return this.mergeCall(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+  merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
+    return this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+  }
+
+  /** Waits until connected, at most `ms`; resolves whether or not it connected (decisions cope either way). */
+  async connected(ms: number): Promise<boolean> {
+    if (this.ready) return true;
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.redis.off('ready', onReady);
+        resolve(ok);
+      };
+      const onReady = (): void => done(true);
+      const timer = setTimeout(() => done(this.ready), ms);
+      this.redis.once('ready', onReady);
+    });
   }
 
   /** True once connected. */
@@ -101,4 +121,31 @@ export class RedisStore {
   async close(): Promise<void> {
     this.redis.disconnect();
   }
+}
+
+/**
+ * Rejects when `ms` pass without an answer, but only after the loop's next poll phase: a timer is run before
+ * sockets are read, so after a turn that blocked longer than `ms`, a reply already waiting in the socket would
+ * otherwise lose to the timer, and a decision Redis made and counted would be replaced by the failure rule.
+ */
+export function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => setImmediate(() => {
+      if (settled) return;
+      settled = true;
+      reject(new Error(`redis: no answer within ${ms} ms`));
+    }), ms);
+    p.then((v) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(v);
+    }, (e: unknown) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
 }

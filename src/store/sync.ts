@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { RedisStore } from './redis.js';
 
 /** One key's write-behind record: the leg it belongs to and the tokens consumed since the last sync. */
@@ -29,8 +30,9 @@ export interface SyncOptions {
  * Write-behind for `sync` policies, coalescing by key (as gubernator and envoy's ratelimit do): admitted
  * costs are summed per key, and a timer armed by the first one sends every touched key's delta in one script
  * call (lua/sync.lua), whose merged states then replace the local ones. One merge is in flight at a time, so
- * deltas reach Redis in order; a merge that fails keeps its deltas for the next one, so an outage loses
- * nothing (up to maxKeys distinct keys).
+ * deltas reach Redis in order. A merge that fails or times out may still run in Redis later, so it is retried
+ * as it was, under the same id, which the script applies at most once; newer deltas wait behind it. An
+ * outage therefore loses nothing and counts nothing twice (up to maxKeys distinct keys waiting).
  */
 export class SyncWriter {
   private pending = new Map<string, SyncEntry>();
@@ -43,6 +45,14 @@ export class SyncWriter {
   private failures = 0;
   private dropped = 0;
   private merges = 0;
+  /** Names this writer's merges: `<instance>:<sequence>`. */
+  private readonly instance = randomUUID();
+  private seq = 0;
+  /**
+   * A merge whose outcome is unknown (it failed or timed out, but may yet run in Redis). It is retried as it
+   * is, under the same id, before anything newer is sent, so its deltas count exactly once.
+   */
+  private inDoubt: { id: string; entries: SyncEntry[] } | null = null;
 
   constructor(
     private readonly store: RedisStore,
@@ -70,7 +80,8 @@ export class SyncWriter {
   }
 
   stats(): { merges: number; failures: number; dropped: number; pendingKeys: number } {
-    return { merges: this.merges, failures: this.failures, dropped: this.dropped, pendingKeys: this.pending.size };
+    const inDoubt = this.inDoubt?.entries.length ?? 0;
+    return { merges: this.merges, failures: this.failures, dropped: this.dropped, pendingKeys: this.pending.size + inDoubt };
   }
 
   /** Merges what is pending now (and waits for a merge already running). Resolves even if Redis fails. */
@@ -78,43 +89,44 @@ export class SyncWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     while (this.running) await this.running;
-    if (this.pending.size === 0) return;
-    const entries = [...this.pending.values()];
-    this.pending = new Map();
-    this.running = this.merge(entries).finally(() => {
+    if (this.pending.size === 0 && this.inDoubt === null) return;
+    this.running = this.step().finally(() => {
       this.running = null;
-      if (this.pending.size > 0) this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
+      if (this.pending.size > 0 || this.inDoubt !== null) this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
     });
     await this.running;
   }
 
-  private async merge(entries: SyncEntry[]): Promise<void> {
+  /** Settles the merge in doubt, if any; then sends what is pending. */
+  private async step(): Promise<void> {
+    if (this.inDoubt !== null && !(await this.merge(this.inDoubt))) return;
+    this.inDoubt = null;
+    if (this.pending.size === 0) return;
+    const batch = { id: `${this.instance}:${++this.seq}`, entries: [...this.pending.values()] };
+    this.pending = new Map();
+    if (!(await this.merge(batch))) this.inDoubt = batch;
+  }
+
+  /** One merge call; false if its outcome is unknown. */
+  private async merge(batch: { id: string; entries: SyncEntry[] }): Promise<boolean> {
     const now = this.clock();
     const keys: string[] = [];
     const args: number[] = [];
-    for (const e of entries) {
+    for (const e of batch.entries) {
       keys.push(e.redisKey);
       args.push(e.algorithmCode, e.limit, e.periodMs, e.burst, e.delta);
     }
     let states: number[];
     try {
-      states = await this.store.merge(keys, args, now);
+      states = await this.store.merge(keys, args, now, batch.id);
     } catch {
       this.failures++;
-      for (const e of entries) this.requeue(e);
-      return;
+      return false;
     }
     this.merges++;
     this.lastMerge = now;
-    await this.install(entries, states, now);
-  }
-
-  /** Puts a failed merge's delta back, ahead of nothing: the sum is what counts. */
-  private requeue(e: SyncEntry): void {
-    const newer = this.pending.get(e.redisKey);
-    if (newer !== undefined) newer.delta += e.delta;
-    else if (this.pending.size >= this.maxKeys) this.dropped++;
-    else this.pending.set(e.redisKey, e);
+    await this.install(batch.entries, states, now);
+    return true;
   }
 
   /** Stops the timer after a last merge of everything pending (one attempt). */
