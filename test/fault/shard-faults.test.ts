@@ -9,14 +9,13 @@
  * beside it asks for. `piscina` is wrapped only to record each pool, so a test can see that no worker thread
  * is left. The product code has no fault hooks.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { Piscina as PiscinaType } from 'piscina';
 import { PROJECT_ROOT } from '../helpers/server.js';
-import { codeOf, keysByShard, osThreads, poolOf, settleWithin, tally, until } from './support.js';
+import { codeOf, faultyRoot, keysByShard, osThreads, poolOf, settleWithin, tally, until, type Faults } from './support.js';
 
 const fake = vi.hoisted(() => ({ root: '', pools: [] as unknown[] }));
 vi.mock('../../src/util/paths.js', () => ({ packageRoot: () => fake.root }));
@@ -41,25 +40,11 @@ const THROW_COST = 777;
 const EXIT_COST = 888;
 const KEYS = keysByShard(POLICIES, 'hourly', 2, 200);
 
-interface Faults {
-  atLoad?: 'throw' | 'exit';
-  loadFlag?: string;
-  throwCost?: number;
-  exitCost?: number;
-}
-
 const roots: string[] = [];
 /** A package root whose shard worker is the faulty fixture with `faults`; sets it as packageRoot(). */
 function useFaultyWorker(faults: Faults): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-faults-'));
+  const dir = faultyRoot(faults);
   roots.push(dir);
-  symlinkSync(path.join(PROJECT_ROOT, 'build'), path.join(dir, 'build'));
-  const shardDir = path.join(dir, 'dist', 'src', 'shard');
-  mkdirSync(shardDir, { recursive: true });
-  copyFileSync(path.join(PROJECT_ROOT, 'test', 'fault', 'fixtures', 'faulty-worker.mjs'), path.join(shardDir, 'worker.js'));
-  const real = pathToFileURL(path.join(PROJECT_ROOT, 'dist', 'src', 'shard', 'worker.js')).href;
-  writeFileSync(path.join(shardDir, 'faults.json'), JSON.stringify({ real, ...faults }));
-  writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}');
   fake.root = dir;
   return dir;
 }

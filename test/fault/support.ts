@@ -2,6 +2,10 @@
  * Helpers shared by the fault tests: keys routed to a chosen shard (computed exactly as the front routes
  * them), settling promises with a hang guard, and waiting for a condition.
  */
+import { copyFileSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
 import { buildRuntimes, kernelLimits } from '../../src/engine/runtime.js';
@@ -9,6 +13,7 @@ import { Hasher } from '../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
 import { shardOf } from '../../src/shard/router.js';
 import type { ShardPool } from '../../src/shard/pool.js';
+import { PROJECT_ROOT } from '../helpers/server.js';
 
 /** `perShard` keys of `policy` owned by each of `shards` shards. */
 export function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
@@ -84,4 +89,33 @@ export function parseMetrics(text: string): Map<string, number> {
     out.set(labels.length === 0 ? m[1] : `${m[1]}{${labels.join(',')}}`, Number(m[3]));
   }
   return out;
+}
+
+/** Faults the fixture worker (test/fault/fixtures/faulty-worker.mjs) injects; see that file. */
+export interface Faults {
+  atLoad?: 'throw' | 'exit';
+  loadFlag?: string;
+  throwCost?: number;
+  exitCost?: number;
+  stallCost?: number;
+  stalledFlag?: string;
+  releaseFlag?: string;
+}
+
+/**
+ * A temporary package root whose shard worker is the faulty fixture: the real `build/` (the kernel), and as
+ * `dist/src/shard/worker.js` the fixture, which wraps the real built worker. A test file mocks `packageRoot`
+ * (src/util/paths.ts) to return it; src/shard/pool.ts then starts the fixture under vitest.
+ */
+export function faultyRoot(faults: Faults | ((root: string) => Faults)): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-faults-'));
+  if (typeof faults === 'function') faults = faults(dir);
+  symlinkSync(path.join(PROJECT_ROOT, 'build'), path.join(dir, 'build'));
+  const shardDir = path.join(dir, 'dist', 'src', 'shard');
+  mkdirSync(shardDir, { recursive: true });
+  copyFileSync(path.join(PROJECT_ROOT, 'test', 'fault', 'fixtures', 'faulty-worker.mjs'), path.join(shardDir, 'worker.js'));
+  const real = pathToFileURL(path.join(PROJECT_ROOT, 'dist', 'src', 'shard', 'worker.js')).href;
+  writeFileSync(path.join(shardDir, 'faults.json'), JSON.stringify({ real, ...faults }));
+  writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}');
+  return dir;
 }
