@@ -5,13 +5,7 @@
 --             PX = its resetAfterMs, the time until the state carries no information (bucket full, window over).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
 -- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never).
-local now
-if ARGV[1] == '1' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
+local now = clockMs()
 local n = tonumber(ARGV[3])
 local out = {}
 

@@ -16,4 +16,25 @@ local function cdiv(a, b)
   return q
 end
 
+-- The time of a script run, in Unix ms: Redis's TIME when ARGV[1] is '1' (strict: one clock for every
+-- instance), else ARGV[2], the caller's clock.
+local function clockMs()
+  if ARGV[1] == '1' then
+    local tm = redis.call('TIME')
+    return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  end
+  return tonumber(ARGV[2])
+end
+
+-- A sliding window's counts as of time t: k = t's window, prev = count of window k − 1, cur = of window k.
+local function swRoll(P, exists, w0, w1, last, t)
+  local k = fdiv(t, P)
+  local prev, cur = 0, 0
+  if exists then
+    local lk = fdiv(last, P)
+    if lk == k then prev, cur = w0, w1 elseif lk + 1 == k then prev = w1 end
+  end
+  return k, prev, cur
+end
+
 local ALG = {}

@@ -20,12 +20,7 @@ local function swRetry(P, L, e, prev, cur, c)
 end
 
 ALG[3] = function(L, P, B, exists, w0, w1, last, c, t)
-  local k = fdiv(t, P)
-  local prev, cur = 0, 0
-  if exists then
-    local lk = fdiv(last, P)
-    if lk == k then prev, cur = w0, w1 elseif lk + 1 == k then prev = w1 end
-  end
+  local k, prev, cur = swRoll(P, exists, w0, w1, last, t)
   local e = t - k * P
   local weighted = prev * (P - e)
   if c > L then return NEVER, swRemaining(L, P, cur, weighted), swReset(P, k, t, prev, cur), -1, w0, w1 end

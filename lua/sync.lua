@@ -7,13 +7,7 @@
 --   KEYS[n + 1] = this batch's marker: a merge that timed out may still run later, and its retry carries the
 --                 same marker, so whichever runs second adds nothing and only reads the merged state.
 -- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
-local now
-if ARGV[1] == '1' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-else
-  now = tonumber(ARGV[2])
-end
+local now = clockMs()
 local n = tonumber(ARGV[3])
 local out = {}
 local fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
@@ -43,12 +37,7 @@ local function merge(alg, L, P, B, d, exists, w0, w1, last, t)
     if exists and fdiv(last, P) == k then count = w0 end
     return count + d, 0, (k + 1) * P - t
   end
-  local k = fdiv(t, P)
-  local prev, cur = 0, 0
-  if exists then
-    local lk = fdiv(last, P)
-    if lk == k then prev, cur = w0, w1 elseif lk + 1 == k then prev = w1 end
-  end
+  local k, prev, cur = swRoll(P, exists, w0, w1, last, t)
   cur = cur + d
   if cur > 0 then return prev, cur, (k + 2) * P - t end
   return prev, cur, (k + 1) * P - t
