@@ -12,6 +12,9 @@ const CHECK_FIELDS = new Set(['policy', 'key', 'descriptors', 'cost']);
  * @throws SluiceError INVALID_ARGUMENT naming the parameter.
  */
 export function checkFromQuery(query: string): CheckRequest {
+  // uWS hands over the raw query decoded as UTF-8 with bad bytes replaced by U+FFFD, so raw 0xFF and raw 0xFE
+  // would be one key. A raw U+FFFD is no valid URL either (bytes outside ASCII must be percent-encoded).
+  if (query.includes('\uFFFD')) throw invalidArgument('query', 'is not well-formed UTF-8 (percent-encode bytes outside ASCII)');
   const req: CheckRequest = { policy: '', cost: 1 };
   const seen = new Set<string>();
   let descriptors: Record<string, string> | undefined;
