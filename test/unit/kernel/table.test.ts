@@ -1,5 +1,5 @@
 /**
- * The kernel's table: bounded at maxKeys, evicting (sampled LRU over a rotating hand) first a key whose state
+ * The kernel's table: bounded at maxKeys, evicting (sampled LRU from a randomly drawn occupied slot) first a key whose state
  * carries no information (bucket refilled to full, window over), else the least recently CHANGED key (peeks
  * and denials are not changes). With maxKeys 8 the table has 16 slots, so the 32-slot sample sees every key
  * and the order is exact.
