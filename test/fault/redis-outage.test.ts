@@ -19,7 +19,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { startRedis, type TestRedis, redisNow, insideWindow, connected } from '../helpers/redis.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 type Rule = 'open' | 'closed' | 'local';
@@ -31,24 +31,8 @@ const TIMEOUT_MS = 50;
 const MARGIN_MS = 200;
 const FAST_BREAKER: BreakerOptions = { resetMs: 200, maxResetMs: 400 };
 
-async function redisNow(client: Redis): Promise<number> {
-  const [s, us] = await client.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
 
-async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
-  const now = await redisNow(client);
-  const left = period - (now % period);
-  if (left < needMs) await sleep(left + 20);
-}
 
-async function connected(limiter: Limiter): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await limiter.stats()).store?.connected) {
-    if (Date.now() > deadline) throw new Error('limiter did not connect to Redis within 10 s');
-    await sleep(5);
-  }
-}
 
 interface Answer {
   /** ms from the call to its answer */

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { startRedis, type TestRedis, redisNow, insideWindow, connected } from '../helpers/redis.js';
 import { send } from '../helpers/server.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
@@ -18,24 +18,8 @@ type Policies = Parameters<typeof createLimiter>[0]['policies'];
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const HOUR = 3_600_000;
 
-async function redisNow(client: Redis): Promise<number> {
-  const [s, us] = await client.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
 
-async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
-  const now = await redisNow(client);
-  const left = period - (now % period);
-  if (left < needMs) await sleep(left + 20);
-}
 
-async function connected(limiter: Limiter): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await limiter.stats()).store?.connected) {
-    if (Date.now() > deadline) throw new Error('limiter did not connect to Redis within 10 s');
-    await sleep(5);
-  }
-}
 
 function brief(d: Decision): string {
   return `${d.allowed ? 'allow' : 'deny'} r=${d.remaining}${d.degraded ? ' degraded' : ''}`;

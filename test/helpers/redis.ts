@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
+import type { Limiter } from '../../src/index.js';
 
 /** A redis-server of the test's own on a free port (no persistence), with controls for fault tests. */
 export interface TestRedis {
@@ -78,4 +79,28 @@ export async function startRedis(): Promise<TestRedis> {
       await kill();
     },
   };
+}
+
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+/** Redis's clock, in Unix ms. */
+export async function redisNow(client: Redis): Promise<number> {
+  const [s, us] = await client.time();
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
+}
+
+/** Waits, if need be, until Redis's clock has at least `needMs` left in the current window of `period`. */
+export async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
+  const now = await redisNow(client);
+  const left = period - (now % period);
+  if (left < needMs) await pause(left + 20);
+}
+
+/** Waits (up to 10 s) until the limiter's store is connected. */
+export async function connected(limiter: Limiter): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await limiter.stats()).store?.connected) {
+    if (Date.now() > deadline) throw new Error('limiter did not connect to Redis within 10 s');
+    await pause(5);
+  }
 }

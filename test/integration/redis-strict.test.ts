@@ -23,7 +23,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { loadCases } from '../helpers/cases.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { startRedis, type TestRedis, redisNow, insideWindow } from '../helpers/redis.js';
 import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
@@ -31,18 +31,7 @@ type RedisClient = TestRedis['client'];
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
-/** Redis's clock, in Unix ms. */
-async function redisNow(client: RedisClient): Promise<number> {
-  const [s, us] = await client.time();
-  return Number(s) * 1000 + Math.floor(Number(us) / 1000);
-}
 
-/** Waits, if need be, until Redis's clock has at least `needMs` left in the current window of `period`. */
-async function insideWindow(client: RedisClient, period: number, needMs: number): Promise<void> {
-  const now = await redisNow(client);
-  const left = period - (now % period);
-  if (left < needMs) await sleep(left + 20);
-}
 
 /** Waits until Redis's clock is 5..`maxLateMs` ms past a multiple of `period`. */
 async function atWindowStart(client: RedisClient, period: number, maxLateMs: number): Promise<number> {
