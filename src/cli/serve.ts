@@ -6,15 +6,17 @@ import { configFrom, intArg } from './index.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
- * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL), which wins over the file.
- * SIGTERM or SIGINT drains: stop listening, finish requests in flight, stop the shards, exit 0.
+ * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_TIMEOUT_MS,
+ * SLUICE_SYNC_INTERVAL_MS), which wins over the file.
+ * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
+ * stop the shards, exit 0.
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
-      redis: { type: 'string' }, 'redis-timeout': { type: 'string' },
+      redis: { type: 'string' }, 'redis-timeout': { type: 'string' }, 'sync-interval': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -28,9 +30,11 @@ export async function serve(argv: string[]): Promise<number> {
   const redisUrl = values.redis ?? env.REDIS_URL;
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
+  const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
+    ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys,
-    ...(redisUrl ? { redis: { url: redisUrl, timeoutMs } } : {}),
+    ...(redisUrl ? { redis: { url: redisUrl, timeoutMs, syncIntervalMs } } : {}),
   });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
