@@ -19,6 +19,21 @@
  * | sluice_kernel_memory_bytes | gauge | linear memory of the deciding kernels (fixed at start) |
  * | sluice_http_responses_total | counter | class = 2xx / 3xx / 4xx / 5xx |
  * | process_resident_memory_bytes | gauge | the process's RSS |
+ *
+ * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
+ *
+ * | metric | type | labels |
+ * |---|---|---|
+ * | sluice_store_errors_total | counter | Redis calls that failed or timed out |
+ * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
+ * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
+ *
+ * and, when some policy is `consistency: sync`, the write-behind's:
+ *
+ * | sluice_sync_merges_total | counter | merges into Redis done |
+ * | sluice_sync_failures_total | counter | merges that failed or timed out (retried) |
+ * | sluice_sync_dropped_total | counter | deltas dropped because too many keys were waiting |
+ * | sluice_sync_pending_keys | gauge | keys waiting to be merged |
  */
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
@@ -32,6 +47,8 @@ export const STATS_TIMEOUT_MS = 1000;
 export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
 const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error'];
 const CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
+/** `sluice_store_breaker_state` values. */
+export const BREAKER_STATE = { closed: 0, halfOpen: 1, open: 2 } as const;
 
 /**
  * Decision latency buckets, in seconds: an in-thread decision takes microseconds, a shard round trip tens
@@ -152,6 +169,64 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       for (let c = 0; c < CLASSES.length; c++) this.inc({ class: CLASSES[c] }, responses[c]);
     },
   });
+  if (limiter.storeStatus() !== 'none') {
+    const store = (): NonNullable<LimiterStats['store']> | undefined => stats?.store;
+    new Counter({
+      name: 'sluice_store_errors_total',
+      help: 'Redis calls that failed or timed out (each applied its policy\'s onStoreError).',
+      registers,
+      collect() {
+        const st = store();
+        if (st === undefined) return;
+        this.reset();
+        this.inc(st.storeErrors);
+      },
+    });
+    new Gauge({
+      name: 'sluice_store_connected',
+      help: '1 while the Redis client is connected, else 0.',
+      registers,
+      collect() {
+        const st = store();
+        if (st !== undefined) this.set(st.connected ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'sluice_store_breaker_state',
+      help: 'The Redis circuit breaker: 0 closed, 1 half-open (probing), 2 open (Redis not called).',
+      registers,
+      collect() {
+        const st = store();
+        if (st !== undefined) this.set(BREAKER_STATE[st.breaker]);
+      },
+    });
+    if ([...limiter.policies.values()].some((p) => p.consistency === 'sync')) {
+      type SyncStats = NonNullable<NonNullable<LimiterStats['store']>['sync']>;
+      const syncCounter = (name: string, help: string, read: (s: SyncStats) => number): void => {
+        new Counter({
+          name, help, registers,
+          collect() {
+            const sy = store()?.sync;
+            if (sy == null) return;
+            this.reset();
+            this.inc(read(sy));
+          },
+        });
+      };
+      syncCounter('sluice_sync_merges_total', 'Write-behind merges into Redis done (sync policies).', (sy) => sy.merges);
+      syncCounter('sluice_sync_failures_total', 'Write-behind merges that failed or timed out; each is retried under the same id.', (sy) => sy.failures);
+      syncCounter('sluice_sync_dropped_total', 'Write-behind deltas dropped because too many distinct keys were waiting to be merged.', (sy) => sy.dropped);
+      new Gauge({
+        name: 'sluice_sync_pending_keys',
+        help: 'Keys whose consumed deltas wait to be merged into Redis (including a merge in doubt).',
+        registers,
+        collect() {
+          const sy = store()?.sync;
+          if (sy != null) this.set(sy.pendingKeys);
+        },
+      });
+    }
+  }
   new Gauge({
     name: 'process_resident_memory_bytes',
     help: 'Resident memory size of the process in bytes.',

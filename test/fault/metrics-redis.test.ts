@@ -1,0 +1,168 @@
+/**
+ * Redis store health on `GET /metrics` (src/metrics/registry.ts): the store and write-behind metrics exist
+ * only with a store, read `limiter.stats().store` at scrape time, and follow a stall of Redis (SIGSTOP):
+ * errors count up and the breaker opens, the sync writer's failures and pending keys move; after SIGCONT the
+ * breaker closes again within 2 s and every pending delta is merged.
+ *
+ * The limiter here: a strict policy (onStoreError: open) and a sync policy, timeoutMs 50 and a fast breaker
+ * (probe after 200 ms, at most 400 ms), as in redis-outage.test.ts.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
+import { startServer, type SluiceServer } from '../../src/server/http.js';
+import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
+import { send, ServerPool } from '../helpers/server.js';
+import { parseMetrics } from './support.js';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+const STORE_METRICS = ['sluice_store_errors_total', 'sluice_store_connected', 'sluice_store_breaker_state'];
+const SYNC_METRICS = ['sluice_sync_merges_total', 'sluice_sync_failures_total', 'sluice_sync_dropped_total', 'sluice_sync_pending_keys'];
+
+const POLICIES: Record<string, PolicySpec> = {
+  s: { algorithm: 'fixed_window', limit: 1_000_000, period: 3_600_000, consistency: 'strict', onStoreError: 'open' },
+  y: { algorithm: 'fixed_window', limit: 1_000_000, period: 3_600_000, consistency: 'sync' },
+};
+
+let redis: TestRedis;
+let limiter: Limiter | null = null;
+let server: SluiceServer | null = null;
+const pool = new ServerPool();
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterEach(async () => {
+  redis.resume();
+  await pool.closeAll();
+  await server?.close();
+  server = null;
+  await limiter?.close();
+  limiter = null;
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+/** The metric's value, failing if it is missing (so a renamed metric cannot pass as 0). */
+function value(m: Map<string, number>, key: string): number {
+  const v = m.get(key);
+  if (v === undefined) throw new Error(`metric ${key} is missing; have: ${[...m.keys()].join(' ')}`);
+  return v;
+}
+
+async function scrape(url: string): Promise<Map<string, number>> {
+  const a = await send(`${url}/metrics`);
+  expect(a.status).toBe(200);
+  return parseMetrics(a.text);
+}
+
+/** Polls `probe` every 25 ms until it returns true; false past `ms`. */
+async function until(ms: number, probe: () => Promise<boolean>): Promise<boolean> {
+  const deadline = performance.now() + ms;
+  while (performance.now() < deadline) {
+    if (await probe()) return true;
+    await sleep(25);
+  }
+  return false;
+}
+
+describe('store metrics on GET /metrics', () => {
+  it('are absent without a store', async () => {
+    const s = await pool.start({ policies: { p: { algorithm: 'token_bucket', limit: 2, period: 1000 } } });
+    const m = await scrape(s.url);
+    for (const name of [...STORE_METRICS, ...SYNC_METRICS]) expect(m.has(name)).toBe(false);
+    expect(m.has('sluice_keys')).toBe(true);
+  });
+
+  it('follow a Redis stall: errors and an open breaker, sync failures and pending keys, then recovery within 2 s', async () => {
+    limiter = await createLimiter({
+      policies: POLICIES, shards: 0, maxKeys: 1024,
+      redis: { url: redis.url, prefix: 'mr:', timeoutMs: 50, syncIntervalMs: 20, breaker: { resetMs: 200, maxResetMs: 400 } },
+    });
+    await connected(limiter);
+    server = await startServer({ limiter, host: '127.0.0.1', port: 0, stream: false });
+    const url = `http://127.0.0.1:${server.port}`;
+    const check = async (policy: string, key: string): Promise<Record<string, any>> => {
+      const a = await send(`${url}/v1/check?policy=${policy}&key=${key}`);
+      expect(a.status).toBe(200);
+      return JSON.parse(a.text) as Record<string, any>;
+    };
+
+    // healthy, before any check: every store and sync series at its exact value
+    let m = await scrape(url);
+    expect([...STORE_METRICS, ...SYNC_METRICS].map((n) => value(m, n))).toStrictEqual([0, 1, 0, 0, 0, 0, 0]);
+
+    // healthy checks: strict decided by Redis (not degraded), sync merged
+    for (const key of ['a', 'b', 'c']) {
+      expect((await check('s', key)).degraded ?? false).toBe(false);
+      expect((await check('y', key)).allowed).toBe(true);
+    }
+    expect(await until(2000, async () => {
+      const mm = await scrape(url);
+      return value(mm, 'sluice_sync_merges_total') >= 1 && value(mm, 'sluice_sync_pending_keys') === 0;
+    })).toBe(true);
+    m = await scrape(url);
+    const st = (await limiter.stats()).store!;
+    // quiet now: the scrape and stats() agree exactly
+    expect(value(m, 'sluice_sync_merges_total')).toBe(st.sync!.merges);
+    expect(value(m, 'sluice_sync_merges_total')).toBeGreaterThanOrEqual(1);
+    expect(value(m, 'sluice_sync_merges_total')).toBeLessThanOrEqual(3);
+    expect(value(m, 'sluice_sync_failures_total')).toBe(0);
+    expect(value(m, 'sluice_sync_dropped_total')).toBe(0);
+    expect(value(m, 'sluice_store_errors_total')).toBe(0);
+    expect(value(m, 'sluice_store_connected')).toBe(1);
+    expect(value(m, 'sluice_store_breaker_state')).toBe(0);
+    const mergesBefore = value(m, 'sluice_sync_merges_total');
+
+    // stall: strict checks fail open (degraded) and count as errors until the breaker opens
+    redis.pause();
+    let sawOpen = false;
+    let sawSyncPending = false;
+    let sawSyncFailure = false;
+    let maxErrors = 0;
+    const stallStart = performance.now();
+    for (let i = 0; performance.now() - stallStart < 4000; i++) {
+      const d = await check('s', `stall${i % 4}`);
+      expect(d.allowed).toBe(true);
+      expect(d.degraded).toBe(true);
+      expect((await check('y', `stall${i % 4}`)).allowed).toBe(true);
+      m = await scrape(url);
+      maxErrors = Math.max(maxErrors, value(m, 'sluice_store_errors_total'));
+      if (value(m, 'sluice_store_breaker_state') === 2) sawOpen = true;
+      if (value(m, 'sluice_sync_pending_keys') > 0) sawSyncPending = true;
+      if (value(m, 'sluice_sync_failures_total') > 0) sawSyncFailure = true;
+      if (i >= 5 && sawOpen && sawSyncPending && sawSyncFailure) break;
+      await sleep(20);
+    }
+    expect({ sawOpen, sawSyncPending, sawSyncFailure }).toStrictEqual({ sawOpen: true, sawSyncPending: true, sawSyncFailure: true });
+    expect(maxErrors).toBeGreaterThan(0);
+
+    // resume: the breaker closes (a probe goes through on the next check) within 2 s, the deltas merge
+    redis.resume();
+    const resumed = performance.now();
+    let recoveredMs = -1;
+    expect(await until(2000, async () => {
+      await check('s', 'after');
+      const mm = await scrape(url);
+      if (value(mm, 'sluice_store_breaker_state') !== 0) return false;
+      recoveredMs = performance.now() - resumed;
+      return true;
+    })).toBe(true);
+    expect(recoveredMs).toBeLessThan(2000);
+    expect(await until(2000, async () => value(await scrape(url), 'sluice_sync_pending_keys') === 0)).toBe(true);
+
+    m = await scrape(url);
+    const after = (await limiter.stats()).store!;
+    expect(value(m, 'sluice_store_connected')).toBe(1);
+    expect(value(m, 'sluice_store_breaker_state')).toBe(0);
+    // counters never went back, and match stats() once quiet
+    expect(value(m, 'sluice_store_errors_total')).toBeGreaterThanOrEqual(maxErrors);
+    expect(value(m, 'sluice_store_errors_total')).toBe(after.storeErrors);
+    expect(value(m, 'sluice_sync_merges_total')).toBeGreaterThan(mergesBefore);
+    expect(value(m, 'sluice_sync_merges_total')).toBe(after.sync!.merges);
+    expect(value(m, 'sluice_sync_failures_total')).toBe(after.sync!.failures);
+    expect(value(m, 'sluice_sync_failures_total')).toBeGreaterThan(0);
+    expect(value(m, 'sluice_sync_dropped_total')).toBe(0);
+  });
+});
