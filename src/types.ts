@@ -64,8 +64,13 @@ export interface LimiterStats {
     storeErrors: number;
     breaker: 'closed' | 'open' | 'halfOpen';
     connected: boolean;
-    /** Write-behind (sync policies): merges done and failed, deltas dropped past the bound, keys waiting. */
-    sync: { merges: number; failures: number; dropped: number; pendingKeys: number } | null;
+    /** Script call durations: counts per bucket of `bounds` (seconds), +Inf last. */
+    latency: { bounds: readonly number[]; counts: number[]; sumSeconds: number };
+    /**
+     * Write-behind (sync policies): merges done and failed, deltas dropped past the bound, keys waiting, and
+     * the lag: ms since the last successful merge.
+     */
+    sync: { merges: number; failures: number; dropped: number; pendingKeys: number; lagMs: number } | null;
   };
 }
 

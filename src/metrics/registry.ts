@@ -27,6 +27,7 @@
  * | sluice_store_errors_total | counter | Redis calls that failed or timed out |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
+ * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
  *
  * and, when some policy is `consistency: sync`, the write-behind's:
  *
@@ -34,6 +35,7 @@
  * | sluice_sync_failures_total | counter | merges that failed or timed out (retried) |
  * | sluice_sync_dropped_total | counter | deltas dropped because too many keys were waiting |
  * | sluice_sync_pending_keys | gauge | keys waiting to be merged |
+ * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
  */
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
@@ -200,6 +202,11 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
         if (st !== undefined) this.set(BREAKER_STATE[st.breaker]);
       },
     });
+    registry.registerMetric(new SnapshotHistogram(
+      'sluice_store_call_duration_seconds',
+      'Redis script calls (decisions and merges, failed ones included), in seconds.',
+      () => store()?.latency,
+    ) as unknown as Metric);
     if ([...limiter.policies.values()].some((p) => p.consistency === 'sync')) {
       type SyncStats = NonNullable<NonNullable<LimiterStats['store']>['sync']>;
       const syncCounter = (name: string, help: string, read: (s: SyncStats) => number): void => {
@@ -216,6 +223,15 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       syncCounter('sluice_sync_merges_total', 'Write-behind merges into Redis done (sync policies).', (sy) => sy.merges);
       syncCounter('sluice_sync_failures_total', 'Write-behind merges that failed or timed out; each is retried under the same id.', (sy) => sy.failures);
       syncCounter('sluice_sync_dropped_total', 'Write-behind deltas dropped because too many distinct keys were waiting to be merged.', (sy) => sy.dropped);
+      new Gauge({
+        name: 'sluice_sync_lag_seconds',
+        help: 'Seconds since the last successful write-behind merge: how old this instance\'s view of the others is.',
+        registers,
+        collect() {
+          const sy = store()?.sync;
+          if (sy != null) this.set(sy.lagMs / 1000);
+        },
+      });
       new Gauge({
         name: 'sluice_sync_pending_keys',
         help: 'Keys whose consumed deltas wait to be merged into Redis (including a merge in doubt).',
@@ -350,6 +366,36 @@ class LatencyHistogram {
     }
     values.push({ labels: {}, value: this.sum, metricName: `${this.name}_sum` });
     values.push({ labels: {}, value: this.n, metricName: `${this.name}_count` });
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+}
+
+/**
+ * A label-less histogram rendered from a snapshot another component keeps (bucket counts, +Inf last), in the
+ * same form as {@link LatencyHistogram}.
+ */
+class SnapshotHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly read: () => { bounds: readonly number[]; counts: number[]; sumSeconds: number } | undefined,
+  ) {}
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
+    const snap = this.read();
+    if (snap !== undefined) {
+      let cumulative = 0;
+      for (let i = 0; i <= snap.bounds.length; i++) {
+        cumulative += snap.counts[i];
+        values.push({ labels: { le: i < snap.bounds.length ? snap.bounds[i] : '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
+      }
+      values.push({ labels: {}, value: snap.sumSeconds, metricName: `${this.name}_sum` });
+      values.push({ labels: {}, value: cumulative, metricName: `${this.name}_count` });
+    }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 }

@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { checkScript, syncScript } from './scripts.js';
@@ -21,6 +22,16 @@ export interface RedisOptions {
   breaker?: BreakerOptions;
 }
 
+/** Upper bounds, in seconds, of the store call latency histogram's buckets. */
+export const STORE_LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
+
+/** Script call durations (decisions and merges, failed ones included): counts per bucket, +Inf last. */
+export interface StoreLatency {
+  bounds: readonly number[];
+  counts: number[];
+  sumSeconds: number;
+}
+
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number[]>;
 
 /**
@@ -36,6 +47,9 @@ export class RedisStore {
   private readonly mergeCall: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
+  /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
+  private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
+  private latencySum = 0;
 
   private constructor(private readonly redis: Redis, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
@@ -76,12 +90,23 @@ export class RedisStore {
    * times out or the circuit is open.
    */
   async decide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
+    const start = performance.now();
     try {
       return await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
     } catch (e) {
       this.errors++;
       throw e;
+    } finally {
+      this.observe(start);
     }
+  }
+
+  private observe(start: number): void {
+    const seconds = (performance.now() - start) / 1000;
+    let i = 0;
+    while (i < STORE_LATENCY_BUCKETS.length && seconds > STORE_LATENCY_BUCKETS[i]) i++;
+    this.latencyCounts[i]++;
+    this.latencySum += seconds;
   }
 
   /**
@@ -90,8 +115,16 @@ export class RedisStore {
    * `batchId` makes it idempotent: a second call with the same id (a retry after a timeout whose first call
    * ran late) adds nothing. Marker keys expire after 10 minutes.
    */
-  merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
-    return this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+  async merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
+    const start = performance.now();
+    try {
+      return await this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+    } catch (e) {
+      this.errors++;
+      throw e;
+    } finally {
+      this.observe(start);
+    }
   }
 
   /** Waits until connected, at most `ms`; resolves whether or not it connected (decisions cope either way). */
@@ -114,8 +147,11 @@ export class RedisStore {
     return this.redis.status === 'ready';
   }
 
-  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean } {
-    return { storeErrors: this.errors, breaker: this.breakerState(), connected: this.ready };
+  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency } {
+    return {
+      storeErrors: this.errors, breaker: this.breakerState(), connected: this.ready,
+      latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
+    };
   }
 
   async close(): Promise<void> {

@@ -79,9 +79,12 @@ export class SyncWriter {
     return Math.max(0, nowMs - this.lastMerge);
   }
 
-  stats(): { merges: number; failures: number; dropped: number; pendingKeys: number } {
+  stats(): { merges: number; failures: number; dropped: number; pendingKeys: number; lagMs: number } {
     const inDoubt = this.inDoubt?.entries.length ?? 0;
-    return { merges: this.merges, failures: this.failures, dropped: this.dropped, pendingKeys: this.pending.size + inDoubt };
+    return {
+      merges: this.merges, failures: this.failures, dropped: this.dropped,
+      pendingKeys: this.pending.size + inDoubt, lagMs: this.staleness(this.clock()),
+    };
   }
 
   /** Merges what is pending now (and waits for a merge already running). Resolves even if Redis fails. */

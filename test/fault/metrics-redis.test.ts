@@ -113,6 +113,11 @@ describe('store metrics on GET /metrics', () => {
     expect(value(m, 'sluice_store_errors_total')).toBe(0);
     expect(value(m, 'sluice_store_connected')).toBe(1);
     expect(value(m, 'sluice_store_breaker_state')).toBe(0);
+    // every script call (decisions and merges) is timed; the lag is the time since the last merge
+    expect(value(m, 'sluice_store_call_duration_seconds_count'))
+      .toBe(st.latency.counts.reduce((a, b) => a + b, 0));
+    expect(value(m, 'sluice_store_call_duration_seconds_count')).toBeGreaterThanOrEqual(2);
+    expect(value(m, 'sluice_sync_lag_seconds')).toBeGreaterThanOrEqual(0);
     const mergesBefore = value(m, 'sluice_sync_merges_total');
 
     // stall: strict checks fail open (degraded) and count as errors until the breaker opens
