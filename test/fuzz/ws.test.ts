@@ -1,0 +1,682 @@
+/**
+ * Mass fuzzing of `/v1/stream`: about 3,600 random and mutated WebSocket frames over 4 lanes (each a `ws`
+ * connection, reopened after every frame that closes it), text and binary: bad JSON, wrong types, huge numbers,
+ * NaN-like strings, negative and fractional costs, control characters, very long keys and ids, deep nesting,
+ * `__proto__` keys, arrays mixing good and bad checks, truncated and bit-flipped binary frames, bad UTF-8 in
+ * binary strings, unknown versions and frame types, oversize frames and batches.
+ *
+ * Properties:
+ * - every check with a readable id gets exactly one answer carrying that id (text: a string of 1 to 256
+ *   characters or a safe integer; binary: every record of a well-formed checks frame), and every item without
+ *   one gets exactly one id-less error; checks built to be invalid get errors;
+ * - the valid checks interleaved with the garbage (JSON and binary, on every algorithm and a multi-limit
+ *   policy) get EXACTLY the decisions of a second limiter fed the same valid checks in the same order on the
+ *   same frozen clock;
+ * - a connection closed by the server is closed with the code its frame calls for (1002 protocol, 1009 too
+ *   big, 1006 only for what uWS cuts itself: text that is not UTF-8, frames over twice maxFrameBytes);
+ * - the server still answers a fresh connection's valid check at the end.
+ *
+ * Each lane owns its valid keys (`v<lane>:…`); garbage that happens to be valid only touches keys of its own
+ * (`j…`), so it cannot change a compared decision. Before a frame that will close its connection the lane
+ * waits for every answer it is owed, so no answer is lost to the close.
+ *
+ * FUZZ_SEED=n replays a run (the seed is in the failure message).
+ */
+import WebSocket from 'ws';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
+import {
+  ANSWER_NO_ID, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_ERROR, type BinaryAnswer,
+} from '../../src/server/binary.js';
+import { EPOCH_MINUTE } from '../helpers/clock.js';
+import { TestSocket, startStreamServer, type StreamServer } from '../integration/ws-support.js';
+
+const POLICIES: Record<string, PolicySpec> = {
+  tb: { algorithm: 'token_bucket', limit: 40, period: 1000 },
+  gcra: { algorithm: 'gcra', limit: 10, period: 1000, burst: 30 },
+  fw: { algorithm: 'fixed_window', limit: 35, period: 1000 },
+  sw: { algorithm: 'sliding_window', limit: 30, period: 1000 },
+  multi: {
+    limits: [
+      { algorithm: 'token_bucket', limit: 25, period: 500, name: 'multi-fast' },
+      { algorithm: 'sliding_window', limit: 45, period: 3000, name: 'multi-slow' },
+    ],
+  },
+};
+const PLAIN = Object.keys(POLICIES);
+const LANES = 4;
+const FRAMES_PER_LANE = 900;
+const BURST = 25;
+const MAX_FRAME = 64 * 1024;
+const MAX_CHECKS = 24;
+const SEED = process.env.FUZZ_SEED === undefined ? (Math.random() * 2 ** 31) | 0 : Number(process.env.FUZZ_SEED);
+
+// ---------------------------------------------------------------------------------------------------------
+// Randomness
+// ---------------------------------------------------------------------------------------------------------
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+class Rnd {
+  constructor(readonly next: () => number) {}
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
+  pick<T>(xs: readonly T[]): T {
+    return xs[this.int(xs.length)];
+  }
+  chance(p: number): boolean {
+    return this.next() < p;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Oracles: what the server owes a frame, computed without the server's code
+// ---------------------------------------------------------------------------------------------------------
+
+/** What a frame is owed: answers by id (JSON text of the id, or the u32), id-less errors, or a close. */
+interface Owed {
+  ids: Array<string | number>;
+  noId: number;
+  /** Close codes the frame may end the connection with (null: it stays open). */
+  close: number[] | null;
+}
+
+function readableJsonId(id: unknown): string | null {
+  if (typeof id === 'string' && id.length > 0 && id.length <= 256) return JSON.stringify(id);
+  if (typeof id === 'number' && Number.isSafeInteger(id)) return JSON.stringify(id);
+  return null;
+}
+
+function owedText(text: string): Owed {
+  const bytes = Buffer.byteLength(text);
+  if (bytes > 2 * MAX_FRAME) return { ids: [], noId: 0, close: [1006, 1009] };
+  if (bytes > MAX_FRAME) return { ids: [], noId: 0, close: [1009] };
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return { ids: [], noId: 1, close: null };
+  }
+  const owed: Owed = { ids: [], noId: 0, close: null };
+  const item = (x: unknown): void => {
+    if (typeof x !== 'object' || x === null || Array.isArray(x)) return void owed.noId++;
+    const id = readableJsonId((x as Record<string, unknown>).id);
+    if (id === null) owed.noId++;
+    else owed.ids.push(id);
+  };
+  if (Array.isArray(v)) {
+    if (v.length === 0) owed.noId++;
+    else if (v.length > MAX_CHECKS) return { ids: [], noId: 0, close: [1009] };
+    else v.forEach(item);
+  } else if (typeof v !== 'object' || v === null) owed.noId++;
+  else item(v);
+  return owed;
+}
+
+function owedBinary(b: Uint8Array): Owed {
+  if (b.byteLength > 2 * MAX_FRAME) return { ids: [], noId: 0, close: [1006, 1009] };
+  if (b.byteLength > MAX_FRAME) return { ids: [], noId: 0, close: [1009] };
+  if (b.byteLength < 4 || b[0] !== 1 || (b[1] !== 1 && b[1] !== 3)) return { ids: [], noId: 0, close: [1002] };
+  const count = b[2] + 256 * b[3];
+  if (count > MAX_CHECKS) return { ids: [], noId: 0, close: [1009] };
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  if (count === 0) return { ids: [], noId: 1, close: null };
+  const ids: number[] = [];
+  if (b[1] === 3) {
+    if (b.byteLength !== 4 + 4 * count) return { ids: [], noId: 1, close: null };
+    for (let i = 0; i < count; i++) ids.push(dv.getUint32(4 + 4 * i, true));
+    return { ids, noId: 0, close: null };
+  }
+  let at = 4;
+  for (let i = 0; i < count; i++) {
+    if (at + 16 > b.byteLength) return { ids: [], noId: 1, close: null };
+    ids.push(dv.getUint32(at, true));
+    at += 16 + b[at + 13] + dv.getUint16(at + 14, true);
+    if (at > b.byteLength) return { ids: [], noId: 1, close: null };
+  }
+  if (at !== b.byteLength) return { ids: [], noId: 1, close: null };
+  return { ids, noId: 0, close: null };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Frame generators
+// ---------------------------------------------------------------------------------------------------------
+
+interface Valid {
+  /** The id as the answer carries it: JSON text (text frames) or the u32 (binary). */
+  id: string | number;
+  bin: boolean;
+  policy: string;
+  key: string;
+  cost: number;
+}
+
+interface Frame {
+  data: string | Uint8Array;
+  /** Not UTF-8: sent as a text frame anyway. */
+  rawText?: boolean;
+  valid: Valid[];
+  /** Ids (as owed) whose answer must be an error. */
+  mustError: Array<string | number>;
+}
+
+const WEIRD_STRINGS = [
+  'NaN', 'Infinity', '-Infinity', '1e309', '-0', '0x10', '1_000', ' 1', '', 'null', 'undefined', 'true', '[]', '{}',
+  '\u0000', '\u0001\u0002\u001f', '\u007f', '\t\n\r', 'é', '😀', '\ud800', '\udfff', '\u2028\u2029', '%00', '%ff',
+  '\\', '"', '../', 'a'.repeat(300),
+];
+const BAD_COSTS: unknown[] = [
+  -1, -0.5, 0.5, 1.5, 1e-300, 2 ** 53, 2 ** 64, -(2 ** 53), 1e308, 'NaN', 'Infinity', '1', '', null, true, [], {}, [1],
+  { n: 1 }, '-1', '١',
+];
+
+class Gen {
+  private n = 0;
+  constructor(private readonly r: Rnd, private readonly lane: number) {}
+
+  private seq(): number {
+    return ++this.n;
+  }
+
+  /** A valid check of this lane (keys of its own), for a text or binary frame. */
+  valid(bin: boolean): Valid {
+    const r = this.r;
+    const n = this.seq();
+    const key = `v${this.lane}:${r.int(12)}`;
+    const cost = r.pick([0, 1, 1, 1, 2, 3, 5]);
+    const policy = r.pick(PLAIN);
+    return bin ? { id: n, bin, policy, key, cost } : { id: r.chance(0.5) ? String(n) : JSON.stringify(`v${n}`), bin, policy, key, cost };
+  }
+
+  private validJson(v: Valid): string {
+    const r = this.r;
+    const parts = [`"id":${v.id}`, `"policy":${JSON.stringify(v.policy)}`, `"key":${JSON.stringify(v.key)}`];
+    if (v.cost !== 1 || r.chance(0.5)) parts.push(`"cost":${v.cost}`);
+    for (let i = parts.length - 1; i > 0; i--) {
+      const j = r.int(i + 1);
+      [parts[i], parts[j]] = [parts[j], parts[i]];
+    }
+    const ws = r.chance(0.2) ? ' \n\t' : '';
+    return `{${ws}${parts.join(`,${ws}`)}}`;
+  }
+
+  /** A hostile readable text id (never a valid check's). */
+  private hostileId(): string {
+    const r = this.r;
+    const n = this.seq();
+    switch (r.int(6)) {
+      case 0: return String(1_000_000_000 + n);
+      case 1: return `${1_000_000_000 + n}.0`;
+      case 2: return `${(1_000_000_000 + n) / 10}e1`;
+      case 3: return JSON.stringify(`h${n}${r.pick(WEIRD_STRINGS).slice(0, 200)}`);
+      case 4: return `"h${n}\\u0000\\ud800"`;
+      default: return JSON.stringify(`h${n}`.padEnd(256, 'x'));
+    }
+  }
+
+  private junkKey(): string {
+    const r = this.r;
+    switch (r.int(8)) {
+      case 0: return `j${'k'.repeat(r.pick([300, 5000, 40_000]))}`;
+      case 1: return `j\u0000\u0001\u001b[31m${r.int(100)}`;
+      case 2: return `j${r.pick(WEIRD_STRINGS)}`;
+      default: return `j${r.int(50)}`;
+    }
+  }
+
+  /** A JSON value of a wrong type, or nested deep. */
+  private junkValue(): string {
+    const r = this.r;
+    switch (r.int(12)) {
+      case 0: return 'null';
+      case 1: return String(r.pick([1e308, -1e308, 2 ** 53 + 2, 1e-320, 0.1, -0]));
+      case 2: return '1e400';
+      case 3: return JSON.stringify(r.pick(WEIRD_STRINGS));
+      case 4: return '[1,2,3]';
+      case 5: return '{"a":{"b":[]}}';
+      case 6: return 'true';
+      case 7: {
+        const d = r.pick([20, 500, 5000]);
+        return '['.repeat(d) + ']'.repeat(d);
+      }
+      case 8: {
+        const d = r.pick([20, 1000]);
+        return '{"a":'.repeat(d) + '1' + '}'.repeat(d);
+      }
+      case 9: return '"' + '\\u0000'.repeat(50) + '"';
+      case 10: return '123456789012345678901234567890';
+      default: return '{}';
+    }
+  }
+
+  /** A hostile JSON item with a readable id that must be answered with an error. */
+  private badCheck(): { json: string; id: string } {
+    const r = this.r;
+    const id = this.hostileId();
+    const policy = JSON.stringify(r.pick(PLAIN));
+    const key = JSON.stringify(this.junkKey());
+    let body: string;
+    switch (r.int(9)) {
+      case 0: body = `"policy":${policy},"key":${key},"cost":${JSON.stringify(r.pick(BAD_COSTS))}`; break;
+      case 1: body = `"policy":${policy},"key":${key},"cost":${r.pick(['1e400', '-1e400', '-0.0000001', '9007199254740993', '1.0000001'])}`; break;
+      case 2: body = `"policy":${this.junkValue()},"key":${key}`; break;
+      case 3: body = `"policy":${JSON.stringify('nope' + r.pick(WEIRD_STRINGS))},"key":${key}`; break;
+      case 4: body = `"key":${key}`; break;
+      // (not `__proto__`: /v1/stream drops that field where HTTP refuses it; it is in anyItem, answered either way)
+      case 5: body = `"policy":${policy},"key":${key},"${r.pick(['extra', 'constructor', 'Policy', ''])}":${this.junkValue()}`; break;
+      case 6: body = `"policy":${policy},"key":${key},"subscribe":${r.pick(['1', '"true"', 'null', '[]'])}`; break;
+      case 7: body = `"op":${r.pick(['"sub"', '1', 'null', '"UNSUBSCRIBE"'])}`; break;
+      default: body = `"op":"unsubscribe","policy":${policy}`; break;
+    }
+    return { json: `{"id":${id},${body}}`, id: JSON.stringify(JSON.parse(id)) };
+  }
+
+  /** A hostile JSON item whose answer may be anything (but has the id when readable). */
+  private anyItem(): string {
+    const r = this.r;
+    switch (r.int(8)) {
+      case 0: return this.junkValue();
+      case 1: return `{"id":${this.junkValue()},"policy":"tb","key":"j1"}`;
+      case 2: return `{"policy":"tb","key":"j1"}`;
+      case 3: return `{"id":${this.hostileId()},"policy":"tb","key":${JSON.stringify(this.junkKey())},"cost":${r.pick(['0', '1', '2'])}}`;
+      case 4: return `{"id":${this.hostileId()},"op":"unsubscribe"}`;
+      case 5: return `{"id":${this.hostileId()},"policy":"tb","key":"j2","subscribe":true,"cost":1000}`;
+      case 6: return `{"id":${this.hostileId()},"__proto__":{"policy":"tb","key":"j3"}}`;
+      default: return `{"id":${this.hostileId()},"policy":"multi","key":${this.junkValue()}}`;
+    }
+  }
+
+  /** A text frame: garbage, a mixed array, or valid checks. */
+  text(): Frame {
+    const r = this.r;
+    const valid: Valid[] = [];
+    const mustError: string[] = [];
+    const k = r.int(10);
+    if (k <= 3) {
+      // an array mixing valid checks, invalid checks and junk
+      const items: string[] = [];
+      const len = 1 + r.int(MAX_CHECKS);
+      for (let i = 0; i < len; i++) {
+        const t = r.int(3);
+        if (t === 0) {
+          const v = this.valid(false);
+          valid.push(v);
+          items.push(this.validJson(v));
+        } else if (t === 1) {
+          const b = this.badCheck();
+          mustError.push(b.id);
+          items.push(b.json);
+        } else items.push(this.anyItem());
+      }
+      return { data: `[${items.join(',')}]`, valid, mustError };
+    }
+    if (k === 4) {
+      const v = this.valid(false);
+      return { data: this.validJson(v), valid: [v], mustError };
+    }
+    if (k === 5) {
+      const b = this.badCheck();
+      return { data: b.json, valid, mustError: [b.id] };
+    }
+    if (k === 6) return { data: this.anyItem(), valid, mustError };
+    if (k === 7) {
+      // a mutation of a valid-looking frame: truncated, a character replaced or inserted (keys made junk)
+      const base = this.validJson({ id: this.hostileId(), bin: false, policy: r.pick(PLAIN), key: `j${r.int(9)}`, cost: 1 });
+      const at = r.int(base.length);
+      const ch = r.pick(['"', '{', '}', ',', ':', '\\', '\u0000', '\u001f', ' ', 'x', '9', '[', ']', '😀', 'é']);
+      const data = r.chance(0.4) ? base.slice(0, at) : r.chance(0.5) ? base.slice(0, at) + ch + base.slice(at + 1) : base.slice(0, at) + ch + base.slice(at);
+      return { data, valid, mustError };
+    }
+    if (k === 8) {
+      // not JSON, or JSON of the wrong shape
+      return {
+        data: r.pick([
+          '', ' ', '{', '[', '[]', '[[]]', '{}', 'null', '0', '"x"', 'NaN', 'undefined', '{id:1}', "{'id':1}",
+          '{"id":1,}', '[1,]', '\u0000', '\ufeff{}', '//', '{"id":1}{"id":2}', this.junkValue(),
+        ]),
+        valid, mustError,
+      };
+    }
+    // arrays of junk values only
+    const len = 1 + r.int(6);
+    return { data: `[${Array.from({ length: len }, () => this.junkValue()).join(',')}]`, valid, mustError };
+  }
+
+  /** A raw check record. */
+  private record(id: number, cost: number, flags: number, policy: Uint8Array, key: Uint8Array): Uint8Array {
+    const b = new Uint8Array(16 + policy.byteLength + key.byteLength);
+    const dv = new DataView(b.buffer);
+    dv.setUint32(0, id >>> 0, true);
+    dv.setFloat64(4, cost, true);
+    b[12] = flags;
+    b[13] = policy.byteLength;
+    dv.setUint16(14, key.byteLength, true);
+    b.set(policy, 16);
+    b.set(key, 16 + policy.byteLength);
+    return b;
+  }
+
+  private frameOf(type: number, records: Uint8Array[], count = records.length): Uint8Array {
+    const len = 4 + records.reduce((s, x) => s + x.byteLength, 0);
+    const b = new Uint8Array(len);
+    b[0] = 1;
+    b[1] = type;
+    b[2] = count & 0xff;
+    b[3] = count >>> 8;
+    let at = 4;
+    for (const x of records) {
+      b.set(x, at);
+      at += x.byteLength;
+    }
+    return b;
+  }
+
+  /** A hostile binary id: the top 8 bits set, so no few bit flips make it a valid check's (those are < 2^24). */
+  private binId(): number {
+    return (0xff000000 | this.seq()) >>> 0;
+  }
+
+  /** A hostile binary record: a bad cost, flags, policy or key, or a check on a junk key. */
+  private badRecord(): { rec: Uint8Array; id: number; mustError: boolean } {
+    const r = this.r;
+    const id = this.binId();
+    const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+    const pol = enc(r.pick(PLAIN));
+    const key = enc(`j${r.int(20)}`);
+    switch (r.int(7)) {
+      case 0: return { rec: this.record(id, r.pick([-1, 0.5, NaN, Infinity, -Infinity, 2 ** 53, 1e300, -0.0001]), 0, pol, key), id, mustError: true };
+      case 1: return { rec: this.record(id, 1, r.pick([2, 4, 128, 255, 3]), pol, key), id, mustError: true };
+      case 2: return { rec: this.record(id, 1, 0, new Uint8Array([0xff, 0xfe]), key), id, mustError: true };
+      case 3: return { rec: this.record(id, 1, 0, pol, new Uint8Array([0x6a, 0xc3, 0x28, 0xed, 0xa0, 0x80])), id, mustError: true };
+      case 4: return { rec: this.record(id, 1, 0, enc('nope\u0000'), key), id, mustError: true };
+      case 5: return { rec: this.record(id, 1, 0, pol, enc(`j${'\u0000'.repeat(r.int(40))}${'y'.repeat(r.pick([0, 1000, 30_000]))}`)), id, mustError: false };
+      default: return { rec: this.record(id, r.pick([0, 1, 2]), r.int(2), pol, key), id, mustError: false };
+    }
+  }
+
+  /** A binary frame: valid and bad records mixed, or a mutated / truncated / out-of-protocol frame. */
+  binary(): Frame {
+    const r = this.r;
+    const valid: Valid[] = [];
+    const mustError: number[] = [];
+    const k = r.int(10);
+    if (k <= 4) {
+      const recs: Uint8Array[] = [];
+      const len = 1 + r.int(MAX_CHECKS);
+      for (let i = 0; i < len; i++) {
+        if (r.chance(0.5)) {
+          const v = this.valid(true);
+          valid.push(v);
+          const w = new FrameWriter(FRAME_CHECKS);
+          w.check(v.id as number, v.policy, v.key, v.cost, 0);
+          recs.push(w.finish()!.subarray(4));
+        } else {
+          const b = this.badRecord();
+          if (b.mustError) mustError.push(b.id);
+          recs.push(b.rec);
+        }
+      }
+      return { data: this.frameOf(1, recs), valid, mustError };
+    }
+    // hostile records only, then mutated
+    const recs = Array.from({ length: 1 + r.int(6) }, () => this.badRecord().rec);
+    let frame = r.chance(0.15)
+      ? this.frameOf(3, Array.from({ length: 1 + r.int(4) }, () => {
+        const b = new Uint8Array(4);
+        new DataView(b.buffer).setUint32(0, this.binId(), true);
+        return b;
+      }))
+      : this.frameOf(1, recs);
+    switch (k) {
+      case 5: frame = frame.slice(0, 4 + r.int(frame.byteLength - 4)); break; // truncated
+      case 6: { // bit flips past the header (which would close the connection)
+        frame = frame.slice();
+        const flips = 1 + r.int(3);
+        for (let i = 0; i < flips; i++) {
+          const at = 4 + r.int(frame.byteLength - 4);
+          frame[at] ^= 1 << r.int(8);
+        }
+        break;
+      }
+      case 7: { // trailing bytes, or a count off by some
+        if (r.chance(0.5)) frame = Uint8Array.from([...frame, ...Array.from({ length: 1 + r.int(5) }, () => r.int(256))]);
+        else {
+          const c = Math.max(0, frame[2] + r.pick([-1, 1, 2, -5]));
+          frame[2] = c & 0xff;
+        }
+        break;
+      }
+      case 8: frame = this.frameOf(1, [], 0); break; // count 0
+      default: break; // as is (junk keys, bad fields)
+    }
+    return { data: frame, valid, mustError: [] };
+  }
+
+  /** A frame that closes the connection (sent only once the lane is owed nothing). */
+  killer(): Frame {
+    const r = this.r;
+    const none = { valid: [], mustError: [] };
+    switch (r.int(9)) {
+      case 0: return { data: Uint8Array.from([r.pick([0, 2, 255]), 1, 1, 0]), ...none };
+      case 1: return { data: Uint8Array.from([1, r.pick([0, 2, 4, 200]), 1, 0, 9, 9]), ...none };
+      case 2: return { data: Uint8Array.from([1, 1, 0].slice(0, r.int(4))), ...none };
+      case 3: { // a bit flip in the header
+        const f = this.binary().data as Uint8Array;
+        const g = f.slice();
+        g[r.int(2)] ^= 1 << r.int(8);
+        return { data: g, ...none };
+      }
+      case 4: return { data: this.frameOf(1, [], MAX_CHECKS + 1 + r.int(60_000)), ...none };
+      case 5: return { data: `[${Array.from({ length: MAX_CHECKS + 1 }, () => '{"id":1,"policy":"tb","key":"j"}').join(',')}]`, ...none };
+      case 6: return { data: JSON.stringify({ id: 'big', policy: 'tb', key: 'j'.repeat(MAX_FRAME + 10) }), ...none };
+      case 7: return { data: new Uint8Array(2 * MAX_FRAME + 100), ...none };
+      default: return { data: Uint8Array.from([0x7b, r.pick([0xff, 0xc0, 0xed, 0x80]), 0x7d]), rawText: true, ...none };
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------------------
+
+function decisionOf(a: BinaryAnswer): Decision {
+  const d: Decision = {
+    allowed: a.kind === KIND_ALLOWED, limit: a.limit, remaining: a.remaining, resetAfterMs: a.resetAfterMs,
+    retryAfterMs: a.retryAfterMs, policy: a.name,
+  };
+  if (a.text !== '') d.reason = a.text;
+  return d;
+}
+
+const addCount = (m: Map<string, number>, k: string, by = 1): void => void m.set(k, (m.get(k) ?? 0) + by);
+
+interface LaneResult {
+  frames: number;
+  killers: number;
+  closes: Array<{ code: number; allowed: number[] }>;
+  /** Valid checks in send order, with the decision the server gave (JSON-normalised). */
+  decided: Array<{ v: Valid; got: unknown }>;
+  answered: number;
+}
+
+let server: StreamServer;
+const sockets = new Set<TestSocket>();
+
+beforeAll(async () => {
+  server = await startStreamServer({ policies: POLICIES, stream: { maxFrameBytes: MAX_FRAME, maxChecksPerFrame: MAX_CHECKS } });
+});
+
+afterAll(async () => {
+  for (const s of sockets) s.close();
+  await server?.close();
+});
+
+async function open(): Promise<TestSocket> {
+  const s = await TestSocket.open(server.wsUrl);
+  sockets.add(s);
+  return s;
+}
+
+/** One lane: sends its frames in bursts, checks every session's answers, reopens after each close. */
+async function runLane(lane: number): Promise<LaneResult> {
+  const r = new Rnd(prng(SEED * 31 + lane));
+  const gen = new Gen(r, lane);
+  const res: LaneResult = { frames: 0, killers: 0, closes: [], decided: [], answered: 0 };
+  let sock = await open();
+  // what the current session is owed
+  let owedIds = new Map<string, number>();
+  let owedNoIdText = 0, owedNoIdBin = 0, owedTotal = 0;
+  let valids: Valid[] = [];
+  let mustError = new Set<string>();
+
+  /** Waits for every answer owed, then checks them and starts a new account. */
+  const settle = async (): Promise<void> => {
+    await sock.answers(owedTotal, 8000);
+    await new Promise((r) => setTimeout(r, 5)); // a stray extra answer would show up here
+    const got = new Map<string, number>();
+    const byId = new Map<string, unknown[]>();
+    const note = (k: string, a: unknown): void => void (byId.get(k) ?? byId.set(k, []).get(k)!).push(a);
+    let noIdText = 0, noIdBin = 0;
+    for (const a of sock.texts) {
+      if ('id' in a) {
+        const k = 't' + JSON.stringify(a.id);
+        addCount(got, k);
+        note(k, a);
+      } else {
+        expect(Object.keys(a), JSON.stringify(a)).toStrictEqual(['error']);
+        noIdText++;
+      }
+    }
+    for (const a of sock.binaries) {
+      if (a.flags & ANSWER_NO_ID) {
+        expect(a.kind).toBe(KIND_ERROR);
+        noIdBin++;
+      } else {
+        const k = 'b' + a.id;
+        addCount(got, k);
+        note(k, a);
+      }
+    }
+    expect({ noIdText, noIdBin }).toStrictEqual({ noIdText: owedNoIdText, noIdBin: owedNoIdBin });
+    expect(new Map([...got].sort())).toStrictEqual(new Map([...owedIds].sort()));
+    // (a mutated frame's id may equal a bad check's: then one of the answers with that id is its error)
+    for (const k of mustError) {
+      const as = byId.get(k) as Array<Record<string, any>>;
+      const errors = as.filter((a) => (k.startsWith('t') ? typeof a.error?.code === 'string' : a.kind === KIND_ERROR));
+      expect(errors.length, `${k}: ${JSON.stringify(as)}`).toBeGreaterThan(0);
+    }
+    for (const v of valids) {
+      const k = (v.bin ? 'b' : 't') + v.id;
+      const as = byId.get(k)!;
+      expect(as).toHaveLength(1);
+      const a = as[0];
+      let got: unknown;
+      if (v.bin) {
+        expect((a as BinaryAnswer).kind, JSON.stringify(a)).not.toBe(KIND_ERROR);
+        got = decisionOf(a as BinaryAnswer);
+      } else {
+        const { id: _id, ...rest } = a as Record<string, unknown>;
+        expect(rest.error, JSON.stringify(a)).toBeUndefined();
+        got = rest;
+      }
+      res.decided.push({ v, got });
+    }
+    res.answered += sock.answerCount;
+    sock.texts.length = 0;
+    sock.binaries.length = 0;
+    owedIds = new Map();
+    owedNoIdText = owedNoIdBin = owedTotal = 0;
+    valids = [];
+    mustError = new Set();
+  };
+
+  for (let f = 0; f < FRAMES_PER_LANE; f++) {
+    if (f % BURST === BURST - 1) await settle();
+    const killer = r.chance(0.012);
+    const frame = killer ? gen.killer() : r.chance(0.55) ? gen.text() : gen.binary();
+    const owed = frame.rawText ? { ids: [], noId: 0, close: [1006] } : typeof frame.data === 'string' ? owedText(frame.data) : owedBinary(frame.data);
+    if (owed.close !== null) {
+      // a frame that closes: collect what the session is owed first, then expect the close (an oversize frame
+      // may hold valid checks: it is refused whole, so they are not counted)
+      await settle();
+      if (frame.rawText) sock.ws.send(frame.data as Uint8Array, { binary: false });
+      else sock.send(frame.data);
+      res.frames++;
+      res.killers++;
+      const { code } = await sock.closed(5000);
+      res.closes.push({ code, allowed: owed.close });
+      sockets.delete(sock);
+      expect(owed.close, `close code for frame ${f} of lane ${lane}`).toContain(code);
+      expect(sock.answerCount).toBe(0);
+      sock = await open();
+      continue;
+    }
+    const bin = typeof frame.data !== 'string';
+    const prefix = bin ? 'b' : 't';
+    for (const id of owed.ids) addCount(owedIds, prefix + id);
+    if (bin) owedNoIdBin += owed.noId;
+    else owedNoIdText += owed.noId;
+    owedTotal += owed.ids.length + owed.noId;
+    for (const id of frame.mustError) mustError.add(prefix + id);
+    valids.push(...frame.valid);
+    sock.send(frame.data);
+    res.frames++;
+  }
+  await settle();
+  expect(sock.closeInfo).toBe(null);
+  sock.close();
+  sockets.delete(sock);
+  return res;
+}
+
+describe(`/v1/stream under ${LANES * FRAMES_PER_LANE} fuzzed frames (FUZZ_SEED=${SEED})`, () => {
+  it('answers every readable id exactly once, decides the valid checks like a reference limiter, closes only with documented codes, and survives', async () => {
+    const results = await Promise.all(Array.from({ length: LANES }, (_, lane) => runLane(lane)));
+
+    // the reference: the same valid checks, lane by lane in send order (lanes own their keys), same frozen clock
+    const ref: Limiter = await createLimiter({ policies: POLICIES, clock: () => EPOCH_MINUTE, maxKeys: 16_384 });
+    try {
+      for (const res of results) {
+        const got = res.decided.map((d) => d.got);
+        const want: unknown[] = [];
+        for (const { v } of res.decided) {
+          const d = await ref.check({ policy: v.policy, key: v.key, cost: v.cost });
+          want.push(v.bin ? d : JSON.parse(JSON.stringify(d)));
+        }
+        expect(got).toStrictEqual(want);
+      }
+    } finally {
+      await ref.close();
+    }
+
+    const frames = results.reduce((s, x) => s + x.frames, 0);
+    const validCount = results.reduce((s, x) => s + x.decided.length, 0);
+    const allowed = results.reduce((s, x) => s + x.decided.filter((d) => (d.got as Decision).allowed).length, 0);
+    const killers = results.reduce((s, x) => s + x.killers, 0);
+    expect(frames).toBeGreaterThanOrEqual(3000);
+    expect(validCount).toBeGreaterThan(1000);
+    expect(allowed).toBeGreaterThan(100);
+    expect(validCount - allowed).toBeGreaterThan(100);
+    expect(killers).toBeGreaterThan(10);
+    for (const c of results.flatMap((x) => x.closes)) expect([1001, 1002, 1006, 1008, 1009]).toContain(c.code);
+
+    // still healthy: a fresh connection's valid check is answered
+    const fresh = await open();
+    fresh.sendJson({ id: 'last', policy: 'tb', key: 'fresh', cost: 1 });
+    await fresh.answers(1, 5000);
+    expect(fresh.texts[0]).toMatchObject({ id: 'last', allowed: true, policy: 'tb' });
+    const stats = server.stream.stats();
+    expect(stats.queued + stats.inFlight).toBe(0);
+    fresh.close();
+  }, 60_000);
+});
