@@ -419,7 +419,9 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     }
     let req: CheckRequest;
     try {
-      const rest: Record<string, unknown> = {};
+      // a null-prototype copy: assigning a `__proto__` field to a plain object would set its prototype
+      // instead of copying the field, hiding it from checkFromJson's unknown-field check
+      const rest = Object.create(null) as Record<string, unknown>;
       for (const k of Object.keys(obj)) if (k !== 'id' && k !== 'subscribe') rest[k] = obj[k];
       req = checkFromJson(rest, undefined);
     } catch (e) {

@@ -272,8 +272,7 @@ class Gen {
       case 2: body = `"policy":${this.junkValue()},"key":${key}`; break;
       case 3: body = `"policy":${JSON.stringify('nope' + r.pick(WEIRD_STRINGS))},"key":${key}`; break;
       case 4: body = `"key":${key}`; break;
-      // (not `__proto__`: /v1/stream drops that field where HTTP refuses it; it is in anyItem, answered either way)
-      case 5: body = `"policy":${policy},"key":${key},"${r.pick(['extra', 'constructor', 'Policy', ''])}":${this.junkValue()}`; break;
+      case 5: body = `"policy":${policy},"key":${key},"${r.pick(['extra', 'constructor', 'Policy', '', '__proto__'])}":${this.junkValue()}`; break;
       case 6: body = `"policy":${policy},"key":${key},"subscribe":${r.pick(['1', '"true"', 'null', '[]'])}`; break;
       case 7: body = `"op":${r.pick(['"sub"', '1', 'null', '"UNSUBSCRIBE"'])}`; break;
       default: body = `"op":"unsubscribe","policy":${policy}`; break;
