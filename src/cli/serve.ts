@@ -41,6 +41,7 @@ export async function serve(argv: string[]): Promise<number> {
     server = await startServer({
       limiter, host, port, logger: log,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
+      stream: config.server.stream ?? undefined,
     });
   } catch (e) {
     await limiter.close(); // its shard workers would keep the process alive

@@ -13,6 +13,7 @@
  *   host: 0.0.0.0
  *   maxBodyBytes: 65536                # >= 1 bytes per request body
  *   authDenyStatus: 429                # 429 or 403: what /v1/auth answers when denied
+ *   stream: { maxInFlight: 4096, ... }  # /v1/stream limits (StreamOptions in src/server/ws.ts)
  * ```
  */
 import * as z from 'zod';
@@ -38,6 +39,12 @@ export interface ServerConfig {
   maxBodyBytes?: number;
   /** HTTP status /v1/auth answers when a check is denied. */
   authDenyStatus?: 429 | 403;
+  /** `/v1/stream` limits; see StreamOptions in src/server/ws.ts. */
+  stream?: {
+    maxFrameBytes?: number; maxChecksPerFrame?: number; maxInFlight?: number; maxQueued?: number;
+    highWaterBytes?: number; lowWaterBytes?: number; maxBufferedBytes?: number; maxSubscriptions?: number;
+    idleTimeoutSeconds?: number;
+  } | null;
 }
 
 /** A validated configuration file. */
@@ -83,7 +90,23 @@ const EngineSchema = section({
   maxKeys: positiveSafe().optional(),
 });
 
+const nonNegative = (): ReturnType<typeof intIn> => intIn(0, Number.MAX_SAFE_INTEGER, 'must be a non-negative safe integer');
+
+/** `server.stream`: the /v1/stream limits (see StreamOptions in src/server/ws.ts for meanings and defaults). */
+const StreamSchema = section({
+  maxFrameBytes: positiveSafe().optional(),
+  maxChecksPerFrame: positiveSafe().optional(),
+  maxInFlight: positiveSafe().optional(),
+  maxQueued: positiveSafe().optional(),
+  highWaterBytes: positiveSafe().optional(),
+  lowWaterBytes: nonNegative().optional(),
+  maxBufferedBytes: positiveSafe().optional(),
+  maxSubscriptions: nonNegative().optional(),
+  idleTimeoutSeconds: nonNegative().optional(),
+});
+
 const ServerSchema = section({
+  stream: StreamSchema.nullish(),
   port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
   host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
   maxBodyBytes: positiveSafe().optional(),
