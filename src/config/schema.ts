@@ -106,13 +106,13 @@ const StreamSchema = section({
 });
 
 const ServerSchema = section({
-  stream: StreamSchema.nullish(),
   port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
   host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
   maxBodyBytes: positiveSafe().optional(),
   authDenyStatus: z
     .literal([429, 403], { error: (iss) => `must be 429 or 403 (got ${describeValue(iss.input)})` })
     .optional(),
+  stream: StreamSchema.nullish(),
 });
 
 /** The top level; `policies` is checked by the policy compiler. A null section means an empty one. */
