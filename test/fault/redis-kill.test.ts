@@ -11,10 +11,9 @@
  *   for closed), never a 5xx.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
-import { startRedis, type TestRedis, redisNow, insideWindow, connected } from '../helpers/redis.js';
+import { startRedis, type TestRedis, insideWindow, connected, keysUnder } from '../helpers/redis.js';
 import { send } from '../helpers/server.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
@@ -28,16 +27,6 @@ const FAST_BREAKER = { resetMs: 200, maxResetMs: 400 };
 
 
 
-async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    out.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
-  return out;
-}
 
 interface Answer {
   ms: number;

@@ -15,12 +15,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Worker } from 'node:worker_threads';
 import { createLimiter, isSluiceError, SluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
-import { compilePolicies } from '../../src/config/policies.js';
-import { buildRuntimes, kernelLimits } from '../../src/engine/runtime.js';
-import { Hasher } from '../../src/keys/hasher.js';
-import { Kernel, kernelModule } from '../../src/shard/kernel.js';
-import { shardOf } from '../../src/shard/router.js';
 import type { ShardPool } from '../../src/shard/pool.js';
+import { keysByShard, settleWithin, type Settled } from './support.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   hourly: { algorithm: 'token_bucket', limit: 1, period: 3_600_000 },
@@ -28,42 +24,9 @@ const POLICIES: Record<string, PolicySpec> = {
 /** Checks that make the front flush synchronously: legs + 16 > 4096. */
 const SYNC_FLUSH = 4081;
 
-/** `perShard` keys of `policy` owned by each of `shards` shards, computed exactly as the front routes them. */
-function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
-  const compiled = compilePolicies(policies);
-  const { limits, firstId } = kernelLimits(compiled);
-  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits }), 16);
-  const rt = buildRuntimes(compiled, firstId, hasher).get(policy)!;
-  const out: string[][] = Array.from({ length: shards }, () => []);
-  for (let i = 0; out.some((ks) => ks.length < perShard); i++) {
-    const key = `tenant-${i}`;
-    const [, hi] = hasher.hashOne(key, rt.seedLo, rt.seedHi);
-    const s = shardOf(hi, shards);
-    if (out[s].length < perShard) out[s].push(key);
-  }
-  return out;
-}
 
 const KEYS = keysByShard(POLICIES, 'hourly', 2, 3 * SYNC_FLUSH + 200);
 
-type Settled = { ok: true; value: Decision } | { ok: false; error: unknown };
-
-/** Settles every promise, or fails the test if any is still pending after `ms` (a hang). */
-async function settleWithin(ps: Array<Promise<Decision>>, ms: number): Promise<Settled[]> {
-  let timer: NodeJS.Timeout | undefined;
-  const guard = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`checks still pending after ${ms} ms`)), ms);
-  });
-  try {
-    const all = Promise.all(ps.map((p) => p.then(
-      (value): Settled => ({ ok: true, value }),
-      (error: unknown): Settled => ({ ok: false, error }),
-    )));
-    return await Promise.race([all, guard]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function codeOf(s: Settled): string {
   if (s.ok) return 'decided';

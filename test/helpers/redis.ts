@@ -104,3 +104,15 @@ export async function connected(limiter: Limiter): Promise<void> {
     await pause(5);
   }
 }
+
+/** Every key under `prefix`, sorted (SCAN: keys already expired are not listed). */
+export async function keysUnder(client: Redis, prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    out.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return out.sort();
+}

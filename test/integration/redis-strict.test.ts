@@ -23,7 +23,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { loadCases } from '../helpers/cases.js';
-import { startRedis, type TestRedis, redisNow, insideWindow } from '../helpers/redis.js';
+import { startRedis, type TestRedis, redisNow, insideWindow, keysUnder } from '../helpers/redis.js';
 import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
@@ -44,17 +44,6 @@ async function atWindowStart(client: RedisClient, period: number, maxLateMs: num
   throw new Error(`could not start within ${maxLateMs} ms of a window edge`);
 }
 
-/** Every key under `prefix` (SCAN: keys already expired are not listed). */
-async function keysUnder(client: RedisClient, prefix: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    out.push(...batch);
-    cursor = next;
-  } while (cursor !== '0');
-  return out.sort();
-}
 
 /** The hash tag of a store key: what stands between its first `{` and the next `}`. */
 function tagOf(key: string): string | null {
