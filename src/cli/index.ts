@@ -5,11 +5,11 @@ import type { SluiceConfig } from '../config/schema.js';
 import { formatReplay, replayFile } from './replay.js';
 
 const USAGE = `usage:
-  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL] [--redis-timeout MS] [--sync-interval MS]
+  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-timeout MS] [--sync-interval MS]
   sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
   sluice replay TRACE.csv [--config FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
 
-environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_URL, LOG_LEVEL`;
+environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_URL, LOG_LEVEL`;
 
 type Command = (argv: string[]) => Promise<number | void>;
 

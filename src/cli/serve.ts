@@ -6,8 +6,9 @@ import { configFrom, intArg } from './index.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
- * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_TIMEOUT_MS,
- * SLUICE_SYNC_INTERVAL_MS), which wins over the file.
+ * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
+ * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS), which wins over the file. `--redis URL` and
+ * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0.
  */
@@ -16,7 +17,8 @@ export async function serve(argv: string[]): Promise<number> {
     args: argv,
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
-      redis: { type: 'string' }, 'redis-timeout': { type: 'string' }, 'sync-interval': { type: 'string' },
+      redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
+      'sync-interval': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -27,14 +29,14 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
-  const redisUrl = values.redis ?? env.REDIS_URL;
+  const redis = redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys,
-    ...(redisUrl ? { redis: { url: redisUrl, timeoutMs, syncIntervalMs } } : {}),
+    ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs } } : {}),
   });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
@@ -64,4 +66,22 @@ export async function serve(argv: string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/**
+ * One Redis or a Cluster: a flag wins over the environment (so `--redis` overrides REDIS_CLUSTER_NODES);
+ * both flags, or both variables without a flag, are an error.
+ */
+function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
+  if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
+  if (url === undefined && cluster === undefined) {
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw new Error('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    url = env.REDIS_URL || undefined;
+    cluster = env.REDIS_CLUSTER_NODES || undefined;
+  }
+  if (url !== undefined) return { url };
+  if (cluster === undefined) return null;
+  const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (nodes.length === 0) throw new Error(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  return { cluster: nodes };
 }

@@ -1,13 +1,28 @@
+import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { checkScript, syncScript } from './scripts.js';
+import { splitChecks, splitKeys, type SlotPart } from './slots.js';
+import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 
-/** How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL`). */
+/**
+ * How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL` or
+ * `--redis-cluster host:port,...`): one server (`url`) or a Redis Cluster (`cluster`), not both.
+ */
 export interface RedisOptions {
   /** `redis://[user:pass@]host:port[/db]`. Default `redis://127.0.0.1:6379`. */
   url?: string;
+  /**
+   * Redis Cluster seed nodes, each `host:port` (`['10.0.0.1:6379', '10.0.0.2:6379']`; an IPv6 host in
+   * brackets, `[::1]:6379`). One reachable node is enough: the client learns the other masters and the slot
+   * map from it, and follows MOVED/ASK redirections. Scripts run on masters only. A batch is sent as one
+   * script call per hash slot, the calls to one master in one pipeline; the checks of a guarded policy are
+   * stored in its guard's slot, so a guarded check stays one atomic step. Throws a `CONFIG` SluiceError
+   * (field `redis.cluster`) when empty, malformed, or given with `url`.
+   */
+  cluster?: readonly string[];
   /** Prefix of every key sluice writes. Default `sluice:`. */
   prefix?: string;
   /** Bound on every decision's Redis call, in ms; past it the policy's onStoreError applies. Default 20. */
@@ -50,37 +65,73 @@ export class RedisStore {
   /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
   private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
   private latencySum = 0;
+  /** {@link errors} by kind. */
+  private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, connectionErrors: 0, breakerRejections: 0 };
 
-  private constructor(private readonly redis: Redis, o: RedisOptions) {
+  private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
-    redis.defineCommand('sluiceCheck', { lua: checkScript() });
-    redis.defineCommand('sluiceSync', { lua: syncScript() });
-    const sync = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-    this.mergeCall = (keys, args) => deadline(sync(keys.length, ...keys, ...args), o.timeoutMs ?? 20);
-    const check = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
     const timeoutMs = o.timeoutMs ?? 20;
+    let check: (keys: string[], args: number[]) => Promise<number[]>;
+    let sync: (keys: string[], args: number[]) => Promise<number[]>;
+    if (redis instanceof Cluster) {
+      const c = clusterCalls(redis, this.prefix);
+      check = c.check;
+      sync = c.merge;
+    } else {
+      redis.defineCommand('sluiceCheck', { lua: checkScript() });
+      redis.defineCommand('sluiceSync', { lua: syncScript() });
+      const checkCmd = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
+      const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
+      check = (keys, args) => checkCmd(keys.length, ...keys, ...args);
+      sync = (keys, args) => syncCmd(keys.length, ...keys, ...args);
+    }
+    this.mergeCall = (keys, args) => deadline(sync(keys, args), timeoutMs);
     const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => deadline(check(keys.length, ...keys, ...args), timeoutMs), o.breaker);
+      (keys: string[], args: number[]) => deadline(check(keys, args), timeoutMs), o.breaker);
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
   }
 
-  /** Connects (without waiting for Redis to be up: until it is, decisions take their failure rule). */
+  /**
+   * Connects (without waiting for Redis to be up: until it is, decisions take their failure rule). Throws a
+   * `CONFIG` SluiceError for a bad `cluster` option.
+   */
   static create(o: RedisOptions = {}, log?: Logger): RedisStore {
+    // The decision's deadline is enforced by deadline() below; this only clears commands a frozen server
+    // never answers from ioredis's queue.
+    const commandTimeout = Math.max(1000, 10 * (o.timeoutMs ?? 20));
+    // reconnect with exponential backoff and jitter, never giving up
+    const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
+    // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
+    const onError = (e: Error): void => log?.debug({ err: e.message }, 'redis error');
+    if (o.cluster !== undefined) {
+      if (o.url !== undefined) throw configError('redis', 'redis.cluster', 'give either url or cluster, not both');
+      const cluster = new Cluster(clusterNodes(o.cluster), {
+        scaleReads: 'master', // the scripts write
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+        // no retry per request: a command that failed with the connection, or met CLUSTERDOWN, fails at once
+        // and the policy's onStoreError applies (a MOVED or ASK redirection is still followed: it ran nowhere)
+        retryDelayOnFailover: 0,
+        retryDelayOnClusterDown: 0,
+        clusterRetryStrategy: backoff,
+        slotsRefreshTimeout: 1000,
+        redisOptions: { maxRetriesPerRequest: 0, commandTimeout, connectTimeout: 1000 },
+      });
+      cluster.on('error', onError);
+      cluster.on('node error', onError);
+      return new RedisStore(cluster, o);
+    }
     const redis = new Redis(o.url ?? 'redis://127.0.0.1:6379', {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      // The decision's deadline is enforced by deadline() below; this only clears commands a frozen server
-      // never answers from ioredis's queue.
-      commandTimeout: Math.max(1000, 10 * (o.timeoutMs ?? 20)),
+      commandTimeout,
       enableAutoPipelining: true,
       connectTimeout: 1000,
-      // reconnect with exponential backoff and jitter, never giving up
-      retryStrategy: (n) => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random())),
+      retryStrategy: backoff,
     });
-    // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
-    redis.on('error', (e: Error) => log?.debug({ err: e.message }, 'redis error'));
+    redis.on('error', onError);
     return new RedisStore(redis, o);
   }
 
@@ -94,11 +145,17 @@ export class RedisStore {
     try {
       return await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
     } catch (e) {
-      this.errors++;
+      this.failed(e);
       throw e;
     } finally {
       this.observe(start);
     }
+  }
+
+  /** Counts a failed call, by kind (see {@link StoreFailures}). */
+  private failed(e: unknown): void {
+    this.errors++;
+    this.failures[failureKind(e)]++;
   }
 
   private observe(start: number): void {
@@ -118,9 +175,10 @@ export class RedisStore {
   async merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
     const start = performance.now();
     try {
+      // the marker's name is completed per slot in a Cluster (clusterCalls)
       return await this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
     } catch (e) {
-      this.errors++;
+      this.failed(e);
       throw e;
     } finally {
       this.observe(start);
@@ -147,15 +205,124 @@ export class RedisStore {
     return this.redis.status === 'ready';
   }
 
-  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency } {
+  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency } & StoreFailures {
     return {
-      storeErrors: this.errors, breaker: this.breakerState(), connected: this.ready,
+      storeErrors: this.errors, ...this.failures, breaker: this.breakerState(), connected: this.ready,
       latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
     };
   }
 
   async close(): Promise<void> {
     this.redis.disconnect();
+  }
+}
+
+/** A script as EVALSHA needs it. */
+interface Script {
+  lua: string;
+  sha: string;
+}
+
+function script(lua: string): Script {
+  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
+}
+
+/** Host and port of each `host:port` seed; throws a CONFIG error naming `redis.cluster`. */
+export function clusterNodes(nodes: readonly string[]): Array<{ host: string; port: number }> {
+  if (!Array.isArray(nodes) || nodes.length === 0) {
+    throw configError('redis', 'redis.cluster', 'must be a non-empty list of host:port');
+  }
+  return nodes.map((n) => {
+    const m = typeof n === 'string' ? /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(n.trim()) : null;
+    const port = m ? Number(m[2]) : 0;
+    if (!m || port < 1 || port > 65535) {
+      throw configError('redis', 'redis.cluster', `each node must be host:port with a port in 1..65535 (got ${JSON.stringify(n)})`);
+    }
+    return { host: m[1].startsWith('[') ? m[1].slice(1, -1) : m[1], port };
+  });
+}
+
+/**
+ * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
+ * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
+ * the replies are put back in the batch's order; the call fails if any part fails. The calls are EVALSHA
+ * issued directly: ioredis's auto-pipelining groups them per master by their first key, which it cannot
+ * find in a defineCommand script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by
+ * resending that call as EVAL, which also caches the script on that master again.
+ */
+function clusterCalls(c: Cluster, prefix: string): {
+  check: (keys: string[], args: number[]) => Promise<number[]>;
+  merge: (keys: string[], args: number[]) => Promise<number[]>;
+} {
+  const checkLua = script(checkScript());
+  const syncLua = script(syncScript());
+  const run = async (s: Script, keys: string[], args: number[]): Promise<number[]> => {
+    try {
+      return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
+    } catch (e) {
+      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
+    }
+  };
+  // without a slot map, ioredis would queue the call until connected: fail now instead
+  const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
+  const gather = async (parts: SlotPart[], calls: Array<Promise<number[]>>, width: number, n: number): Promise<number[]> => {
+    const replies = await Promise.all(calls);
+    const out = new Array<number>(n * width);
+    parts.forEach((p, k) => p.legs.forEach((leg, i) => {
+      for (let a = 0; a < width; a++) out[leg * width + a] = replies[k][i * width + a];
+    }));
+    return out;
+  };
+  return {
+    // args: clock flag, now, n, then 6 per leg
+    check(keys, args) {
+      if (c.status !== 'ready') return notReady();
+      const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
+      const calls = parts.map((p) => run(checkLua, p.keys, [args[0], args[1], p.keys.length, ...p.args]));
+      return gather(parts, calls, 4, keys.length);
+    },
+    // keys: the n state keys, then the batch's marker; args: clock flag, now, n, then 5 per key. Each part
+    // gets its own marker, in its slot: `<marker>:{<tag>}`; a retry splits the same way, so it meets the same.
+    merge(keys, args) {
+      if (c.status !== 'ready') return notReady();
+      const n = keys.length - 1;
+      const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
+      const calls = parts.map((p) =>
+        run(syncLua, [...p.keys, `${keys[n]}:{${p.tag}}`], [args[0], args[1], p.keys.length, ...p.args]));
+      return gather(parts, calls, 3, n);
+    },
+  };
+}
+
+/** Failed store calls by kind; they add up to `storeErrors`. */
+export interface StoreFailures {
+  /** Calls that got no answer within `timeoutMs` (a frozen or overloaded Redis, a lost network). */
+  timeouts: number;
+  /** Calls Redis answered with an error: the script failed (WRONGTYPE on a key it reads, OOM, a script error). */
+  scriptErrors: number;
+  /** Calls that could not be sent or lost their connection (Redis down, restarting, not yet connected). */
+  connectionErrors: number;
+  /** Calls not made because the circuit breaker was open. */
+  breakerRejections: number;
+}
+
+/** Redis replies that say it cannot serve now (cluster or server state), not that the script failed. */
+const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|BUSY)\b/;
+
+function failureKind(e: unknown): keyof StoreFailures {
+  const err = e as { code?: unknown; name?: unknown; message?: unknown } | null;
+  if (err?.code === 'EOPENBREAKER') return 'breakerRejections';
+  if (err instanceof StoreTimeoutError || err?.message === 'Command timed out') return 'timeouts';
+  if (err?.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(String(err.message))) return 'scriptErrors';
+  return 'connectionErrors';
+}
+
+/** A store call that got no answer within its deadline. */
+export class StoreTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`redis: no answer within ${ms} ms`);
+    this.name = 'StoreTimeoutError';
   }
 }
 
@@ -170,7 +337,7 @@ export function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
     const timer = setTimeout(() => setImmediate(() => {
       if (settled) return;
       settled = true;
-      reject(new Error(`redis: no answer within ${ms} ms`));
+      reject(new StoreTimeoutError(ms));
     }), ms);
     p.then((v) => {
       if (settled) return;

@@ -1,0 +1,137 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+
+const run = promisify(execFile);
+
+/** A Redis Cluster of the test's own: three masters, no replicas, no persistence, in a temp dir. */
+export interface TestCluster {
+  ports: number[];
+  /** Seed nodes as `createLimiter({ redis: { cluster } })` and `--redis-cluster` take them: `127.0.0.1:port`. */
+  nodes: string[];
+  /** A plain client per master (same order as `ports`), for inspecting the keys each one holds. */
+  clients: Redis[];
+  /** Every key on every master whose name starts with `prefix`, sorted, each with its master's index. */
+  keysUnder(prefix: string): Promise<Array<{ key: string; node: number }>>;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** A cluster bus listens on port + 10000: take a free port whose bus port is free too. */
+async function freeClusterPort(taken: Set<number>): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const p = await freePort();
+    if (p + 10000 > 65535 || taken.has(p)) continue;
+    const busFree = await new Promise<boolean>((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(p + 10000, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (busFree) return p;
+  }
+  throw new Error('no free port pair for a cluster node');
+}
+
+function launch(port: number, dir: string): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', [
+      '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+      '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
+      '--cluster-node-timeout', '5000', '--save', '', '--appendonly', 'no',
+    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`redis-server (cluster) did not start: ${out}`)), 5000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+}
+
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Starts three cluster-enabled masters on free ports, joins them with `redis-cli --cluster create` (the
+ * 16,384 slots split three ways, no replicas) and waits until every node reports `cluster_state:ok` and
+ * knows all three masters. `stop()` kills them and removes the temp dir.
+ */
+export async function startCluster(): Promise<TestCluster> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-cluster-'));
+  const children: ChildProcess[] = [];
+  const clients: Redis[] = [];
+  const stop = async (): Promise<void> => {
+    for (const c of clients) c.disconnect();
+    for (const c of children) c.kill('SIGKILL');
+    await Promise.all(children.map(exited));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const ports: number[] = [];
+    const taken = new Set<number>();
+    for (let i = 0; i < 3; i++) {
+      const p = await freeClusterPort(taken);
+      taken.add(p);
+      ports.push(p);
+    }
+    for (const p of ports) children.push(await launch(p, dir));
+    const nodes = ports.map((p) => `127.0.0.1:${p}`);
+    await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
+    for (const p of ports) {
+      const c = new Redis(p, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+      c.on('error', () => undefined);
+      clients.push(c);
+    }
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const infos = await Promise.all(clients.map((c) => c.cluster('INFO') as Promise<string>));
+      const masters = await Promise.all(clients.map(async (c) =>
+        ((await c.cluster('NODES')) as string).split('\n').filter((l) => / master /.test(l) || /,master /.test(l)).length));
+      if (infos.every((i) => i.includes('cluster_state:ok') && i.includes('cluster_slots_ok:16384')) && masters.every((m) => m === 3)) break;
+      if (Date.now() > deadline) throw new Error(`cluster not ok within 20 s: ${infos.join(' | ')}`);
+      await pause(50);
+    }
+    return {
+      ports,
+      nodes,
+      clients,
+      async keysUnder(prefix: string) {
+        const out: Array<{ key: string; node: number }> = [];
+        for (const [node, c] of clients.entries()) {
+          let cursor = '0';
+          do {
+            const [next, batch] = await c.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+            for (const key of batch) out.push({ key, node });
+            cursor = next;
+          } while (cursor !== '0');
+        }
+        return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      },
+      stop,
+    };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
