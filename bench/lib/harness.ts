@@ -16,6 +16,12 @@ import { fileURLToPath } from 'node:url';
 
 const CHILD_FLAG = '--bench-child';
 
+/** Extra node flags for every bench child: `BENCH_NODE_FLAGS="--cpu-prof --cpu-prof-dir=/tmp/prof"` profiles them. */
+export function benchNodeFlags(): string[] {
+  const f = process.env.BENCH_NODE_FLAGS?.trim();
+  return f ? f.split(/\s+/) : [];
+}
+
 /** True when `moduleUrl` is the entry point of this process, started by the runner as a child. */
 export function isChildEntry(moduleUrl: string): boolean {
   const entry = process.argv[1];
@@ -54,7 +60,7 @@ export interface JobOptions {
 export function runJob<R>(file: string, spec: unknown, o: JobOptions): Promise<R> {
   return new Promise<R>((resolveJob, reject) => {
     const child = fork(file, [CHILD_FLAG, JSON.stringify(spec)], {
-      execArgv: o.execArgv ?? [],
+      execArgv: [...(o.execArgv ?? []), ...benchNodeFlags()],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     let reply: JobReply | undefined;
@@ -112,6 +118,7 @@ type ServerMsg = { type: 'ready'; port: number } | { type: 'cpu'; cpu: Cpu } | {
 export function startServerChild(file: string, spec: unknown, timeoutMs = 15_000): Promise<ServerChild> {
   return new Promise<ServerChild>((resolveStart, reject) => {
     const child: ChildProcess = fork(file, [CHILD_FLAG, JSON.stringify(spec)], {
+      execArgv: benchNodeFlags(),
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     let exited = false;

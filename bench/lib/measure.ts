@@ -101,3 +101,32 @@ export function fullGc(): void {
   gc();
   gc();
 }
+
+/** One timed round of a repeated step: items per second over about `ms` (after `warmupMs` untimed). */
+export async function timedRound(step: () => number | Promise<number>, ms: number, warmupMs = 0,
+  maxSteps = 20_000_000): Promise<{ rate: number; items: number; elapsedMs: number }> {
+  if (warmupMs > 0) {
+    const until = performance.now() + warmupMs;
+    while (performance.now() < until) {
+      const r = step();
+      if (typeof r !== 'number') await r;
+    }
+  }
+  let items = 0;
+  let steps = 0;
+  const start = performance.now();
+  let elapsed = 0;
+  do {
+    const r = step();
+    items += typeof r === 'number' ? r : await r;
+    steps++;
+    elapsed = performance.now() - start;
+  } while (elapsed < ms && steps < maxSteps);
+  return { rate: (items * 1000) / elapsed, items, elapsedMs: elapsed };
+}
+
+/** Median, min and max of unsorted values. */
+export function summary(values: number[]): { median: number; min: number; max: number } {
+  const s = [...values].sort((a, b) => a - b);
+  return { median: median(s), min: s[0], max: s[s.length - 1] };
+}

@@ -1,8 +1,15 @@
 /**
- * HTTP scenario: requests/s, latency p50/p99 and server CPU per request for `GET /v1/check?policy=free&key=k<n>`
- * (n uniform in [0, 10,000)) against sluice (built-in default config, shards 0 and 1), a bare uWS server
- * answering a fixed JSON and node:http + rate-limiter-flexible. Each server runs in its own child process
- * (a fresh one per run); autocannon runs in the runner process, wrk (if installed) as its own process.
+ * HTTP scenario: `GET /v1/check?policy=free&key=k<n>` (n uniform in [0, 10,000), or one hot key) against
+ * sluice (built-in default config, shards 0 and 1), a bare uWS server answering a fixed JSON (the ceiling),
+ * uWS + rate-limiter-flexible (the server a Node team would hand-build) and node:http + rate-limiter-flexible
+ * (the default Node answer). Three sections:
+ * - throughput under autocannon (closed loop, req/s, p50/p99, server CPU per request);
+ * - throughput under wrk, when installed (the ceiling autocannon cannot reach on 2 cores);
+ * - latency at fixed request rates under autocannon (its programmatic API, `overallRate`), p50/p99/p99.9 from
+ *   an hdr-histogram of every response's time in µs.
+ * Every server is a resident child process started once for the whole scenario; the load runs of a case go to
+ * the servers alternately (A, B, C, A, B, C… rotated each round), so the ratios compare runs taken minutes, not
+ * tens of minutes, apart. autocannon runs in the runner process, wrk as its own process.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -10,16 +17,19 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import * as hdr from 'hdr-histogram-js';
 import { createLimiter } from '../../src/index.js';
 import { defaultConfig } from '../../src/config/default.js';
 import { startServer } from '../../src/server/http.js';
-import { isChildEntry, serverMain, startServerChild, type Cpu } from '../lib/harness.js';
+import { alternate } from '../lib/ab.js';
+import { isChildEntry, serverMain, startServerChild, type Cpu, type ServerChild } from '../lib/harness.js';
 import { median, percentile, xorshift32 } from '../lib/measure.js';
 import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
 
 const FILE = fileURLToPath(import.meta.url);
 const BARE_UWS = fileURLToPath(new URL('../baselines/bare-uws.js', import.meta.url));
 const NODE_RLF = fileURLToPath(new URL('../baselines/node-http-rlf.js', import.meta.url));
+const UWS_RLF = fileURLToPath(new URL('../baselines/uws-rlf.js', import.meta.url));
 
 /** Keys the load generators draw from. */
 const KEYS = 10_000;
@@ -52,28 +62,43 @@ if (isChildEntry(import.meta.url)) {
 const SLUICE_S0 = 'sluice, shards 0';
 const SLUICE_S1 = 'sluice, shards 1';
 const BARE = 'bare uWS (fixed JSON)';
+const UWSRLF = 'uWS + rlf';
 const NODE = 'node:http + rlf';
 
-const TARGETS: Array<{ tag: string; subject: string; file: string; spec: unknown }> = [
+interface Target {
+  tag: string;
+  subject: string;
+  file: string;
+  spec: unknown;
+}
+
+const TARGETS: Target[] = [
   { tag: 'sluice-s0', subject: SLUICE_S0, file: FILE, spec: { shards: 0 } satisfies SluiceSpec },
   { tag: 'sluice-s1', subject: SLUICE_S1, file: FILE, spec: { shards: 1 } satisfies SluiceSpec },
   { tag: 'bare-uws', subject: BARE, file: BARE_UWS, spec: {} },
+  { tag: 'uws-rlf', subject: UWSRLF, file: UWS_RLF, spec: {} },
   { tag: 'node-rlf', subject: NODE, file: NODE_RLF, spec: {} },
 ];
 
-const BASELINES = [{ label: 'bare uWS', subject: BARE }, { label: 'node+rlf', subject: NODE }];
+const BASELINES = [
+  { label: 'bare uWS', subject: BARE },
+  { label: 'uWS+rlf', subject: UWSRLF },
+  { label: 'node+rlf', subject: NODE },
+];
 
 const METRICS = [
   { key: 'rps', label: 'req/s', higherIsBetter: true },
+  { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
   { key: 'p50', label: 'p50 ms', higherIsBetter: false },
   { key: 'p99', label: 'p99 ms', higherIsBetter: false },
-  { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
 ];
 
 interface LoadResult {
   rps: number;
   p50: number;
   p99: number;
+  /** Only from the fixed-rate runs (hdr-histogram). */
+  p999?: number;
   /** Server CPU µs per response. */
   cpu: number;
   responses: number;
@@ -84,6 +109,8 @@ interface LoadResult {
   non2xx: number;
   /** Requests written by the client (autocannon only): far above responses means the server dropped connections. */
   sent: number | null;
+  /** Fixed-rate runs: the largest response time, ms. */
+  max?: number;
 }
 
 /** The wrk binary's version line, or null when wrk is not installed. */
@@ -105,75 +132,147 @@ async function probe(port: number): Promise<void> {
   if (r.status !== 200 || !body.includes('"allowed"')) throw new Error(`probe: HTTP ${r.status} ${body.slice(0, 200)}`);
 }
 
-function runAutocannon(port: number, connections: number, pipelining: number, seconds: number, record: boolean): Promise<{
-  responses: number; wallMs: number; latencies: Float64Array; errors: number; non2xx: number; clientCpu: number; sent: number;
-}> {
-  const cap = 1 << 23;
-  const latencies = new Float64Array(record ? cap : 0);
+interface AcRun {
+  responses: number;
+  wallMs: number;
+  errors: number;
+  non2xx: number;
+  clientCpu: number;
+  sent: number;
+}
+
+/** Keys: 10,000 drawn per request by setupRequest, or 1 (one fixed path, no setupRequest). */
+function acRequests(keys: number, seed: number): Array<Record<string, unknown>> {
+  if (keys <= 1) return [{ method: 'GET', path: '/v1/check?policy=free&key=hot' }];
+  const next = xorshift32(seed);
+  return [{
+    method: 'GET',
+    path: '/v1/check?policy=free&key=k0',
+    setupRequest: (req: { path?: string }) => {
+      req.path = `/v1/check?policy=free&key=k${next() % keys}`;
+      return req;
+    },
+  }];
+}
+
+/**
+ * One autocannon instance. `onLatency` gets every response's time (ms, µs resolution: autocannon measures it
+ * with process.hrtime). `overallRate` makes it a fixed-rate run.
+ */
+function autocannonOnce(port: number, o: { connections: number; pipelining: number; seconds: number; keys: number;
+  seed: number; overallRate?: number; onLatency?: (ms: number) => void }): Promise<AcRun> {
   let n = 0;
-  const next = xorshift32(pipelining * 7919 + connections);
   return new Promise((resolve, reject) => {
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
-    const guard = setTimeout(() => inst.stop(), (seconds + 10) * 1000);
-    const inst = autocannon({
+    const guard = setTimeout(() => inst.stop(), (o.seconds + 10) * 1000);
+    const opts = {
       url: `http://127.0.0.1:${port}`,
-      connections,
-      pipelining,
-      duration: seconds,
+      connections: o.connections,
+      pipelining: o.pipelining,
+      duration: o.seconds,
       timeout: 10,
-      requests: [{
-        method: 'GET',
-        path: '/v1/check?policy=free&key=k0',
-        setupRequest: (req) => {
-          req.path = `/v1/check?policy=free&key=k${next() % KEYS}`;
-          return req;
-        },
-      }],
-    }, (err, result) => {
+      requests: acRequests(o.keys, o.seed),
+      ...(o.overallRate !== undefined ? { overallRate: o.overallRate } : {}),
+    };
+    const inst = autocannon(opts as Parameters<typeof autocannon>[0], (err, result) => {
       clearTimeout(guard);
       const wallMs = performance.now() - t0;
       const c = process.cpuUsage(cpu0);
       if (err) return reject(err);
       resolve({
-        responses: n, wallMs, latencies: latencies.subarray(0, Math.min(n, cap)),
-        errors: result.errors + result.timeouts, non2xx: result.non2xx, clientCpu: c.user + c.system,
-        sent: result.requests.sent,
+        responses: n, wallMs, errors: result.errors + result.timeouts, non2xx: result.non2xx,
+        clientCpu: c.user + c.system, sent: result.requests.sent,
       });
     });
+    const onLatency = o.onLatency;
     inst.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
-      if (n < latencies.length) latencies[n] = ms;
+      onLatency?.(ms);
       n++;
     });
   });
 }
 
-/** One autocannon measurement of a fresh server: probe, warm up, measure. */
-async function autocannonCase(target: typeof TARGETS[number], connections: number, pipelining: number,
-  seconds: number, warmupSeconds: number): Promise<LoadResult> {
-  const srv = await startServerChild(target.file, target.spec);
+/** A closed-loop autocannon run against a resident server: req/s, p50/p99 of every response, server CPU. */
+async function autocannonLoad(srv: ServerChild, connections: number, pipelining: number, seconds: number,
+  keys: number): Promise<LoadResult> {
+  const cap = 1 << 23;
+  const lat = new Float64Array(cap);
+  let k = 0;
+  const c0 = await srv.cpu();
+  const r = await autocannonOnce(srv.port, {
+    connections, pipelining, seconds, keys, seed: pipelining * 7919 + connections,
+    onLatency: (ms) => {
+      if (k < cap) lat[k++] = ms;
+    },
+  });
+  const c1 = await srv.cpu();
+  const sorted = lat.subarray(0, k).sort();
+  const serverCpu = cpuMicros(c0, c1);
+  return {
+    rps: (r.responses * 1000) / r.wallMs,
+    p50: percentile(sorted, 50),
+    p99: percentile(sorted, 99),
+    cpu: serverCpu / Math.max(1, r.responses),
+    responses: r.responses,
+    serverCores: serverCpu / 1000 / r.wallMs,
+    clientCores: r.clientCpu / 1000 / r.wallMs,
+    errors: r.errors,
+    non2xx: r.non2xx,
+    sent: r.sent,
+  };
+}
+
+/** Staggered autocannon instances per fixed-rate run: see {@link fixedRateLoad}. */
+const STAGGER = 5;
+
+/**
+ * A fixed-rate run: `rate` requests/s over `connections` connections, with autocannon's `overallRate`.
+ * autocannon enforces a rate as a quota per connection per second (a 1 s timer resets it), so each second's
+ * requests leave as a closed-loop burst at the start of the second. To spread them, the run is 5 autocannon
+ * instances (each with a fifth of the connections and of the rate) started 200 ms apart: 5 smaller bursts a
+ * second. Every response's time goes into one hdr-histogram (µs, 3 significant digits).
+ */
+async function fixedRateLoad(srv: ServerChild, rate: number, connections: number, seconds: number,
+  keys: number): Promise<LoadResult> {
+  const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   try {
-    await probe(srv.port);
-    await runAutocannon(srv.port, connections, pipelining, warmupSeconds, false);
     const c0 = await srv.cpu();
-    const r = await runAutocannon(srv.port, connections, pipelining, seconds, true);
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const per = Math.max(1, Math.round(connections / STAGGER));
+    const runs = await Promise.all(Array.from({ length: STAGGER }, (_, i) => new Promise<AcRun>((res, rej) => {
+      setTimeout(() => {
+        // Stop just short of the whole second: the rate timer would otherwise start one more burst at the end.
+        autocannonOnce(srv.port, {
+          connections: per, pipelining: 1, seconds: seconds - 0.05, keys, seed: 1 + i, overallRate: rate / STAGGER,
+          onLatency: (ms) => h.recordValue(Math.max(1, Math.round(ms * 1000))),
+        }).then(res, rej);
+      }, (i * 1000) / STAGGER);
+    })));
+    const wallMs = performance.now() - t0;
+    const cc = process.cpuUsage(cpu0);
     const c1 = await srv.cpu();
-    const sorted = Float64Array.from(r.latencies).sort();
+    const responses = runs.reduce((a, r) => a + r.responses, 0);
     const serverCpu = cpuMicros(c0, c1);
     return {
-      rps: (r.responses * 1000) / r.wallMs,
-      p50: percentile(sorted, 50),
-      p99: percentile(sorted, 99),
-      cpu: serverCpu / Math.max(1, r.responses),
-      responses: r.responses,
-      serverCores: serverCpu / 1000 / r.wallMs,
-      clientCores: r.clientCpu / 1000 / r.wallMs,
-      errors: r.errors,
-      non2xx: r.non2xx,
-      sent: r.sent,
+      // Each instance runs `seconds`; the staggered starts add 0.8 s of partial load at the edges.
+      rps: responses / seconds,
+      p50: h.getValueAtPercentile(50) / 1000,
+      p99: h.getValueAtPercentile(99) / 1000,
+      p999: h.getValueAtPercentile(99.9) / 1000,
+      max: h.maxValue / 1000,
+      cpu: serverCpu / Math.max(1, responses),
+      responses,
+      serverCores: serverCpu / 1000 / wallMs,
+      clientCores: (cc.user + cc.system) / 1000 / wallMs,
+      errors: runs.reduce((a, r) => a + r.errors, 0),
+      non2xx: runs.reduce((a, r) => a + r.non2xx, 0),
+      // autocannon's `sent` counts requests held back by the rate quota too: no unanswered check here.
+      sent: null,
     };
   } finally {
-    await srv.stop();
+    h.destroy();
   }
 }
 
@@ -205,35 +304,30 @@ function runWrk(args: string[], timeoutMs: number): Promise<string> {
   });
 }
 
-async function wrkCase(target: typeof TARGETS[number], seconds: number, warmupSeconds: number, lua: string): Promise<LoadResult> {
-  const srv = await startServerChild(target.file, target.spec);
-  try {
-    await probe(srv.port);
-    const url = `http://127.0.0.1:${srv.port}/`;
-    await runWrk(['-t1', '-c100', `-d${Math.max(1, Math.round(warmupSeconds))}s`, '-s', lua, url], (warmupSeconds + 15) * 1000);
-    const c0 = await srv.cpu();
-    const t0 = performance.now();
-    const out = await runWrk(['-t1', '-c100', `-d${seconds}s`, '--latency', '-s', lua, url], (seconds + 15) * 1000);
-    const wallMs = performance.now() - t0;
-    const c1 = await srv.cpu();
-    const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN);
-    const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
-    const p50 = wrkMs(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '');
-    const p99 = wrkMs(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '');
-    const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-    const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-    const errors = sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0;
-    const serverCpu = cpuMicros(c0, c1);
-    return {
-      rps, p50, p99, cpu: serverCpu / Math.max(1, total), responses: total,
-      serverCores: serverCpu / 1000 / wallMs, clientCores: null, errors, non2xx, sent: null,
-    };
-  } finally {
-    await srv.stop();
-  }
+/** A wrk run against a resident server: 10,000 keys through the Lua script, or one hot key (a plain URL). */
+async function wrkLoad(srv: ServerChild, seconds: number, lua: string, keys: number): Promise<LoadResult> {
+  const url = keys <= 1 ? `http://127.0.0.1:${srv.port}/v1/check?policy=free&key=hot` : `http://127.0.0.1:${srv.port}/`;
+  const script = keys <= 1 ? [] : ['-s', lua];
+  const c0 = await srv.cpu();
+  const t0 = performance.now();
+  const out = await runWrk(['-t1', '-c100', `-d${seconds}s`, '--latency', ...script, url], (seconds + 15) * 1000);
+  const wallMs = performance.now() - t0;
+  const c1 = await srv.cpu();
+  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN);
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
+  const p50 = wrkMs(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '');
+  const p99 = wrkMs(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '');
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const errors = sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0;
+  const serverCpu = cpuMicros(c0, c1);
+  return {
+    rps, p50, p99, cpu: serverCpu / Math.max(1, total), responses: total,
+    serverCores: serverCpu / 1000 / wallMs, clientCores: null, errors, non2xx, sent: null,
+  };
 }
 
-/** A row from repeated runs of one target: medians, with the req/s range over the runs. */
+/** A row from the alternated runs of one target: medians, with the req/s range over the runs. */
 function row(id: string, kase: string, subject: string, runs: LoadResult[], inFlight: number): Row {
   const med = (f: (r: LoadResult) => number): number => median(runs.map(f).sort((a, b) => a - b));
   const rps = runs.map((r) => r.rps);
@@ -249,111 +343,189 @@ function row(id: string, kase: string, subject: string, runs: LoadResult[], inFl
   if (runs.every((r) => r.sent !== null) && sent - answered > inFlight * runs.length) {
     info.push(`${((100 * (sent - answered)) / sent).toFixed(0)}% of ${sent} requests unanswered (connections closed)`);
   }
+  if (runs.every((r) => r.max !== undefined)) info.push(`max ${Math.max(...runs.map((r) => r.max!)).toFixed(1)} ms`);
+  const values: Record<string, number> = { rps: med((r) => r.rps), p50: med((r) => r.p50), p99: med((r) => r.p99), cpu: med((r) => r.cpu) };
+  if (runs.every((r) => r.p999 !== undefined)) values.p999 = med((r) => r.p999!);
   return {
-    id, case: kase, subject,
-    values: { rps: med((r) => r.rps), p50: med((r) => r.p50), p99: med((r) => r.p99), cpu: med((r) => r.cpu) },
+    id, case: kase, subject, values,
     spread: runs.length > 1 ? { rps: [Math.min(...rps), Math.max(...rps)] } : undefined,
     info: info.join(', '),
     extra: { runs },
   };
 }
 
+/** Key sets of every section. */
+const KEYSETS = [
+  { tag: '10k', label: '10k keys', keys: KEYS },
+  { tag: 'hot', label: '1 hot key', keys: 1 },
+];
+
+interface Job {
+  id: string;
+  kase: string;
+  target: Target;
+}
+
 /**
- * Runs every job `reps` times, rotating the order each repetition (ABCD, BCDA, CDAB) so that drift in the
- * machine's load does not always favour the same target. Failures become notes; the rest carry on.
+ * Runs one case's jobs alternately against the resident servers (a warm-up run each first) and adds a row per
+ * target. `load` does one run.
  */
-async function interleaved<J extends { id: string }>(ctx: Ctx, jobs: J[], reps: number,
-  run: (job: J, rep: number) => Promise<LoadResult>, notes: string[]): Promise<Map<string, LoadResult[]>> {
-  const out = new Map<string, LoadResult[]>();
-  for (let rep = 0; rep < reps; rep++) {
-    for (let k = 0; k < jobs.length; k++) {
-      const job = jobs[(k + rep) % jobs.length];
-      try {
-        const r = await run(job, rep);
-        out.set(job.id, [...(out.get(job.id) ?? []), r]);
-      } catch (e) {
-        notes.push(`${job.id} run ${rep + 1} failed: ${(e as Error).message.split('\n')[0]}`);
-        ctx.progress(`  FAILED: ${(e as Error).message}`);
-      }
+async function runCase(ctx: Ctx, sec: Section, servers: Map<string, ServerChild>, jobs: Job[], reps: number,
+  inFlight: number, describe: string, load: (srv: ServerChild, warmup: boolean) => Promise<LoadResult>): Promise<void> {
+  const live = jobs.filter((j) => servers.has(j.target.tag));
+  const results = await alternate(ctx, live, reps, (j) => j.id, async (j, r, warmup) => {
+    ctx.progress(`${j.id}: ${j.target.subject}, ${describe}${warmup ? ' (warm-up)' : ` (round ${r + 1}/${reps})`}`);
+    const res = await load(servers.get(j.target.tag)!, warmup);
+    if (!warmup) {
+      ctx.progress(`  ${Math.round(res.rps)} req/s, p50 ${res.p50.toFixed(2)} ms, p99 ${res.p99.toFixed(2)} ms` +
+        (res.p999 !== undefined ? `, p99.9 ${res.p999.toFixed(2)} ms` : '') + `, ${res.cpu.toFixed(1)} µs CPU/req`);
     }
-  }
-  return out;
+    return res;
+  }, sec.notes);
+  live.forEach((j, i) => {
+    if (results[i].length > 0) sec.rows.push(row(j.id, j.kase, j.target.subject, results[i], inFlight));
+  });
 }
 
 export const http: Scenario = {
   name: 'http',
-  summary: 'GET /v1/check req/s, p50/p99, CPU/req: sluice (shards 0, 1) vs bare uWS and node:http + rlf; autocannon, wrk',
+  summary: 'GET /v1/check: sluice (shards 0, 1) vs bare uWS, uWS + rlf, node:http + rlf; req/s and CPU/req (autocannon, wrk), ' +
+    'p50/p99/p99.9 at fixed rates (autocannon)',
   async run(ctx: Ctx): Promise<Section[]> {
-    const seconds = ctx.quick ? 2 : 5;
-    const warmup = ctx.quick ? 0.5 : 1;
-    const reps = ctx.quick ? 1 : 3;
-    const ac: Section = {
-      scenario: 'http',
-      id: 'http-autocannon',
-      title: 'HTTP: GET /v1/check under autocannon',
-      method: `autocannon 9 in the runner process, ${seconds} s per run after a ${warmup} s warm-up, a fresh server ` +
-        `child per run, key drawn uniformly from ${KEYS.toLocaleString('en')} per request (setupRequest); ` +
-        `${reps} run(s) per target in rotating order, medians shown (req/s range in parentheses). ` +
-        'Latency percentiles from every response\'s time (µs resolution, not autocannon\'s whole-ms histogram). ' +
-        'Server CPU = the server process\'s user+system time (all threads) ÷ responses.',
-      metrics: METRICS,
-      baselines: BASELINES,
-      rows: [],
-      notes: [],
-    };
-    const cases = [
-      { tag: 'p1', label: 'c100, pipelining 1', connections: 100, pipelining: 1 },
-      { tag: 'p10', label: 'c50, pipelining 10', connections: 50, pipelining: 10 },
-    ];
-    for (const c of cases) {
-      const targets = TARGETS.map((t) => ({ t, id: `http/autocannon-${c.tag}/${t.tag}` })).filter(({ id }) => ctx.want(id));
-      const runs = await interleaved(ctx, targets, reps, async ({ t, id }, rep) => {
-        ctx.progress(`${id}: ${t.subject}, ${c.label}, ${seconds} s (run ${rep + 1}/${reps})`);
-        const r = await autocannonCase(t, c.connections, c.pipelining, seconds, warmup);
-        ctx.progress(`  ${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`);
-        return r;
-      }, ac.notes);
-      for (const { t, id } of targets) {
-        const got = runs.get(id) ?? [];
-        if (got.length > 0) ac.rows.push(row(id, c.label, t.subject, got, c.connections * c.pipelining));
-      }
-    }
+    const q = ctx.quick;
+    const seconds = q ? 1 : 4;
+    const reps = q ? 2 : 3;
+    const warmup = q ? 0.5 : 1;
 
-    const wrk: Section = {
-      scenario: 'http',
-      id: 'http-wrk',
-      title: 'HTTP: GET /v1/check under wrk (the ceiling autocannon cannot reach)',
-      method: `wrk -t1 -c100 -d${seconds}s --latency -s bench/wrk/random-key.lua (a random key of ` +
-        `${KEYS.toLocaleString('en')} per request) after a 1 s warm-up, a fresh server child per run, ` +
-        `${reps} run(s) per target in rotating order, medians shown. Server CPU as above.`,
-      metrics: METRICS,
-      baselines: BASELINES,
-      rows: [],
-      notes: [],
-    };
-    const wrkIds = TARGETS.map((t) => ({ t, id: `http/wrk/${t.tag}` })).filter(({ id }) => ctx.want(id));
-    if (wrkIds.length > 0) {
-      const version = wrkVersion();
-      const lua = join(ctx.root, 'bench', 'wrk', 'random-key.lua');
-      if (version === null) {
-        wrk.notes.push('wrk is not installed: wrk runs skipped (install it, e.g. `apt-get install wrk`, to measure the ceiling).');
-        ctx.progress('http/wrk: wrk not installed, skipped');
-      } else if (!existsSync(lua)) {
-        wrk.notes.push(`${lua} is missing: wrk runs skipped.`);
-      } else {
-        const runs = await interleaved(ctx, wrkIds, reps, async ({ t, id }, rep) => {
-          ctx.progress(`${id}: ${t.subject}, wrk -t1 -c100 -d${seconds}s (run ${rep + 1}/${reps})`);
-          const r = await wrkCase(t, seconds, warmup, lua);
-          ctx.progress(`  ${Math.round(r.rps)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms`);
-          return r;
-        }, wrk.notes);
-        for (const { t, id } of wrkIds) {
-          const got = runs.get(id) ?? [];
-          if (got.length > 0) wrk.rows.push(row(id, 'wrk -t1 -c100', t.subject, got, 100));
-        }
+    // Which jobs are wanted decides which servers to start.
+    const acCases = [
+      { tag: 'p1', label: 'c100, pipelining 1', connections: 100, pipelining: 1 },
+      ...(q ? [] : [{ tag: 'p10', label: 'c50, pipelining 10', connections: 50, pipelining: 10 }]),
+    ];
+    const acJobs = acCases.map((c) => ({
+      c, jobs: TARGETS.map((t) => ({ id: `http/autocannon-${c.tag}/${t.tag}`, kase: c.label, target: t })).filter((j) => ctx.want(j.id)),
+    }));
+    const wrkKeysets = q ? KEYSETS.slice(0, 1) : KEYSETS;
+    const wrkJobs = wrkKeysets.map((k) => ({
+      k, jobs: TARGETS.map((t) => ({ id: `http/wrk-${k.tag}/${t.tag}`, kase: `wrk -t1 -c100, ${k.label}`, target: t }))
+        .filter((j) => ctx.want(j.id)),
+    }));
+    const rates = q ? [5_000] : [2_000, 8_000];
+    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1');
+    const latJobs = KEYSETS.flatMap((k) => rates.map((rate) => ({
+      k, rate,
+      jobs: latTargets.map((t) => ({
+        id: `http/latency-${k.tag}-${rate / 1000}k/${t.tag}`, kase: `${rate.toLocaleString('en')} req/s, ${k.label}`, target: t,
+      })).filter((j) => ctx.want(j.id)),
+    })));
+    const wantedTags = new Set([...acJobs, ...wrkJobs, ...latJobs].flatMap((x) => x.jobs.map((j) => j.target.tag)));
+    if (wantedTags.size === 0) return [];
+
+    const notes: string[] = [];
+    const servers = new Map<string, ServerChild>();
+    for (const t of TARGETS) {
+      if (!wantedTags.has(t.tag)) continue;
+      try {
+        const srv = await startServerChild(t.file, t.spec);
+        servers.set(t.tag, srv);
+        await probe(srv.port);
+      } catch (e) {
+        notes.push(`${t.tag} failed: could not start: ${(e as Error).message.split('\n')[0]}`);
+        ctx.progress(`  FAILED: ${t.subject}: ${(e as Error).message}`);
       }
     }
-    return [ac, wrk].filter((s) => s.rows.length > 0 || s.notes.length > 0);
+    ctx.progress(`http: ${servers.size} servers up (${[...servers.keys()].join(', ')})`);
+    const sections: Section[] = [];
+    try {
+      const ac: Section = {
+        scenario: 'http',
+        id: 'http-autocannon',
+        title: 'HTTP: GET /v1/check, closed loop under autocannon',
+        method: `autocannon 9 in the runner process against resident server children (started once for the ` +
+          `whole HTTP scenario), key drawn uniformly from ${KEYS.toLocaleString('en')} per request (setupRequest); ` +
+          `${seconds} s per run, ${reps} runs per target taken alternately (A, B, C…, order rotated each round) after ` +
+          `a ${warmup} s warm-up run each; medians (req/s range in parentheses). Latency percentiles from every ` +
+          `response's time (µs resolution). Server CPU = the server process's user+system time (all threads) ÷ responses.`,
+        metrics: METRICS,
+        baselines: BASELINES,
+        ratioMetrics: ['rps', 'cpu'],
+        rows: [],
+        notes: [...notes],
+      };
+      for (const { c, jobs } of acJobs) {
+        if (jobs.length === 0) continue;
+        await runCase(ctx, ac, servers, jobs, reps, c.connections * c.pipelining, `autocannon ${c.label}`,
+          (srv, w) => autocannonLoad(srv, c.connections, c.pipelining, w ? warmup : seconds, KEYS));
+      }
+      if (ac.rows.length > 0 || acJobs.some((x) => x.jobs.length > 0)) sections.push(ac);
+
+      const wrk: Section = {
+        scenario: 'http',
+        id: 'http-wrk',
+        title: 'HTTP: GET /v1/check, closed loop under wrk (the ceiling autocannon cannot reach)',
+        method: `wrk -t1 -c100 -d${seconds}s --latency, 10k keys: -s bench/wrk/random-key.lua (a random key of ` +
+          `${KEYS.toLocaleString('en')} per request); 1 hot key: the plain URL ?policy=free&key=hot. ` +
+          `${reps} runs per target taken alternately after a 1 s warm-up run each, resident servers, medians. ` +
+          'Latency percentiles are wrk\'s. Server CPU as above.',
+        metrics: METRICS,
+        baselines: BASELINES,
+        ratioMetrics: ['rps', 'cpu'],
+        rows: [],
+        notes: [],
+      };
+      if (wrkJobs.some((x) => x.jobs.length > 0)) {
+        const version = wrkVersion();
+        const lua = join(ctx.root, 'bench', 'wrk', 'random-key.lua');
+        if (version === null) {
+          wrk.notes.push('wrk is not installed: wrk runs skipped (install it, e.g. `apt-get install wrk`, to measure the ceiling).');
+          ctx.progress('http/wrk: wrk not installed, skipped');
+        } else if (!existsSync(lua)) {
+          wrk.notes.push(`${lua} is missing: wrk runs skipped.`);
+        } else {
+          for (const { k, jobs } of wrkJobs) {
+            if (jobs.length === 0) continue;
+            await runCase(ctx, wrk, servers, jobs, reps, 100, `wrk -t1 -c100 -d${seconds}s, ${k.label}`,
+              (srv, w) => wrkLoad(srv, w ? 1 : seconds, lua, k.keys));
+          }
+        }
+        sections.push(wrk);
+      }
+
+      const latConnections = 20;
+      const latSeconds = q ? 2 : 4;
+      const lat: Section = {
+        scenario: 'http',
+        id: 'http-latency',
+        title: 'HTTP: latency at fixed request rates (autocannon, hdr-histogram)',
+        method: `autocannon 9's programmatic API with overallRate (fixed rate), ${latConnections} connections, ` +
+          `pipelining 1, run as ${STAGGER} instances started ${1000 / STAGGER} ms apart (autocannon's rate is a quota ` +
+          'per connection per second, sent as a burst when its 1 s timer resets; staggering makes 5 smaller bursts ' +
+          `a second). ${latSeconds} s per run, ${reps} runs per target alternately after a 1 s warm-up run each, ` +
+          'resident servers. p50/p99/p99.9: every response\'s time (autocannon measures it with process.hrtime) ' +
+          'recorded in µs into one hdr-histogram-js histogram per run (3 significant digits; autocannon\'s own ' +
+          'histogram keeps whole ms), median over runs. Not corrected for coordinated omission. "req/s" is what was ' +
+          'achieved (responses ÷ run time), to show the rate was met.',
+        metrics: [
+          { key: 'rps', label: 'req/s done', higherIsBetter: true },
+          { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
+          { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
+          { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
+          { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
+        ],
+        baselines: [BASELINES[0], BASELINES[1]],
+        ratioMetrics: ['p50', 'p99', 'p999', 'cpu'],
+        rows: [],
+        notes: [],
+      };
+      for (const { k, rate, jobs } of latJobs) {
+        if (jobs.length === 0) continue;
+        await runCase(ctx, lat, servers, jobs, reps, latConnections, `${rate} req/s, ${k.label}, ${latSeconds} s`,
+          (srv, w) => fixedRateLoad(srv, rate, latConnections, w ? 1 : latSeconds, k.keys));
+      }
+      if (latJobs.some((x) => x.jobs.length > 0)) sections.push(lat);
+    } finally {
+      await Promise.all([...servers.values()].map((s) => s.stop()));
+    }
+    return sections.filter((s) => s.rows.length > 0 || s.notes.length > 0);
   },
 };
-
