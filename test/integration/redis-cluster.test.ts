@@ -162,7 +162,13 @@ describe('strict mode on a Redis Cluster', () => {
       (await Promise.all(keys.map((key) => l.check({ policy: 'p', key, cost: 1 })))).map((d) => (d.degraded ? -1 : d.remaining));
     expect(await round()).toStrictEqual(keys.map(() => 2));
     await Promise.all(c.clients.map((r) => r.script('FLUSH')));
+    const evals = (): Promise<number[]> => Promise.all(c.clients.map(async (r) =>
+      Number(/cmdstat_eval:calls=(\d+)/.exec(await r.info('commandstats'))?.[1] ?? 0)));
+    const before = await evals();
     expect(await round()).toStrictEqual(keys.map(() => 1));
+    // every master answered NOSCRIPT and got the script again by EVAL
+    const after = await evals();
+    expect(after.every((n, i) => n > before[i]), `EVAL calls ${before} -> ${after}`).toBe(true);
     expect(await round()).toStrictEqual(keys.map(() => 0));
     await expectNoStoreError(l);
     expect(await expectTtls('cs3:', () => HOUR)).toBe(30);
