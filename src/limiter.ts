@@ -49,7 +49,13 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits });
+    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits }, {
+      startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
+      recovery: {
+        minDelayMs: intOption(opts.shardRecovery?.minDelayMs, 'shardRecovery.minDelayMs', 1000, 1, 2 ** 31 - 1),
+        maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
+      },
+    });
   const front = new Front({
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
   });
@@ -60,15 +66,16 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
-    async stats(): Promise<LimiterStats> {
+    async stats(options?: { waitMs?: number }): Promise<LimiterStats> {
       if (closing !== null) throw new SluiceError('CLOSED', 'limiter is closed');
-      const parts = pool === null ? [kernel.stats()] : await pool.stats();
+      const parts = pool === null ? [kernel.stats()] : await pool.stats(options?.waitMs);
       return {
         shards,
         keys: parts.reduce((a, p) => a + p.keys, 0),
         evictions: parts.reduce((a, p) => a + p.evictions, 0),
         memoryBytes: parts.reduce((a, p) => a + p.memoryBytes, 0),
         pending: front.pending,
+        perShard: pool?.shardStates() ?? [],
         ...(store ? { store: { ...store.stats(), sync: front.syncStats() } } : {}),
       };
     },

@@ -49,6 +49,16 @@ export interface LimiterOptions {
   maxPending?: number;
   /** Redis, for policies with `consistency: strict`. */
   redis?: import('./store/redis.js').RedisOptions;
+  /**
+   * Longest a shard worker may take to start, in ms: past it `createLimiter` rejects with SHARD_FAILED (and a
+   * replacement worker that takes longer leaves its shard down). Default 5,000.
+   */
+  startTimeoutMs?: number;
+  /**
+   * Restarting a shard that is down (its worker could not be replaced): the first attempt after `minDelayMs`
+   * (default 1,000), each failed one doubling the wait up to `maxDelayMs` (default 30,000), ±25% jitter.
+   */
+  shardRecovery?: { minDelayMs?: number; maxDelayMs?: number };
 }
 
 /** Counters for observability. */
@@ -59,9 +69,20 @@ export interface LimiterStats {
   /** Bytes of linear memory of the deciding kernels: allocated once at start, it never grows with keys. */
   memoryBytes: number;
   pending: number;
+  /**
+   * Per shard (empty with `shards: 0`), read without asking the workers: up or down, checks and batches sent
+   * to its worker and not answered yet, times it went down and came back.
+   */
+  perShard: import('./shard/pool.js').ShardState[];
   /** Redis: failed calls so far, the circuit breaker's state, whether connected. Present with a store. */
   store?: {
     storeErrors: number;
+    /** `storeErrors` by kind: no answer within timeoutMs; Redis answered with an error (the script failed). */
+    timeouts: number;
+    scriptErrors: number;
+    /** Calls that could not be sent or lost their connection; calls not made because the breaker was open. */
+    connectionErrors: number;
+    breakerRejections: number;
     breaker: 'closed' | 'open' | 'halfOpen';
     connected: boolean;
     /** Script call durations: counts per bucket of `bounds` (seconds), +Inf last. */
@@ -83,7 +104,12 @@ export interface Limiter {
   check(req: CheckRequest): Promise<Decision>;
   /** Several checks in one call, one result (decision or error) per item, in order. */
   checkMany(reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>>;
-  stats(): Promise<LimiterStats>;
+  /**
+   * Counters for observability. Without options it waits for every shard worker's kernel counters; with
+   * `waitMs` (ms), a shard that has not answered by then (stalled in a batch) reports its last ones.
+   * @throws SluiceError CLOSED after close().
+   */
+  stats(options?: { waitMs?: number }): Promise<LimiterStats>;
   /** Policy names and their compiled form. */
   readonly policies: ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
   /** Redis connectivity: `none` without a store. */

@@ -18,13 +18,21 @@
  * | sluice_evictions_total | counter | keys evicted to make room (drops when a shard restarts: a counter reset) |
  * | sluice_kernel_memory_bytes | gauge | linear memory of the deciding kernels (fixed at start) |
  * | sluice_http_responses_total | counter | class = 2xx / 3xx / 4xx / 5xx |
+ * | sluice_shard_queue_depth | gauge | shard: checks sent to the shard's worker and not answered yet |
+ * | sluice_shard_queue_batches | gauge | shard: batches (one per turn) sent to the shard's worker and not answered yet |
+ * | sluice_shard_up | gauge | shard: 1 while it has a worker, 0 while down (its checks fail at once) |
+ * | sluice_shard_downs_total, sluice_shard_recoveries_total | counter | shard: times it went down; came back |
  * | process_resident_memory_bytes | gauge | the process's RSS |
  *
  * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
  *
  * | metric | type | labels |
  * |---|---|---|
- * | sluice_store_errors_total | counter | Redis calls that failed or timed out |
+ * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the four below) |
+ * | sluice_store_timeouts_total | counter | calls that got no answer within timeoutMs |
+ * | sluice_store_script_errors_total | counter | calls Redis answered with an error (the script failed: WRONGTYPE, OOM...) |
+ * | sluice_store_connection_errors_total | counter | calls that could not be sent or lost their connection |
+ * | sluice_store_breaker_rejections_total | counter | calls not made because the circuit breaker was open |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
  * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
@@ -44,6 +52,11 @@ import { isSluiceError } from '../util/errors.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
+/**
+ * How long a scrape waits for one shard's kernel counters (keys, evictions) before taking its last ones, in
+ * ms: a shard stalled in a batch does not hold the per-shard gauges, which the pool reads without it.
+ */
+export const SHARD_STATS_WAIT_MS = 500;
 
 /** What became of a check that reached the engine under a known policy. */
 export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
@@ -171,6 +184,32 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       for (let c = 0; c < CLASSES.length; c++) this.inc({ class: CLASSES[c] }, responses[c]);
     },
   });
+  type PerShard = LimiterStats['perShard'][number];
+  const shardGauge = (name: string, help: string, read: (st: PerShard) => number): void => {
+    new Gauge({
+      name, help, labelNames: ['shard'], registers,
+      collect() {
+        if (!stats?.perShard) return;
+        this.reset();
+        stats.perShard.forEach((st, s) => this.set({ shard: String(s) }, read(st)));
+      },
+    });
+  };
+  const shardCounter = (name: string, help: string, read: (st: PerShard) => number): void => {
+    new Counter({
+      name, help, labelNames: ['shard'], registers,
+      collect() {
+        if (!stats?.perShard) return;
+        this.reset();
+        stats.perShard.forEach((st, s) => this.inc({ shard: String(s) }, read(st)));
+      },
+    });
+  };
+  shardGauge('sluice_shard_queue_depth', 'Checks sent to a shard worker (queued for it or being decided) and not answered yet.', (st) => st.queuedChecks);
+  shardGauge('sluice_shard_queue_batches', 'Batches (one per event-loop turn) sent to a shard worker and not answered yet.', (st) => st.queuedBatches);
+  shardGauge('sluice_shard_up', '1 while a shard has a worker; 0 while it is down (its checks fail at once with SHARD_FAILED, restarts are attempted).', (st) => (st.up ? 1 : 0));
+  shardCounter('sluice_shard_downs_total', 'Times a shard went down: its worker died and could not be replaced.', (st) => st.downs);
+  shardCounter('sluice_shard_recoveries_total', 'Times a shard that was down came back with a fresh worker (an empty table).', (st) => st.recoveries);
   if (limiter.storeStatus() !== 'none') {
     const store = (): NonNullable<LimiterStats['store']> | undefined => stats?.store;
     new Counter({
@@ -184,6 +223,21 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
         this.inc(st.storeErrors);
       },
     });
+    const storeCounter = (name: string, help: string, read: (st: NonNullable<LimiterStats['store']>) => number): void => {
+      new Counter({
+        name, help, registers,
+        collect() {
+          const st = store();
+          if (st === undefined) return;
+          this.reset();
+          this.inc(read(st));
+        },
+      });
+    };
+    storeCounter('sluice_store_timeouts_total', 'Redis calls that got no answer within timeoutMs.', (st) => st.timeouts);
+    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error: the script failed (WRONGTYPE, OOM, a script error).', (st) => st.scriptErrors);
+    storeCounter('sluice_store_connection_errors_total', 'Redis calls that could not be sent or lost their connection (Redis down, restarting, not yet connected).', (st) => st.connectionErrors);
+    storeCounter('sluice_store_breaker_rejections_total', 'Redis calls not made because the circuit breaker was open.', (st) => st.breakerRejections);
     new Gauge({
       name: 'sluice_store_connected',
       help: '1 while the Redis client is connected, else 0.',
@@ -313,7 +367,7 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       let timer: NodeJS.Timeout | undefined;
       try {
         stats = await Promise.race([
-          limiter.stats(),
+          limiter.stats({ waitMs: SHARD_STATS_WAIT_MS }),
           new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('stats timed out')), STATS_TIMEOUT_MS); }),
         ]);
       } catch {

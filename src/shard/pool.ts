@@ -3,67 +3,207 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError } from '../util/errors.js';
-import type { ShardInit, ShardRequest, ShardStates, ShardTask } from './protocol.js';
+import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
 
+/** Default bound on a worker's start-up (loading its module and answering a first ping), in ms. */
+export const DEFAULT_START_TIMEOUT_MS = 5000;
+/** Default first wait before restarting a shard that is down, in ms. */
+export const DEFAULT_RECOVERY_MIN_MS = 1000;
+/** Default longest wait between restart attempts of a shard that is down, in ms. */
+export const DEFAULT_RECOVERY_MAX_MS = 30_000;
+
+/** How a pool starts its workers and brings back a shard that is down. */
+export interface ShardPoolOptions {
+  /**
+   * Longest a worker may take to start (load its module and answer), in ms. At `createLimiter` a worker
+   * that takes longer fails the start with SHARD_FAILED; a replacement or restarted worker that takes longer
+   * leaves (or keeps) its shard down. Default {@link DEFAULT_START_TIMEOUT_MS}.
+   */
+  startTimeoutMs?: number;
+  /**
+   * Restarting a shard that is down: the first attempt waits `minDelayMs` (default
+   * {@link DEFAULT_RECOVERY_MIN_MS}), each failed attempt doubles the wait up to `maxDelayMs` (default
+   * {@link DEFAULT_RECOVERY_MAX_MS}), every wait ±25% jitter. Attempts go on while the limiter is open, at most
+   * one per wait: never a tight respawn loop.
+   */
+  recovery?: { minDelayMs?: number; maxDelayMs?: number };
+}
+
+/** One shard as the pool sees it, read without asking its worker (so a stalled worker does not hide it). */
+export interface ShardState {
+  /** False while the shard is down: it has no worker, and its checks fail at once with SHARD_FAILED. */
+  up: boolean;
+  /** Checks sent to the shard's worker (queued for it or being decided) and not answered yet. */
+  queuedChecks: number;
+  /** Batches (one per turn) sent to the shard's worker and not answered yet. */
+  queuedBatches: number;
+  /** Times the shard went down (its worker could not be replaced). */
+  downs: number;
+  /** Times a down shard came back with a fresh worker. */
+  recoveries: number;
+  /** Why the shard is down, or null while it is up. */
+  downReason: string | null;
+}
+
+type KernelStats = { keys: number; slots: number; evictions: number; memoryBytes: number };
+const NO_KERNEL: KernelStats = { keys: 0, slots: 0, evictions: 0, memoryBytes: 0 };
+
 /**
  * N shards, each a single-thread piscina pool, so a key's batches always reach its one owner in order.
  * piscina replaces a worker that exits and rejects the tasks it held; we map that to SHARD_FAILED.
+ *
+ * A shard goes **down** when its worker cannot be replaced: the replacement failed while loading (piscina
+ * does not retry that) or did not start within `startTimeoutMs`. While down, what it held or is sent fails
+ * at once with SHARD_FAILED, and the pool tries a fresh worker (a new single-thread pool) after a backoff
+ * with jitter; the first that answers brings the shard back up, with an empty table.
  */
 export class ShardPool {
-  /** Why each shard is out for good (its worker failed at start-up and piscina gave up), or null. */
+  private readonly pools: Piscina[];
+  /** Why each shard is down, or null while it is up. */
   private readonly dead: Array<string | null>;
+  private readonly queuedChecks: number[];
+  private readonly queuedBatches: number[];
+  private readonly downs: number[];
+  private readonly recoveries: number[];
+  /** Each shard's last kernel counters, reported while its worker is too busy to answer within a bounded wait. */
+  private readonly lastKernel: KernelStats[];
+  /** A bounded-wait stats request still unanswered per shard, reused rather than piling up behind a stall. */
+  private readonly statsAsked: Array<Promise<KernelStats> | null>;
+  /** Per shard: the timer of a start-up watchdog (a replacement worker) or of the next restart attempt. */
+  private readonly startWatch: Array<NodeJS.Timeout | null>;
+  private readonly restartTimer: Array<NodeJS.Timeout | null>;
+  /** A pool being tried as a shard's restart, not yet answering. */
+  private readonly trying: Array<Piscina | null>;
+  private readonly startTimeoutMs: number;
+  private readonly minDelayMs: number;
+  private readonly maxDelayMs: number;
   private closing = false;
 
-  private constructor(private readonly pools: Piscina[]) {
-    this.dead = pools.map(() => null);
-    pools.forEach((p, s) => {
-      // Without a listener, a worker error outside any task (a replacement failing while it loads) is an
-      // unhandled 'error' event: it would crash the process.
-      p.on('error', (e: unknown) => this.workerLost(s, e));
-      // piscina starts a replacement in the same call that removes a dead worker, unless that worker died
-      // while loading: then it stops (no respawn loop) and the shard has no worker at all.
-      p.on('workerDestroy', () => queueMicrotask(() => {
-        if (p.threads.length === 0) this.workerLost(s, new Error('its worker exited while starting'));
-      }));
-    });
+  private constructor(private readonly filename: string, private readonly init: ShardInit, n: number, o: ShardPoolOptions) {
+    this.startTimeoutMs = o.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+    this.minDelayMs = o.recovery?.minDelayMs ?? DEFAULT_RECOVERY_MIN_MS;
+    this.maxDelayMs = Math.max(this.minDelayMs, o.recovery?.maxDelayMs ?? DEFAULT_RECOVERY_MAX_MS);
+    const fill = <T>(v: T): T[] => Array.from({ length: n }, () => v);
+    this.dead = fill(null);
+    this.queuedChecks = fill(0);
+    this.queuedBatches = fill(0);
+    this.downs = fill(0);
+    this.recoveries = fill(0);
+    this.lastKernel = fill(NO_KERNEL);
+    this.statsAsked = fill(null);
+    this.startWatch = fill(null);
+    this.restartTimer = fill(null);
+    this.trying = fill(null);
+    this.pools = Array.from({ length: n }, (_, s) => this.spawn(s));
   }
 
-  /** Marks shard `s` failed if it has no worker left: what it holds or is sent fails at once with SHARD_FAILED. */
-  private workerLost(s: number, e: unknown): void {
-    if (this.closing || this.dead[s] !== null || this.pools[s].threads.length > 0) return;
-    this.dead[s] = (e as Error)?.message ?? String(e);
-    // destroy() rejects the batches queued for the missing worker, so none waits forever.
-    void this.pools[s].destroy();
-  }
-
-  /** Starts `n` workers and waits until each answers; a worker that cannot start fails the whole start. */
-  static async start(n: number, init: ShardInit): Promise<ShardPool> {
-    // Built JS runs beside this file; under a TS runner (vitest) the worker still needs the built copy.
-    const filename = import.meta.url.endsWith('.ts')
-      ? pathToFileURL(join(packageRoot(), 'dist', 'src', 'shard', 'worker.js')).href
-      : new URL('./worker.js', import.meta.url).href;
-    const pools = Array.from({ length: n }, (_, i) => new Piscina({
-      filename,
+  /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */
+  private spawn(s: number): Piscina {
+    const p = new Piscina({
+      filename: this.filename,
       name: 'default',
       minThreads: 1,
       maxThreads: 1,
       idleTimeout: Infinity,
       concurrentTasksPerWorker: 16,
       maxQueue: MAX_QUEUED_BATCHES,
-      workerData: init,
-      env: { ...process.env, SLUICE_SHARD: String(i) },
+      workerData: this.init,
+      env: { ...process.env, SLUICE_SHARD: String(s) },
+    });
+    // Without a listener, a worker error outside any task (a replacement failing while it loads) is an
+    // unhandled 'error' event: it would crash the process. Events of a pool that is not (or no longer) the
+    // shard's current one are ignored.
+    p.on('error', (e: unknown) => {
+      if (p.threads.length === 0) this.markDown(s, p, `its worker failed to start (${(e as Error)?.message ?? String(e)})`);
+    });
+    // piscina starts a replacement in the same call that removes a dead worker, unless that worker died
+    // while loading: then it stops (no respawn loop) and the shard has no worker at all. A replacement that
+    // does start announces itself with 'workerCreate' once it is ready; one that hangs is given up.
+    p.on('workerDestroy', () => queueMicrotask(() => {
+      if (this.closing || this.pools[s] !== p || this.dead[s] !== null) return;
+      if (p.threads.length === 0) {
+        this.markDown(s, p, 'its worker failed to start (it exited while starting)');
+        return;
+      }
+      if (this.startWatch[s] === null) {
+        this.startWatch[s] = setTimeout(() => {
+          this.startWatch[s] = null;
+          this.markDown(s, p, `its replacement worker did not start within ${this.startTimeoutMs} ms`);
+        }, this.startTimeoutMs);
+      }
     }));
-    const pool = new ShardPool(pools);
-    const started = await Promise.allSettled(pools.map((p) => p.run({ kind: 'ping' } satisfies ShardRequest)));
-    const failed = started.findIndex((r) => r.status === 'rejected');
+    p.on('workerCreate', () => {
+      if (this.pools[s] !== p || this.startWatch[s] === null) return;
+      clearTimeout(this.startWatch[s]!);
+      this.startWatch[s] = null;
+    });
+    return p;
+  }
+
+  /** Takes shard `s` down (if `p` is still its pool): what it holds fails at once, and a restart is scheduled. */
+  private markDown(s: number, p: Piscina, why: string): void {
+    if (this.closing || this.pools[s] !== p || this.dead[s] !== null) return;
+    this.dead[s] = why;
+    this.downs[s]++;
+    this.lastKernel[s] = NO_KERNEL;
+    if (this.startWatch[s] !== null) clearTimeout(this.startWatch[s]!);
+    this.startWatch[s] = null;
+    // destroy() rejects the batches queued for the missing worker, so none waits forever.
+    void p.destroy();
+    this.scheduleRestart(s, 0);
+  }
+
+  private scheduleRestart(s: number, attempt: number): void {
+    if (this.closing) return;
+    const wait = Math.min(this.maxDelayMs, this.minDelayMs * 2 ** Math.min(attempt, 30));
+    const jittered = Math.round(wait * (0.75 + Math.random() / 2));
+    const timer = setTimeout(() => {
+      this.restartTimer[s] = null;
+      void this.restart(s, attempt);
+    }, jittered);
+    timer.unref();
+    this.restartTimer[s] = timer;
+  }
+
+  /** One restart attempt of down shard `s`: a fresh pool that must answer within startTimeoutMs. */
+  private async restart(s: number, attempt: number): Promise<void> {
+    if (this.closing) return;
+    const p = this.spawn(s);
+    this.trying[s] = p;
+    const failure = await started(p, this.startTimeoutMs);
+    this.trying[s] = null;
+    if (this.closing || failure !== null) {
+      // destroy(), not close(): a worker that fails while loading is respawned by piscina until destroyed.
+      await p.destroy();
+      if (failure !== null) this.scheduleRestart(s, attempt + 1);
+      return;
+    }
+    this.pools[s] = p;
+    this.dead[s] = null;
+    this.recoveries[s]++;
+  }
+
+  /**
+   * Starts `n` workers and waits until each answers; a worker that cannot start, or does not within
+   * `o.startTimeoutMs`, fails the whole start (every worker is stopped, none respawned).
+   *
+   * @throws SluiceError SHARD_FAILED `shard <s>: worker failed to start: <cause>`.
+   */
+  static async start(n: number, init: ShardInit, o: ShardPoolOptions = {}): Promise<ShardPool> {
+    // Built JS runs beside this file; under a TS runner (vitest) the worker still needs the built copy.
+    const filename = import.meta.url.endsWith('.ts')
+      ? pathToFileURL(join(packageRoot(), 'dist', 'src', 'shard', 'worker.js')).href
+      : new URL('./worker.js', import.meta.url).href;
+    const pool = new ShardPool(filename, init, n, o);
+    const failures = await Promise.all(pool.pools.map((p) => started(p, pool.startTimeoutMs)));
+    const failed = failures.findIndex((f) => f !== null);
     if (failed >= 0) {
       // destroy(), not close(): close() waits for the replacement piscina starts, which fails the same way.
       await pool.destroy();
-      const why = (started[failed] as PromiseRejectedResult).reason as Error;
-      throw new SluiceError('SHARD_FAILED', `shard ${failed}: worker failed to start: ${why?.message ?? String(why)}`);
+      throw new SluiceError('SHARD_FAILED', `shard ${failed}: worker failed to start: ${failures[failed]}`);
     }
     return pool;
   }
@@ -72,46 +212,128 @@ export class ShardPool {
     return this.pools.length;
   }
 
-  /** Decides one batch on shard `s`. Rejects with SHARD_FAILED if the worker dies, OVERLOADED if its queue is full. */
+  private downError(s: number): SluiceError {
+    return new SluiceError('SHARD_FAILED', `shard ${s} is down: ${this.dead[s]}; it is being restarted`);
+  }
+
+  /** Decides one batch on shard `s`. Rejects with SHARD_FAILED if the worker dies or the shard is down, OVERLOADED if its queue is full. */
   async run(s: number, task: ShardTask): Promise<Float64Array> {
-    const dead = this.dead[s];
-    if (dead !== null) throw new SluiceError('SHARD_FAILED', `shard ${s} is down: its worker failed to start (${dead}) and is not restarted`);
+    if (this.dead[s] !== null) throw this.downError(s);
+    const checks = checksIn(task);
+    this.queuedChecks[s] += checks;
+    this.queuedBatches[s]++;
     try {
       return (await this.pools[s].run(task, { transferList: [task.legs.buffer as ArrayBuffer] })) as Float64Array;
     } catch (e) {
       const msg = (e as Error).message ?? String(e);
       if (/queue is at limit/i.test(msg)) throw new SluiceError('OVERLOADED', `shard ${s}: queue full (${MAX_QUEUED_BATCHES} batches)`);
-      const down = this.dead[s];
-      if (down !== null) throw new SluiceError('SHARD_FAILED', `shard ${s} is down: its worker failed to start (${down}) and is not restarted`);
+      if (this.dead[s] !== null) throw this.downError(s);
       throw new SluiceError('SHARD_FAILED', `shard ${s} failed while deciding: ${msg}`);
+    } finally {
+      this.queuedChecks[s] -= checks;
+      this.queuedBatches[s]--;
     }
   }
 
-  /** Installs merged states on shard `s` (sync mode), in order with its batches. */
+  /** Installs merged states on shard `s` (sync mode), in order with its batches. Rejects with SHARD_FAILED if the shard is down. */
   async setState(s: number, req: ShardStates): Promise<void> {
+    if (this.dead[s] !== null) throw this.downError(s);
     await this.pools[s].run(req, { transferList: [req.rows.buffer as ArrayBuffer] });
   }
 
-  /** Each shard's kernel counters. */
-  stats(): Promise<Array<{ keys: number; slots: number; evictions: number; memoryBytes: number }>> {
-    return Promise.all(this.pools.map((p, s) => (this.dead[s] !== null
-      ? { keys: 0, slots: 0, evictions: 0, memoryBytes: 0 } // a shard that is down holds nothing
-      : p.run({ kind: 'stats' } satisfies ShardRequest))));
+
+  /**
+   * Each shard's kernel counters (a shard that is down holds nothing). Without `waitMs`, waits for every
+   * worker's answer (exact). With `waitMs` (ms), a worker that has not answered by then (stalled in a long
+   * batch) is reported with its last counters, and its unanswered request is reused by the next call.
+   */
+  stats(waitMs?: number): Promise<KernelStats[]> {
+    return Promise.all(this.pools.map(async (p, s): Promise<KernelStats> => {
+      if (this.dead[s] !== null) return NO_KERNEL;
+      if (waitMs === undefined) return this.askStats(s, p);
+      const asked = this.statsAsked[s] ?? this.askStats(s, p).finally(() => { this.statsAsked[s] = null; });
+      this.statsAsked[s] = asked;
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        return await Promise.race([asked, new Promise<KernelStats>((r) => { timer = setTimeout(() => r(this.lastKernel[s]), waitMs); })]);
+      } catch {
+        return this.lastKernel[s];
+      } finally {
+        clearTimeout(timer);
+      }
+    }));
+  }
+
+  private async askStats(s: number, p: Piscina): Promise<KernelStats> {
+    const k = (await p.run({ kind: 'stats' } satisfies ShardRequest)) as KernelStats;
+    if (this.pools[s] === p && this.dead[s] === null) this.lastKernel[s] = k;
+    return k;
+  }
+
+  /** Each shard's state as the pool sees it now: up or down, checks and batches awaiting an answer, downs and recoveries. */
+  shardStates(): ShardState[] {
+    return this.pools.map((_, s) => ({
+      up: this.dead[s] === null,
+      queuedChecks: this.queuedChecks[s],
+      queuedBatches: this.queuedBatches[s],
+      downs: this.downs[s],
+      recoveries: this.recoveries[s],
+      downReason: this.dead[s],
+    }));
   }
 
   /** The worker threads, for fault tests that must kill one. */
   threads(s: number): readonly import('node:worker_threads').Worker[] {
-    return this.pools[s].threads;
+    return this.dead[s] !== null ? [] : this.pools[s].threads;
   }
 
   async close(): Promise<void> {
     this.closing = true;
-    await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? p.destroy() : p.close())));
+    this.clearTimers();
+    await Promise.all([
+      ...this.pools.map((p, s) => (this.dead[s] !== null ? p.destroy() : p.close())),
+      ...this.trying.map((p) => p?.destroy()),
+    ]);
   }
 
   /** Stops every worker now; batches held or queued reject. */
   private async destroy(): Promise<void> {
     this.closing = true;
+    this.clearTimers();
     await Promise.all(this.pools.map((p) => p.destroy()));
   }
+
+  private clearTimers(): void {
+    for (const t of [...this.startWatch, ...this.restartTimer]) if (t !== null) clearTimeout(t);
+    this.startWatch.fill(null);
+    this.restartTimer.fill(null);
+  }
+}
+
+/** Null once `p`'s worker answers a ping; why not, if it fails or does not answer within `ms`. */
+async function started(p: Piscina, ms: number): Promise<string | null> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      p.run({ kind: 'ping' } satisfies ShardRequest),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`it did not answer within ${ms} ms`)), ms);
+      }),
+    ]);
+    return null;
+  } catch (e) {
+    return (e as Error)?.message ?? String(e);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Checks in a batch: a check is a group of legs whose first leg carries the group's length. */
+function checksIn(task: ShardTask): number {
+  let checks = 0;
+  for (let leg = 0; leg < task.n; checks++) {
+    const group = Math.floor(task.legs[leg * LEG_IN + 2] / GROUP_SHIFT);
+    leg += group > 0 ? group : 1;
+  }
+  return checks;
 }

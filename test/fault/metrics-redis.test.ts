@@ -10,7 +10,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
-import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
+import { createMetrics } from '../../src/metrics/registry.js';
+import { connected, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
 import { send, ServerPool } from '../helpers/server.js';
 import { parseMetrics } from './support.js';
 
@@ -169,5 +170,85 @@ describe('store metrics on GET /metrics', () => {
     expect(value(m, 'sluice_sync_failures_total')).toBe(after.sync!.failures);
     expect(value(m, 'sluice_sync_failures_total')).toBeGreaterThan(0);
     expect(value(m, 'sluice_sync_dropped_total')).toBe(0);
+  });
+});
+
+describe('store failures by kind', () => {
+  const STRICT: Record<string, PolicySpec> = {
+    s: { algorithm: 'token_bucket', limit: 1_000_000, period: 3_600_000, consistency: 'strict', onStoreError: 'open' },
+  };
+  const KINDS = ['sluice_store_timeouts_total', 'sluice_store_script_errors_total', 'sluice_store_connection_errors_total', 'sluice_store_breaker_rejections_total'];
+  /** A breaker that never opens (volume threshold far above these tests' calls), unless a test sets its own. */
+  const NEVER_OPENS = { volumeThreshold: 100_000 };
+
+  async function strictLimiter(prefix: string, breaker: Record<string, number> = NEVER_OPENS, url = redis.url): Promise<Limiter> {
+    limiter = await createLimiter({ policies: STRICT, shards: 0, maxKeys: 1024, redis: { url, prefix, timeoutMs: 50, breaker } });
+    return limiter;
+  }
+  /** The four kind counters and sluice_store_errors_total, from a scrape. */
+  async function kinds(l: Limiter): Promise<number[]> {
+    const m = parseMetrics(await createMetrics(l).render());
+    return [...KINDS, 'sluice_store_errors_total'].map((n) => value(m, n));
+  }
+  /** `n` checks one after another (one script call each); each must be answered, degraded (fail open). */
+  async function degradedChecks(l: Limiter, key: string, n: number): Promise<void> {
+    for (let i = 0; i < n; i++) {
+      const d = await l.check({ policy: 's', key, cost: 1 });
+      expect([d.allowed, d.degraded]).toStrictEqual([true, true]);
+    }
+  }
+
+  it('a paused Redis: each call past timeoutMs is a timeout, nothing else', async () => {
+    const l = await strictLimiter('kt:');
+    await connected(l);
+    expect((await l.check({ policy: 's', key: 'k', cost: 1 })).degraded ?? false).toBe(false);
+    expect(await kinds(l)).toStrictEqual([0, 0, 0, 0, 0]);
+    redis.pause();
+    await degradedChecks(l, 'k', 5);
+    redis.resume();
+    expect(await kinds(l)).toStrictEqual([5, 0, 0, 0, 5]);
+    const st = (await l.stats()).store!;
+    expect([st.timeouts, st.scriptErrors, st.connectionErrors, st.breakerRejections, st.storeErrors]).toStrictEqual([5, 0, 0, 0, 5]);
+  });
+
+  it('the breaker opens after 3 timeouts: the next calls are breaker rejections, not timeouts', async () => {
+    const l = await strictLimiter('kb:', { volumeThreshold: 3, errorThresholdPercentage: 50, resetMs: 60_000, maxResetMs: 60_000 });
+    await connected(l);
+    redis.pause();
+    await degradedChecks(l, 'k', 3);
+    expect((await l.stats()).store!.breaker).toBe('open');
+    await degradedChecks(l, 'k', 4);
+    redis.resume();
+    expect(await kinds(l)).toStrictEqual([3, 0, 0, 4, 7]);
+    const m = parseMetrics(await createMetrics(l).render());
+    expect(value(m, 'sluice_store_breaker_state')).toBe(2);
+  });
+
+  it('a key of the wrong type planted in Redis: the script fails with WRONGTYPE, each call a script error', async () => {
+    const l = await strictLimiter('kw:');
+    await connected(l);
+    expect((await l.check({ policy: 's', key: 'poison', cost: 1 })).degraded ?? false).toBe(false);
+    const [stateKey] = await keysUnder(redis.client, 'kw:');
+    expect(stateKey).toMatch(/^kw:\{s:/);
+    await redis.client.del(stateKey);
+    await redis.client.rpush(stateKey, 'not a rate-limit state');
+    // the script errors on the planted key; Redis itself answers, so these are neither timeouts nor connection errors
+    await degradedChecks(l, 'poison', 4);
+    expect(await kinds(l)).toStrictEqual([0, 4, 0, 0, 4]);
+    // other keys are unaffected (each check here is its own script call)
+    expect((await l.check({ policy: 's', key: 'clean', cost: 1 })).degraded ?? false).toBe(false);
+    expect(await redis.client.type(stateKey)).toBe('list');
+    expect(await kinds(l)).toStrictEqual([0, 4, 0, 0, 4]);
+  });
+
+  it('Redis not there at all: each call is a connection error', async () => {
+    // a port nothing listens on: the client never connects (createLimiter waits 2 s for it, then starts)
+    const gone = await startRedis();
+    const url = gone.url;
+    await gone.stop();
+    const l = await strictLimiter('kc:', NEVER_OPENS, url);
+    expect(l.storeStatus()).toBe('disconnected');
+    await degradedChecks(l, 'k', 3);
+    expect(await kinds(l)).toStrictEqual([0, 0, 3, 0, 3]);
   });
 });

@@ -3,18 +3,34 @@
  * checks on a frozen clock, and the failure counters moving when the engine is overloaded or a shard worker
  * is killed while holding checks.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+
+// The shard-queue test runs a stalling shard worker (test/fault/fixtures/faulty-worker.mjs): src/shard/pool.ts
+// loads the worker from packageRoot(), which that test points at a faulty root; every other test uses the real one.
+const fake = vi.hoisted(() => ({ root: '' }));
+vi.mock('../../src/util/paths.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/util/paths.js')>();
+  return { ...real, packageRoot: () => (fake.root === '' ? real.packageRoot() : fake.root) };
+});
+
 import { createLimiter, isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { createMetrics, LATENCY_BUCKETS } from '../../src/metrics/registry.js';
 import { postJson, send, ServerPool, type TestServer } from '../helpers/server.js';
-import { keysByShard, parseMetrics, poolOf, settleWithin, tally } from './support.js';
+import { faultyRoot, keysByShard, parseMetrics, poolOf, settleWithin, tally, until } from './support.js';
 
 const servers = new ServerPool();
 let limiters: Limiter[] = [];
+const roots: string[] = [];
 afterEach(async () => {
   await servers.closeAll();
   await Promise.all(limiters.map((l) => l.close()));
   limiters = [];
+  fake.root = '';
+});
+afterAll(() => {
+  for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
 
 async function scrape(s: TestServer): Promise<Map<string, number>> {
@@ -166,5 +182,80 @@ describe('failure counters', () => {
     expect(decisions(m, 'hourly', 'allowed')).toBe(10);
     expect(value(m, 'sluice_pending_checks')).toBe(0);
     expect(value(m, 'sluice_keys')).toBe(10);
+  });
+});
+
+describe('shard queues', () => {
+  const SHARDED: Record<string, PolicySpec> = {
+    hourly: { algorithm: 'token_bucket', limit: 1, period: 3_600_000 },
+    // two limits: two legs per check, so a queue counted in legs would read double
+    both: { limits: [{ algorithm: 'token_bucket', limit: 5, period: 3_600_000 }, { algorithm: 'fixed_window', limit: 9, period: 60_000 }] },
+  };
+  /** The cost the faulty worker stalls on. */
+  const STALL_COST = 999;
+
+  it('sluice_shard_queue_depth counts exactly the checks a stalled shard holds, and 0 once it answers; the other shard reads 0 throughout', async () => {
+    let stalled = '';
+    let release = '';
+    const root = faultyRoot((dir) => {
+      stalled = path.join(dir, 'stalled');
+      release = path.join(dir, 'release');
+      return { stallCost: STALL_COST, stalledFlag: stalled, releaseFlag: release };
+    });
+    roots.push(root);
+    fake.root = root;
+    const l = await createLimiter({ policies: SHARDED, shards: 2, maxKeys: 1024 });
+    limiters.push(l);
+    const metrics = createMetrics(l);
+    const [h0, h1] = keysByShard(SHARDED, 'hourly', 2, 20);
+    const [b0] = keysByShard(SHARDED, 'both', 2, 20);
+    const check = (policy: string, key: string, cost = 1): Promise<Decision> => l.check({ policy, key, cost });
+    const series = (m: Map<string, number>, name: string): number[] => [0, 1].map((s) => value(m, `${name}{shard="${s}"}`));
+
+    let m = parseMetrics(await metrics.render());
+    expect(series(m, 'sluice_shard_queue_depth')).toStrictEqual([0, 0]);
+    expect(series(m, 'sluice_shard_queue_batches')).toStrictEqual([0, 0]);
+    expect(series(m, 'sluice_shard_up')).toStrictEqual([1, 1]);
+    expect(series(m, 'sluice_shard_downs_total')).toStrictEqual([0, 0]);
+    expect(series(m, 'sluice_shard_recoveries_total')).toStrictEqual([0, 0]);
+
+    // turn 1: one check that stalls shard 0's worker
+    const held: Array<Promise<Decision>> = [check('hourly', h0[0], STALL_COST)];
+    await until(() => existsSync(stalled), 10_000, 'shard 0 to stall');
+    // turn 2: 10 checks for shard 0 (one batch) and 3 for shard 1; turn 3: 7 two-limit checks for shard 0
+    held.push(...h0.slice(1, 11).map((k) => check('hourly', k)));
+    const other = h1.slice(0, 3).map((k) => check('hourly', k));
+    await new Promise((r) => setImmediate(r));
+    held.push(...b0.slice(0, 7).map((k) => check('both', k)));
+    expect(tally(await settleWithin(other, 10_000))).toStrictEqual({ decided: 3 });
+
+    // a scrape while shard 0 is stalled: it does not wait for that worker, and its queue is exact
+    m = parseMetrics(await metrics.render());
+    expect(series(m, 'sluice_shard_queue_depth')).toStrictEqual([18, 0]);
+    expect(series(m, 'sluice_shard_queue_batches')).toStrictEqual([3, 0]);
+    expect(series(m, 'sluice_shard_up')).toStrictEqual([1, 1]);
+    expect(value(m, 'sluice_pending_checks')).toBe(18);
+    expect((await l.stats({ waitMs: 50 })).perShard.map((st) => st.queuedChecks)).toStrictEqual([18, 0]);
+
+    // released: every held check is decided, and the queues read 0
+    writeFileSync(release, '');
+    const done = await settleWithin(held, 15_000);
+    expect(tally(done)).toStrictEqual({ decided: 18 });
+    // the stalling check costs more than the bucket holds (never admitted); the 17 others are admitted
+    expect(done.map((d) => (d.ok ? (d.value.retryAfterMs === null ? 'never' : d.value.allowed) : 'error')))
+      .toStrictEqual(['never', ...Array<boolean>(17).fill(true)]);
+    m = parseMetrics(await metrics.render());
+    expect(series(m, 'sluice_shard_queue_depth')).toStrictEqual([0, 0]);
+    expect(series(m, 'sluice_shard_queue_batches')).toStrictEqual([0, 0]);
+    expect(value(m, 'sluice_pending_checks')).toBe(0);
+    expect(series(m, 'sluice_shard_up')).toStrictEqual([1, 1]);
+  });
+
+  it('without shards there are no per-shard series', async () => {
+    const l = await createLimiter({ policies: SHARDED, shards: 0 });
+    limiters.push(l);
+    const m = parseMetrics(await createMetrics(l).render());
+    expect([...m.keys()].filter((k) => k.startsWith('sluice_shard_'))).toStrictEqual(['sluice_shard_failures_total']);
+    expect((await l.stats()).perShard).toStrictEqual([]);
   });
 });

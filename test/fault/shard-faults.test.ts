@@ -15,7 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import type { Piscina as PiscinaType } from 'piscina';
 import { PROJECT_ROOT } from '../helpers/server.js';
-import { codeOf, faultyRoot, keysByShard, osThreads, poolOf, settleWithin, tally, until, type Faults } from './support.js';
+import { codeOf, faultyRoot, keysByShard, osThreads, parseMetrics, poolOf, settleWithin, tally, until, type Faults } from './support.js';
 
 const fake = vi.hoisted(() => ({ root: '', pools: [] as unknown[] }));
 vi.mock('../../src/util/paths.js', () => ({ packageRoot: () => fake.root }));
@@ -30,7 +30,8 @@ vi.mock('piscina', async (importOriginal) => {
   return { ...mod, Piscina: Recorded, default: Recorded };
 });
 
-import { createLimiter, SluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
+import { createLimiter, SluiceError, type Decision, type Limiter, type LimiterOptions, type PolicySpec } from '../../src/index.js';
+import { createMetrics } from '../../src/metrics/registry.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   hourly: { algorithm: 'token_bucket', limit: 1, period: 3_600_000 },
@@ -62,8 +63,8 @@ afterAll(() => {
   for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
 
-async function limiter(): Promise<Limiter> {
-  const l = await createLimiter({ policies: POLICIES, shards: 2, maxKeys: 1024 });
+async function limiter(extra: Partial<LimiterOptions> = {}): Promise<Limiter> {
+  const l = await createLimiter({ policies: POLICIES, shards: 2, maxKeys: 1024, ...extra });
   open.push(l);
   return l;
 }
@@ -184,7 +185,7 @@ describe('a worker that fails while starting', () => {
     const later = await settleWithin(s0.slice(11, 21).map((k) => check(l, k)), 10_000);
     expect(tally(later)).toStrictEqual({ SHARD_FAILED: 10 });
     expect((later[0] as { error: Error }).error.message)
-      .toMatch(/^shard 0 is down: its worker failed to start \(faulty worker: replacement failed while loading\) and is not restarted$/);
+      .toMatch(/^shard 0 is down: its worker failed to start \(faulty worker: replacement failed while loading\); it is being restarted$/);
     const other = await settleWithin(s1.slice(1, 11).map((k) => check(l, k)), 10_000);
     expect(tally(other)).toStrictEqual({ decided: 10 });
     expect((await check(l, s1[0])).allowed).toBe(false);
@@ -194,5 +195,134 @@ describe('a worker that fails while starting', () => {
     await Promise.race([l.close(), new Promise((_, rej) => setTimeout(() => rej(new Error('close() hung')), 10_000))]);
     expect(liveThreads()).toBe(0);
     expect(codeOf((await settleWithin([check(l, s1[0])], 1000))[0])).toBe('CLOSED');
+  });
+});
+
+describe('a worker that hangs while starting', () => {
+  it('createLimiter rejects within startTimeoutMs with SHARD_FAILED, no thread left, nothing respawned', async () => {
+    useFaultyWorker({ atLoad: 'hang' });
+    const before = await osThreads();
+    const started = Date.now();
+    let err: unknown;
+    try {
+      open.push(await limiter({ startTimeoutMs: 500 }));
+    } catch (e) {
+      err = e;
+    }
+    const took = Date.now() - started;
+    expect(err).toBeInstanceOf(SluiceError);
+    expect((err as SluiceError).code).toBe('SHARD_FAILED');
+    expect((err as Error).message).toBe('shard 0: worker failed to start: it did not answer within 500 ms');
+    expect(took).toBeLessThan(20_000); // bounded: not a hang
+
+    expect(recordedPools()).toHaveLength(2);
+    expect(liveThreads()).toBe(0);
+    let creates = 0;
+    for (const p of recordedPools()) p.on('workerCreate', () => creates++);
+    for (let i = 0; i < 10; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      expect(liveThreads()).toBe(0);
+    }
+    expect(creates).toBe(0);
+    expect(recordedPools()).toHaveLength(2);
+    // the hung threads were terminated: none is left behind (terminate() may take a moment to finish)
+    const deadline = Date.now() + 10_000;
+    while ((await osThreads()) > before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await osThreads()).toBeLessThanOrEqual(before);
+  });
+
+  it('the default start-up limit is 5 s, and startTimeoutMs is checked', async () => {
+    useFaultyWorker({});
+    await expect(createLimiter({ policies: POLICIES, shards: 1, startTimeoutMs: 0 })).rejects.toMatchObject({ code: 'CONFIG', field: 'startTimeoutMs' });
+    await expect(createLimiter({ policies: POLICIES, shards: 1, shardRecovery: { minDelayMs: 1.5 } })).rejects.toMatchObject({ code: 'CONFIG', field: 'shardRecovery.minDelayMs' });
+    const { DEFAULT_START_TIMEOUT_MS } = await import('../../src/shard/pool.js');
+    expect(DEFAULT_START_TIMEOUT_MS).toBe(5000);
+  });
+
+  it('a replacement that hangs while starting: the checks queued for it fail within startTimeoutMs, and the shard is down', async () => {
+    const root = useFaultyWorker({});
+    const hang = path.join(root, 'replacements-hang');
+    writeFileSync(path.join(root, 'dist', 'src', 'shard', 'faults.json'),
+      JSON.stringify({ real: pathToFileURL(path.join(PROJECT_ROOT, 'dist', 'src', 'shard', 'worker.js')).href, loadHangFlag: hang }));
+    // restarts are far off, so the shard stays down for the whole test
+    const l = await limiter({ startTimeoutMs: 500, shardRecovery: { minDelayMs: 60_000 } });
+    const pool = poolOf(l);
+    const [s0, s1] = KEYS;
+    expect((await check(l, s0[0])).allowed).toBe(true);
+
+    writeFileSync(hang, '');
+    await pool.threads(0)[0].terminate();
+    // queued for a replacement that never answers: they fail (not hang) once its start-up limit passes
+    const queued = await settleWithin(s0.slice(1, 11).map((k) => check(l, k)), 10_000);
+    expect(tally(queued)).toStrictEqual({ SHARD_FAILED: 10 });
+    expect((queued[0] as { error: Error }).error.message)
+      .toBe('shard 0 is down: its replacement worker did not start within 500 ms; it is being restarted');
+    const st = (await l.stats()).perShard;
+    expect(st.map((x) => [x.up, x.downs, x.recoveries, x.queuedChecks])).toStrictEqual([[false, 1, 0, 0], [true, 0, 0, 0]]);
+    // later checks fail at once; shard 1 answers
+    expect(tally(await settleWithin(s0.slice(11, 16).map((k) => check(l, k)), 1000))).toStrictEqual({ SHARD_FAILED: 5 });
+    expect(tally(await settleWithin(s1.slice(0, 5).map((k) => check(l, k)), 10_000))).toStrictEqual({ decided: 5 });
+    await Promise.race([l.close(), new Promise((_, rej) => setTimeout(() => rej(new Error('close() hung')), 10_000))]);
+    expect(liveThreads()).toBe(0);
+  });
+});
+
+describe('a shard that is down recovers', () => {
+  it('answers with SHARD_FAILED at once while down, restarts with backoff while its worker cannot load, and decides exactly again once it can', async () => {
+    const root = useFaultyWorker({});
+    const flag = path.join(root, 'replacements-crash');
+    writeFileSync(path.join(root, 'dist', 'src', 'shard', 'faults.json'),
+      JSON.stringify({ real: pathToFileURL(path.join(PROJECT_ROOT, 'dist', 'src', 'shard', 'worker.js')).href, loadFlag: flag }));
+    const l = await limiter({ startTimeoutMs: 2000, shardRecovery: { minDelayMs: 100, maxDelayMs: 200 } });
+    const pool = poolOf(l);
+    const metrics = createMetrics(l);
+    const up = async (): Promise<number[]> => {
+      const m = parseMetrics(await metrics.render());
+      return [0, 1].map((s) => m.get(`sluice_shard_up{shard="${s}"}`)!);
+    };
+    const [s0, s1] = KEYS;
+    const A = s0[0];
+    expect((await check(l, A)).allowed).toBe(true);
+    expect((await check(l, A)).allowed).toBe(false);
+    expect((await check(l, s1[0])).allowed).toBe(true);
+    expect(await up()).toStrictEqual([1, 1]);
+
+    // the worker dies and its replacement (and every restart while the flag is there) fails while loading
+    writeFileSync(flag, '');
+    await pool.threads(0)[0].terminate();
+    await until(() => !pool.shardStates()[0].up, 10_000, 'shard 0 to go down');
+    expect(await up()).toStrictEqual([0, 1]);
+    const down = await settleWithin(s0.slice(1, 11).map((k) => check(l, k)), 1000);
+    expect(tally(down)).toStrictEqual({ SHARD_FAILED: 10 });
+    expect((down[0] as { error: Error }).error.message)
+      .toBe('shard 0 is down: its worker failed to start (faulty worker: replacement failed while loading); it is being restarted');
+    // restarts are tried (each a fresh single-thread pool) and fail, without a tight loop: 100-200 ms apart
+    const pools = recordedPools().length;
+    await until(() => recordedPools().length >= pools + 2, 10_000, 'two restart attempts');
+    expect(pool.shardStates()[0].up).toBe(false);
+    expect(tally(await settleWithin([check(l, A)], 1000))).toStrictEqual({ SHARD_FAILED: 1 });
+    expect(tally(await settleWithin(s1.slice(1, 6).map((k) => check(l, k)), 10_000))).toStrictEqual({ decided: 5 });
+
+    // the fault is gone: the next restart brings shard 0 back, with an empty table
+    rmSync(flag);
+    await until(() => pool.shardStates()[0].up, 10_000, 'shard 0 to recover');
+    const st = pool.shardStates()[0];
+    expect([st.up, st.downs, st.recoveries, st.downReason]).toStrictEqual([true, 1, 1, null]);
+    expect(pool.threads(0)).toHaveLength(1);
+    // exact decisions again: A's spent token is forgotten (fresh table), then A is over its limit again
+    expect(await check(l, A)).toStrictEqual({ allowed: true, limit: 1, remaining: 0, resetAfterMs: 3_600_000, retryAfterMs: 0, policy: 'hourly' });
+    const again = await check(l, A);
+    expect([again.allowed, again.remaining]).toStrictEqual([false, 0]);
+    expect(again.retryAfterMs).toBeGreaterThan(3_590_000);
+    // shard 1 kept its state throughout
+    expect((await check(l, s1[0])).allowed).toBe(false);
+    const m = parseMetrics(await metrics.render());
+    expect([0, 1].map((s) => m.get(`sluice_shard_up{shard="${s}"}`))).toStrictEqual([1, 1]);
+    expect([0, 1].map((s) => m.get(`sluice_shard_downs_total{shard="${s}"}`))).toStrictEqual([1, 0]);
+    expect([0, 1].map((s) => m.get(`sluice_shard_recoveries_total{shard="${s}"}`))).toStrictEqual([1, 0]);
+    // stats count the recovered shard's keys again (A), plus shard 1's six
+    expect((await l.stats()).keys).toBe(7);
+    await Promise.race([l.close(), new Promise((_, rej) => setTimeout(() => rej(new Error('close() hung')), 10_000))]);
+    expect(liveThreads()).toBe(0);
   });
 });

@@ -93,8 +93,9 @@ export function parseMetrics(text: string): Map<string, number> {
 
 /** Faults the fixture worker (test/fault/fixtures/faulty-worker.mjs) injects; see that file. */
 export interface Faults {
-  atLoad?: 'throw' | 'exit';
+  atLoad?: 'throw' | 'exit' | 'hang';
   loadFlag?: string;
+  loadHangFlag?: string;
   throwCost?: number;
   exitCost?: number;
   stallCost?: number;
