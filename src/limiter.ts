@@ -19,6 +19,7 @@ const STORE_CONNECT_WAIT_MS = 2000;
  * starts one worker thread per shard.
  *
  * @throws SluiceError CONFIG naming the policy and field for an invalid policy, or the option at fault.
+ * @throws SluiceError SHARD_FAILED when a shard worker fails to start, or does not answer within `startTimeoutMs`.
  * @example
  * const limiter = await createLimiter({ policies: { free: { algorithm: 'token_bucket', limit: 100, period: '1m' } } });
  * const d = await limiter.check({ policy: 'free', key: 'tenant-42', cost: 1 });
