@@ -224,11 +224,15 @@ export class Front {
     store.decide(redisKeys, args, now).then(
       (rows) => {
         const out = Float64Array.from(rows);
+        // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
+        const failed = emptyBatch();
         let base = 0;
         for (let i = 0; i < b.n; i++) {
-          settle(compose(out, base, b.rts[i]), b.resolves[i], b.rejects[i]);
+          if (Number.isNaN(rows[4 * base])) push(failed, b, i);
+          else settle(compose(out, base, b.rts[i]), b.resolves[i], b.rejects[i]);
           base += b.rts[i].legCount;
         }
+        if (failed.n > 0) this.storeFailed(failed, now);
       },
       () => this.storeFailed(b, now),
     ).finally(() => this.landed(b.n));

@@ -74,10 +74,12 @@ export class RedisStore {
     const timeoutMs = o.timeoutMs ?? 20;
     let check: (keys: string[], args: number[]) => Promise<number[]>;
     let sync: (keys: string[], args: number[]) => Promise<number[]>;
+    let bounded = false;
     if (redis instanceof Cluster) {
-      const c = clusterCalls(redis, this.prefix);
+      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e));
       check = c.check;
       sync = c.merge;
+      bounded = true; // each slot's call has its own deadline
     } else {
       redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
@@ -88,7 +90,7 @@ export class RedisStore {
     }
     this.mergeCall = (keys, args) => deadline(sync(keys, args), timeoutMs);
     const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => deadline(check(keys, args), timeoutMs), o.breaker);
+      (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker);
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
   }
@@ -117,6 +119,9 @@ export class RedisStore {
         retryDelayOnClusterDown: 0,
         clusterRetryStrategy: backoff,
         slotsRefreshTimeout: 1000,
+        // re-read the slot map every second: after a master was lost, auto-pipelined calls never follow a MOVED
+        // nor reconnect to it, so without this its slots would keep failing after it is back (or failed over)
+        slotsRefreshInterval: 1000,
         redisOptions: { maxRetriesPerRequest: 0, commandTimeout, connectTimeout: 1000 },
       });
       cluster.on('error', onError);
@@ -138,7 +143,9 @@ export class RedisStore {
   /**
    * Decides `keys.length` legs: `args` holds 6 numbers per leg (algorithm, L, P, B, cost, group length).
    * Resolves to 4 numbers per leg (code, remaining, resetAfterMs, retryAfterMs); rejects when Redis fails,
-   * times out or the circuit is open.
+   * times out or the circuit is open. In a Cluster, when some slots' calls fail and others answer, it
+   * resolves, with NaN in every row of the legs whose call failed (each failed call is counted as an error):
+   * those checks take their failure rule, the others their decision.
    */
   async decide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
     const start = performance.now();
@@ -250,7 +257,7 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
  * find in a defineCommand script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by
  * resending that call as EVAL, which also caches the script on that master again.
  */
-function clusterCalls(c: Cluster, prefix: string): {
+function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void): {
   check: (keys: string[], args: number[]) => Promise<number[]>;
   merge: (keys: string[], args: number[]) => Promise<number[]>;
 } {
@@ -275,12 +282,28 @@ function clusterCalls(c: Cluster, prefix: string): {
     return out;
   };
   return {
-    // args: clock flag, now, n, then 6 per leg
-    check(keys, args) {
+    // args: clock flag, now, n, then 6 per leg. Each slot's call has its own deadline, and the slots that
+    // answered are decided even if another failed (a master lost): its legs' rows are NaN. All failed: rejects.
+    async check(keys, args) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
-      const calls = parts.map((p) => run(checkLua, p.keys, [args[0], args[1], p.keys.length, ...p.args]));
-      return gather(parts, calls, 4, keys.length);
+      const settled = await Promise.allSettled(parts.map((p) =>
+        deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, ...p.args]), timeoutMs)));
+      const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
+      if (failed.length > 0 && failed.length === parts.length) {
+        for (const r of failed.slice(1)) partFailed(r.reason);
+        throw failed[0].reason;
+      }
+      for (const r of failed) partFailed(r.reason);
+      const out = new Array<number>(keys.length * 4).fill(NaN);
+      parts.forEach((p, k) => {
+        const r = settled[k];
+        if (r.status === 'fulfilled') p.legs.forEach((leg, i) => {
+          for (let a = 0; a < 4; a++) out[leg * 4 + a] = r.value[i * 4 + a];
+        });
+      });
+      return out;
     },
     // keys: the n state keys, then the batch's marker; args: clock flag, now, n, then 5 per key. Each part
     // gets its own marker, in its slot: `<marker>:{<tag>}`; a retry splits the same way, so it meets the same.

@@ -17,6 +17,10 @@ export interface TestCluster {
   clients: Redis[];
   /** Every key on every master whose name starts with `prefix`, sorted, each with its master's index. */
   keysUnder(prefix: string): Promise<Array<{ key: string; node: number }>>;
+  /** SIGKILL master `i` and wait for its exit (its slots stay assigned to it: no replica takes over). */
+  kill(i: number): Promise<void>;
+  /** Starts master `i` again on its port and nodes file (same identity and slots, no data), then waits for `cluster_state:ok` on all. */
+  restart(i: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -72,6 +76,23 @@ function exited(child: ChildProcess): Promise<void> {
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Waits (up to 20 s) until every node reports `cluster_state:ok`, all 16,384 slots served, and sees three connected masters. */
+async function ok(clients: Redis[]): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      const infos = await Promise.all(clients.map((c) => c.cluster('INFO') as Promise<string>));
+      const masters = await Promise.all(clients.map(async (c) =>
+        ((await c.cluster('NODES')) as string).split('\n').filter((l) => /\bmaster\b/.test(l) && !/\bfail\??\b/.test(l) && / connected\b/.test(l)).length));
+      if (infos.every((i) => i.includes('cluster_state:ok') && i.includes('cluster_slots_ok:16384')) && masters.every((m) => m === 3)) return;
+      if (Date.now() > deadline) throw new Error(`cluster not ok within 20 s: ${infos.join(' | ')}`);
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+    }
+    await pause(50);
+  }
+}
+
 /**
  * Starts three cluster-enabled masters on free ports, joins them with `redis-cli --cluster create` (the
  * 16,384 slots split three ways, no replicas) and waits until every node reports `cluster_state:ok` and
@@ -103,15 +124,7 @@ export async function startCluster(): Promise<TestCluster> {
       c.on('error', () => undefined);
       clients.push(c);
     }
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const infos = await Promise.all(clients.map((c) => c.cluster('INFO') as Promise<string>));
-      const masters = await Promise.all(clients.map(async (c) =>
-        ((await c.cluster('NODES')) as string).split('\n').filter((l) => / master /.test(l) || /,master /.test(l)).length));
-      if (infos.every((i) => i.includes('cluster_state:ok') && i.includes('cluster_slots_ok:16384')) && masters.every((m) => m === 3)) break;
-      if (Date.now() > deadline) throw new Error(`cluster not ok within 20 s: ${infos.join(' | ')}`);
-      await pause(50);
-    }
+    await ok(clients);
     return {
       ports,
       nodes,
@@ -127,6 +140,14 @@ export async function startCluster(): Promise<TestCluster> {
           } while (cursor !== '0');
         }
         return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      },
+      async kill(i: number) {
+        children[i].kill('SIGKILL');
+        await exited(children[i]);
+      },
+      async restart(i: number) {
+        children[i] = await launch(ports[i], dir);
+        await ok(clients);
       },
       stop,
     };

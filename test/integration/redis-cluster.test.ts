@@ -50,7 +50,7 @@ async function expectNoStoreError(...ls: Limiter[]): Promise<void> {
 /** The master (index into c.clients) that serves `key`'s slot. */
 async function masterOf(key: string): Promise<number> {
   const slot = (await c.clients[0].cluster('KEYSLOT', key)) as number;
-  const slots = (await c.clients[0].cluster('SLOTS')) as Array<[number, number, [string, number]]>;
+  const slots = (await c.clients[0].cluster('SLOTS')) as unknown as Array<[number, number, [string, number]]>;
   const range = slots.find(([lo, hi]) => slot >= lo && slot <= hi)!;
   return c.ports.indexOf(Number(range[2][1]));
 }
@@ -173,6 +173,52 @@ describe('strict mode on a Redis Cluster', () => {
     await expectNoStoreError(l);
     expect(await expectTtls('cs3:', () => HOUR)).toBe(30);
   }, 30_000);
+});
+
+describe('a master lost (SIGKILL, no replica), then back', () => {
+  it('decides the checks of the other masters, answers those of the lost one under onStoreError, and is exact again once it is back', async () => {
+    const policies = {
+      closed: strict({ algorithm: 'fixed_window', limit: 3, period: '1h' }),
+      open: { algorithm: 'fixed_window', limit: 3, period: '1h', consistency: 'strict', onStoreError: 'open' } as PolicySpec,
+    };
+    const l = await limiter(policies, 'ck1:');
+    const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
+    const batch = (policy: string): Promise<Decision[]> => Promise.all(keys.map((key) => l.check({ policy, key, cost: 1 })));
+    expect((await batch('closed')).map((d) => [d.allowed, d.remaining, d.degraded])).toStrictEqual(keys.map(() => [true, 2, undefined]));
+    expect((await batch('open')).map((d) => [d.allowed, d.remaining, d.degraded])).toStrictEqual(keys.map(() => [true, 2, undefined]));
+
+    // where each (policy, key) lives
+    const nodeOf = new Map((await c.keysUnder('ck1:')).map((s) => [`${/\{(\w+):/.exec(s.key)![1]}/${/:(k\d+)\}/.exec(s.key)![1]}`, s.node]));
+    expect(nodeOf.size).toBe(60);
+    const victim = nodeOf.get('closed/k0')!;
+    const lost = (policy: string, key: string): boolean => nodeOf.get(`${policy}/${key}`) === victim;
+    expect(keys.filter((k) => lost('closed', k)).length).toBeGreaterThan(0);
+    expect(keys.filter((k) => !lost('closed', k)).length).toBeGreaterThan(0);
+
+    await c.kill(victim);
+    try {
+      const closed = await batch('closed');
+      expect(closed.map((d) => [d.allowed, d.remaining, d.retryAfterMs, d.degraded])).toStrictEqual(keys.map((k) =>
+        (lost('closed', k) ? [false, 0, 1000, true] : [true, 1, 0, undefined])));
+      const open = await batch('open');
+      expect(open.map((d) => [d.allowed, d.degraded])).toStrictEqual(keys.map((k) => (lost('open', k) ? [true, true] : [true, undefined])));
+      expect(open.filter((d) => d.degraded === undefined).map((d) => d.remaining)).toStrictEqual(keys.filter((k) => !lost('open', k)).map(() => 1));
+      expect((await l.stats()).store!.storeErrors).toBeGreaterThanOrEqual(2);
+    } finally {
+      await c.restart(victim);
+    }
+
+    // back (the client re-reads the slot map every second): the lost master's keys start over (no
+    // persistence), the others kept their counts, which the outage's failed calls did not touch
+    const deadline = Date.now() + 20_000;
+    while ((await Promise.all(keys.map((key) => l.check({ policy: 'open', key, cost: 0 })))).some((x) => x.degraded === true)) {
+      if (Date.now() > deadline) throw new Error('never decided in Redis again within 20 s');
+      await sleep(50);
+    }
+    const after = await batch('closed');
+    expect(after.map((d) => [d.allowed, d.remaining, d.degraded])).toStrictEqual(keys.map((k) =>
+      (lost('closed', k) ? [true, 2, undefined] : [true, 0, undefined])));
+  }, 60_000);
 });
 
 describe('sync mode on a Redis Cluster', () => {
