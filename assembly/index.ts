@@ -7,7 +7,8 @@ import {
 import { tableInit, find, insert, removeAt, slotAt, count, mask, maxKeys } from './table';
 import { xxh64 } from './hash';
 import * as R from './result';
-import { tokenBucket, tokenBucketIdle } from './algorithms/token-bucket';
+import { tokenBucket, tokenBucketIdle, refill } from './algorithms/token-bucket';
+import { ceilDiv } from './math';
 import { gcra, gcraIdle } from './algorithms/gcra';
 import { fixedWindow, fixedWindowIdle } from './algorithms/fixed-window';
 import { slidingWindow, slidingWindowIdle } from './algorithms/sliding-window';
@@ -64,16 +65,22 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   return 0;
 }
 
+/** Limit.used: 0 = no limit with this id; USED; CARRY = used, and a token bucket that carries state over. */
+const USED: u32 = 1;
+const CARRY: u32 = 2;
+
 /**
  * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window), limit L
- * (tokens per period), period P (ms), burst B (tokens). The loader has checked B·P and L·P < 2^63.
- * Returns 0, or 1 for a bad id or algorithm.
+ * (tokens per period), period P (ms), burst B (tokens), carry (1: a token bucket that takes over the consumed
+ * amount of a key's state under another limit id, see `stateOf`). The loader has checked B·P and L·P < 2^63.
+ * An id is set once and never changes meaning: a reload adds ids, so a slot's id always names the numbers
+ * its state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
-export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64): u32 {
+export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
   if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return 1;
   const lim = changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
   lim.algorithm = algorithm;
-  lim.used = 1;
+  lim.used = carry != 0 && algorithm == TOKEN_BUCKET ? CARRY : USED;
   lim.L = <u64>limit;
   lim.P = <u64>period;
   lim.B = algorithm <= GCRA ? <u64>burst : <u64>limit;
@@ -87,8 +94,45 @@ export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst
   return changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
 }
 
-/** Evaluates one leg into R.*: from the slot at `idx` (or a fresh key when idx < 0). */
-function evaluate(lim: Limit, idx: i32, c: u64, now: u64): void {
+// A key's stored state, as stateOf read it for the leg being evaluated.
+let stExists: bool = false;
+let stW0: u64 = 0;
+let stW1: u64 = 0;
+let stLast: u64 = 0;
+
+/**
+ * Reads the state at slot `idx` (none when idx < 0) for limit `limitId` into st*. A slot written under
+ * another limit id holds state made under other numbers (the policy changed on a reload): it reads as a fresh
+ * key, except that a carry-over token bucket takes over the old bucket's consumed amount, rounded up to whole
+ * tokens and capped by the new burst, at time max(now, last), on the key's first check under the new limit.
+ */
+function stateOf(lim: Limit, limitId: u32, idx: i32, now: u64): void {
+  stExists = false;
+  if (idx < 0) return;
+  const s = slotAt(<u32>idx);
+  const slotLimit = <u32>(s.meta >> 48);
+  stW0 = s.w0; stW1 = s.w1; stLast = s.meta & TIME_MASK;
+  if (slotLimit == limitId) { stExists = true; return; }
+  if (lim.used != CARRY) return;
+  const old = limitAt(slotLimit);
+  if (old.algorithm != TOKEN_BUCKET || old.used == 0 || old.L == 0) return;
+  const t = stLast > now ? stLast : now;
+  const x = refill(old, stW0, stLast, t);
+  let consumed = ceilDiv(old.BP - x, old.P); // whole tokens; BP − x is exact for x in debt too
+  if (consumed > lim.B) consumed = lim.B;
+  stW0 = lim.BP - consumed * lim.P;
+  stW1 = 0;
+  stLast = t;
+  stExists = true;
+  // The conversion is stored at once, whatever this check's outcome: from here the bucket refills at the new
+  // rate. Converting again on every denied check would refill at the old rate behind the new cap.
+  s.w0 = stW0;
+  s.w1 = 0;
+  s.meta = (<u64>limitId << 48) | t;
+}
+
+/** Evaluates one leg of limit `limitId` into R.*: from the slot at `idx` (or a fresh key when idx < 0). */
+function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64): void {
   const alg = lim.algorithm;
   if (lim.L == 0 && alg <= GCRA) {
     // a bucket that never refills: limit 0 denies everything that costs anything, for good
@@ -96,12 +140,9 @@ function evaluate(lim: Limit, idx: i32, c: u64, now: u64): void {
     lastT = now;
     return;
   }
-  const exists = idx >= 0;
-  let w0: u64 = 0, w1: u64 = 0, last: u64 = 0;
-  if (exists) {
-    const s = slotAt(<u32>idx);
-    w0 = s.w0; w1 = s.w1; last = s.meta & TIME_MASK;
-  }
+  stateOf(lim, limitId, idx, now);
+  const exists = stExists;
+  const w0 = stW0, w1 = stW1, last = stLast;
   // time never runs backwards for a key
   const t = exists && last > now ? last : now;
   if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
@@ -153,7 +194,7 @@ function single(leg: u32, now: u64): void {
   const h = legHash(leg);
   const c = <u64>load<f64>(p, 24);
   const idx = find(h);
-  evaluate(lim, idx, c, now);
+  evaluate(lim, limitId, idx, c, now);
   writeOut(leg);
   if (R.write) commit(h, idx, limitId, R.nw0, R.nw1, lastT, now);
 }
@@ -167,7 +208,7 @@ function group(first: u32, n: u32, now: u64): void {
     const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
     const sc = scratch + <usize>j * 32;
     if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); store<u64>(sc, 0, 24); all = false; continue; }
-    evaluate(limitAt(limitId), find(legHash(leg)), <u64>load<f64>(p, 24), now);
+    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, 24), now);
     writeOut(leg);
     store<u64>(sc, R.nw0);
     store<u64>(sc, R.nw1, 8);
@@ -186,7 +227,7 @@ function group(first: u32, n: u32, now: u64): void {
       if (load<u64>(sc, 24) != 0) commit(h, find(h), limitId, load<u64>(sc), load<u64>(sc, 8), load<u64>(sc, 16), now);
     } else if (load<f64>(legOut + <usize>leg * LEG_OUT_STRIDE) == CODE_ALLOW) {
       // this leg alone would admit, but the check is denied: report its state untouched
-      evaluate(limitAt(limitId), find(h), 0, now);
+      evaluate(limitAt(limitId), limitId, find(h), 0, now);
       writeOut(leg);
     }
   }
@@ -234,6 +275,41 @@ export function setState(n: u32, nowMs: f64): u32 {
     commit(h, find(h), limitId, <u64><i64>load<f64>(p, 24), <u64>load<f64>(p, 32), <u64>load<f64>(p, 40), now);
   }
   return 0;
+}
+
+/**
+ * Reads the stored state of legs [0, n) of the leg input region (their hash and limit id; cost ignored)
+ * into output rows [found (1, or 0 for none or a slot under another limit id), w0 (signed), w1, lastSeen].
+ * Changes nothing. The admin API's inspect. Returns 0, or 1 if n exceeds the batch size.
+ */
+export function peekBatch(n: u32): u32 {
+  if (n > batchMax) return 1;
+  for (let i: u32 = 0; i < n; i++) {
+    const limitId = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, 16)) & 0xffff;
+    const idx = find(legHash(i));
+    const o = legOut + <usize>i * LEG_OUT_STRIDE;
+    const s = idx >= 0 ? slotAt(<u32>idx) : changetype<Slot>(0);
+    const found = idx >= 0 && <u32>(s.meta >> 48) == limitId;
+    store<f64>(o, found ? 1 : 0);
+    store<f64>(o, found ? <f64><i64>s.w0 : 0, 8);
+    store<f64>(o, found ? <f64>s.w1 : 0, 16);
+    store<f64>(o, found ? <f64>(s.meta & TIME_MASK) : 0, 24);
+  }
+  return 0;
+}
+
+/**
+ * Forgets the keys of legs [0, n) of the leg input region (by hash, whatever their limit id): the admin
+ * API's reset. Returns how many were held, or −1 if n exceeds the batch size.
+ */
+export function removeBatch(n: u32): i32 {
+  if (n > batchMax) return -1;
+  let removed: i32 = 0;
+  for (let i: u32 = 0; i < n; i++) {
+    const idx = find(legHash(i));
+    if (idx >= 0) { removeAt(<u32>idx); removed++; }
+  }
+  return removed;
 }
 
 /** True when the slot's state carries no information at `now` (full bucket, ended window). */

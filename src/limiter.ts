@@ -1,9 +1,10 @@
-import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats } from './types.js';
-import { compilePolicies, isCompiled, type CompiledPolicy } from './config/policies.js';
-import { Kernel, kernelModule, MAX_KERNEL_KEYS } from './shard/kernel.js';
+import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
+import { compilePolicies, isCompiled, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
+import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
-import { buildRuntimes, kernelLimits } from './engine/runtime.js';
+import { buildRuntimes } from './engine/runtime.js';
+import { LimitTable } from './engine/limits.js';
 import { Front } from './engine/front.js';
 import { configError, SluiceError } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
@@ -31,26 +32,31 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
-  const policies = opts.policies instanceof Map ? compiledOnly(opts.policies) : compilePolicies(opts.policies);
+  let policies = toCompiled(opts.policies);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
   if (needsStore && opts.redis === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
-  const { limits, firstId } = kernelLimits(policies);
+  const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
+  // Room for reloads to add limits with new numbers: ids are never reused (see LimitTable).
+  const table = new LimitTable(Math.min(MAX_LIMIT_IDS, Math.max(LIMIT_CAPACITY, 2 * initialLimits)));
+  const plan = table.plan(policies);
+  table.commit(plan);
+  const limits = table.limits;
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.
-  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits });
+  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity });
   const hasher = new Hasher(kernel, MAX_BATCH);
   const store = needsStore ? RedisStore.create(opts.redis) : null;
   // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
   // not stop the limiter from starting (each policy's onStoreError covers it).
   await store?.connected(STORE_CONNECT_WAIT_MS);
-  const runtimes = buildRuntimes(policies, firstId, hasher, store?.prefix ?? '');
+  const runtimes = buildRuntimes(policies, plan.ids, hasher, store?.prefix ?? '');
   // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits }, {
+    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
         minDelayMs: intOption(opts.shardRecovery?.minDelayMs, 'shardRecovery.minDelayMs', 1000, 1, 2 ** 31 - 1),
@@ -61,9 +67,38 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
   });
   let closing: Promise<void> | null = null;
+  let version = policySetVersion(policies);
+  // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
+  // it are decided under the new set), and two reloads cannot interleave their plans.
+  async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
+    if (closing !== null) throw new SluiceError('CLOSED', 'limiter is closed');
+    const compiled = toCompiled(next);
+    checkTransition(policies, compiled, store !== null);
+    const p = table.plan(compiled);
+    // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
+    front.flush();
+    const nextRuntimes = buildRuntimes(compiled, p.ids, hasher, store?.prefix ?? '');
+    for (const { id, limit } of p.added) kernel.setLimit(id, limit);
+    // Queued after every batch sent so far and before any sent under the new set: a shard always knows
+    // the ids of the checks it is sent.
+    const shardsReady = pool?.setLimits(p.added);
+    table.commit(p);
+    front.setRuntimes(nextRuntimes);
+    const result = diff(policies, compiled);
+    policies = compiled;
+    version = policySetVersion(compiled);
+    await shardsReady;
+    return { version, ...result };
+  }
 
   return {
-    policies,
+    get policies() {
+      return policies;
+    },
+    get version() {
+      return version;
+    },
+    reload,
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
@@ -100,6 +135,38 @@ function intOption(v: unknown, name: string, dflt: number, min: number, max: num
     throw configError('createLimiter', name, `must be an integer in [${min}, ${max}] (got ${String(v)})`);
   }
   return v;
+}
+
+function toCompiled(p: LimiterOptions['policies']): ReadonlyMap<string, CompiledPolicy> {
+  return p instanceof Map ? compiledOnly(p) : compilePolicies(p);
+}
+
+/**
+ * Refuses a set whose state would be misread: a Redis-backed policy whose numbers changed under a version
+ * the spec pins (its Redis keys carry the version, so the old state would be read under the new numbers),
+ * and a Redis-backed policy on a limiter without Redis.
+ */
+function checkTransition(before: ReadonlyMap<string, CompiledPolicy>, after: ReadonlyMap<string, CompiledPolicy>, hasStore: boolean): void {
+  for (const p of after.values()) {
+    if (p.consistency === 'local') continue;
+    if (!hasStore) throw configError(`policy "${p.name}"`, 'consistency', `is ${p.consistency}, but this limiter has no Redis: start it with the redis option`);
+    const old = before.get(p.name);
+    if (old && old.consistency !== 'local' && old.versionGiven && p.versionGiven && old.version === p.version && numbers(old) !== numbers(p)) {
+      throw configError(`policy "${p.name}"`, 'version', `its limits changed but its version "${p.version}" did not: its Redis keys carry the version, so bump it (or leave version out to derive it from the numbers)`);
+    }
+  }
+}
+
+function numbers(p: CompiledPolicy): string {
+  return JSON.stringify(p.limits.map((l) => [l.algorithm, l.limit, l.periodMs, l.burst]));
+}
+
+/** Which policies a reload adds, removes, or changes (any compiled field). */
+function diff(before: ReadonlyMap<string, CompiledPolicy>, after: ReadonlyMap<string, CompiledPolicy>): Omit<ReloadResult, 'version'> {
+  const added = [...after.keys()].filter((n) => !before.has(n));
+  const removed = [...before.keys()].filter((n) => !after.has(n));
+  const changed = [...after.keys()].filter((n) => before.has(n) && JSON.stringify(before.get(n)) !== JSON.stringify(after.get(n)));
+  return { added, removed, changed };
 }
 
 /** A Map of policies is accepted only as the config loader made it: anything else has skipped validation. */

@@ -61,6 +61,14 @@ export interface LimiterOptions {
   shardRecovery?: { minDelayMs?: number; maxDelayMs?: number };
 }
 
+/** What a reload did: the new set's version and the policy names it added, removed and changed. */
+export interface ReloadResult {
+  version: string;
+  added: string[];
+  removed: string[];
+  changed: string[];
+}
+
 /** Counters for observability. */
 export interface LimiterStats {
   shards: number;
@@ -110,8 +118,19 @@ export interface Limiter {
    * @throws SluiceError CLOSED after close().
    */
   stats(options?: { waitMs?: number }): Promise<LimiterStats>;
-  /** Policy names and their compiled form. */
+  /** Policy names and their compiled form: the set in force (replaced whole by {@link reload}). */
   readonly policies: ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
+  /** The version of the policy set in force: 12 hex chars of a sha256 over every compiled policy. */
+  readonly version: string;
+  /**
+   * Replaces the policy set, atomically: a check issued before the call is decided whole under the old set,
+   * one issued after it whole under the new one. Policies whose numbers did not change keep every key's
+   * state; a policy whose limit, period, burst or algorithm changed starts its keys afresh, unless it says
+   * `carryOver: true` (token buckets keep each key's consumed amount, capped by the new burst). The new set
+   * is in force when the call returns (before the promise settles, which waits for every shard to hold it).
+   * @throws SluiceError CONFIG naming the policy and field (the old set stays in force), CLOSED after close().
+   */
+  reload(policies: Record<string, import('./config/policies.js').PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>): Promise<ReloadResult>;
   /** Redis connectivity: `none` without a store. */
   storeStatus(): 'none' | 'connected' | 'disconnected';
   /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */

@@ -48,6 +48,11 @@ export interface PolicySpec {
   consistency?: Consistency;
   /** What a Redis-backed policy does when Redis fails or times out: `open`, `closed` or `local` (the default). */
   onStoreError?: StoreErrorRule;
+  /**
+   * On a reload that changes this policy's numbers, its token buckets keep each key's consumed amount (rounded
+   * up to whole tokens, capped by the new burst) instead of starting full. Default false. Local policies only.
+   */
+  carryOver?: boolean;
 }
 
 export type Consistency = 'local' | 'strict' | 'sync';
@@ -89,6 +94,10 @@ export interface CompiledPolicy {
   guard: string | null;
   consistency: Consistency;
   onStoreError: StoreErrorRule;
+  /** True when the spec gave `version`; false when it is the content hash. */
+  versionGiven: boolean;
+  /** See {@link PolicySpec.carryOver}. */
+  carryOver: boolean;
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -113,7 +122,7 @@ type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
-const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError'];
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
@@ -196,7 +205,16 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const consistency = readChoice(own(raw, 'consistency'), 'consistency', CONSISTENCIES, 'local', fail);
   const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
-  return { name, version, limits, descriptors, guard, consistency, onStoreError };
+  const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
+  return { name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver };
+}
+
+function readCarryOver(v: unknown, consistency: Consistency, limits: CompiledLimit[], fail: Fail): boolean {
+  if (v === undefined || v === false) return false;
+  if (v !== true) fail('carryOver', `must be true or false (got ${describeValue(v)})`);
+  if (consistency !== 'local') fail('carryOver', `applies to consistency local only (got consistency ${consistency}): Redis-backed state starts afresh when the numbers change`);
+  if (!limits.some((l) => l.algorithm === 'token_bucket')) fail('carryOver', 'applies to token_bucket limits, and this policy has none');
+  return true;
 }
 
 function readChoice<T extends string>(v: unknown, field: string, choices: readonly T[], dflt: T, fail: Fail): T {
@@ -386,6 +404,21 @@ export function contentVersion(limits: readonly CompiledLimit[], descriptors: re
     descriptors: descriptors.map((d) => [d.name, d.header]),
   });
   return createHash('sha256').update(canonical).digest('hex').slice(0, 8);
+}
+
+/**
+ * A policy set's version: the first 12 hex chars of sha256 over the canonical JSON of every compiled policy
+ * in name order, so the same rules give the same version on every instance.
+ */
+export function policySetVersion(policies: ReadonlyMap<string, CompiledPolicy>): string {
+  const names = [...policies.keys()].sort();
+  const canonical = JSON.stringify(names.map((n) => canonicalPolicy(policies.get(n)!)));
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 12);
+}
+
+function canonicalPolicy(p: CompiledPolicy): unknown[] {
+  return [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, l.algorithm, l.limit, l.periodMs, l.burst]),
+    p.descriptors.map((d) => [d.name, d.header]), p.guard, p.consistency, p.onStoreError, p.carryOver];
 }
 
 function readGuardName(v: unknown, fail: Fail): string | null {

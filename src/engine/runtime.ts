@@ -1,5 +1,4 @@
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
-import type { KernelLimit } from '../shard/protocol.js';
 import { MAX_GROUP } from '../shard/protocol.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
@@ -41,31 +40,28 @@ function salt(i: number): [number, number] {
   return [Number(s & 0xffffffffn), Number(s >> 32n)];
 }
 
-/** Numbers every limit for the kernel: limit id = index in the returned list. */
-export function kernelLimits(policies: ReadonlyMap<string, CompiledPolicy>): {
-  limits: KernelLimit[];
-  firstId: Map<string, number>;
-} {
-  const limits: KernelLimit[] = [];
-  const firstId = new Map<string, number>();
-  for (const [name, p] of policies) {
-    firstId.set(name, limits.length);
-    for (const l of p.limits) {
-      limits.push({ algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst });
-    }
-  }
-  return { limits, firstId };
+/**
+ * The hash seed of a policy's keys: its name, its version when given, and its descriptor names. A version
+ * derived from the numbers is left out, so that a reload that changes only numbers finds the keys' old state
+ * (under the old limit id: read as fresh, or carried over, by the kernel); a given version bumped on purpose
+ * starts every key afresh.
+ */
+export function seedText(p: CompiledPolicy): string {
+  return `sluice\u0000${p.name}\u0000${p.versionGiven ? p.version : ''}\u0000${p.descriptors.map((d) => d.name).join('\u0000')}`;
 }
 
-/** Builds every policy's runtime; `hasher` computes seeds and guard hashes. */
+/**
+ * Builds every policy's runtime; `ids` gives each policy's kernel limit ids (LimitTable.plan), `hasher`
+ * computes seeds and guard hashes.
+ */
 export function buildRuntimes(
   policies: ReadonlyMap<string, CompiledPolicy>,
-  firstId: Map<string, number>,
+  ids: ReadonlyMap<string, readonly number[]>,
   hasher: Hasher,
   storePrefix = '',
 ): Map<string, PolicyRuntime> {
   const seeds = new Map<string, [number, number]>();
-  for (const [name, p] of policies) seeds.set(name, hasher.hashOne(`sluice\u0000${name}\u0000${p.version}`, 0, 0));
+  for (const [name, p] of policies) seeds.set(name, hasher.hashOne(seedText(p), 0, 0));
   const out = new Map<string, PolicyRuntime>();
   for (const [name, p] of policies) {
     const guard = p.guard === null ? null : policies.get(p.guard)!;
@@ -76,7 +72,7 @@ export function buildRuntimes(
     const saltLo = new Uint32Array(own);
     const saltHi = new Uint32Array(own);
     for (let i = 0; i < own; i++) {
-      limitIds[i] = firstId.get(name)! + i;
+      limitIds[i] = ids.get(name)![i];
       [saltLo[i], saltHi[i]] = salt(i);
     }
     let guardHashes: Uint32Array | null = null;
@@ -85,7 +81,7 @@ export function buildRuntimes(
       const [gSeedLo, gSeedHi] = seeds.get(guard.name)!;
       const [lo, hi] = hasher.hashOne(GUARD_KEY, gSeedLo, gSeedHi);
       for (let i = 0; i < guard.limits.length; i++) {
-        limitIds[own + i] = firstId.get(guard.name)! + i;
+        limitIds[own + i] = ids.get(guard.name)![i];
         const [sl, sh] = salt(i);
         const hl = (lo ^ sl) >>> 0, hh = (hi ^ sh) >>> 0;
         guardHashes[2 * i] = hl === 0 && hh === 0 ? 1 : hl;

@@ -7,7 +7,9 @@ import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
 interface KernelExports {
   memory: WebAssembly.Memory;
   init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number): number;
-  setLimit(id: number, algorithm: number, limit: number, period: number, burst: number): number;
+  setLimit(id: number, algorithm: number, limit: number, period: number, burst: number, carry: number): number;
+  peekBatch(n: number): number;
+  removeBatch(n: number): number;
   checkBatch(n: number, nowMs: number): number;
   hashBatch(n: number): void;
   setState(n: number, nowMs: number): number;
@@ -45,8 +47,16 @@ export interface KernelOptions {
   maxBatch: number;
   /** Bytes of the region keys are hashed from; 0 for a kernel that only decides (a shard worker). Default 1 MiB. */
   keyBytes?: number;
-  limits: readonly KernelLimit[];
+  /** Limits by id (holes allowed: ids a reload retired keep their meaning, see {@link LIMIT_CAPACITY}). */
+  limits: readonly (KernelLimit | undefined | null)[];
+  /** Room for limit ids, to add more on reloads. Default max(limits.length, {@link LIMIT_CAPACITY}). */
+  limitCapacity?: number;
 }
+
+/** Limit ids a kernel has room for by default: 4,096 × 64 B = 256 KiB; a reload adds ids up to it. */
+export const LIMIT_CAPACITY = 4096;
+/** Most limit ids a kernel can hold: a slot stores its limit id in 16 bits. */
+export const MAX_LIMIT_IDS = 65_535;
 
 /** Most keys one kernel holds: 2^26 slots of 32 bytes fill half of wasm32's 4 GiB. */
 export const MAX_KERNEL_KEYS = 2 ** 25;
@@ -78,19 +88,45 @@ export class Kernel {
     if (!Number.isInteger(opts.maxKeys) || opts.maxKeys < 1 || opts.maxKeys > MAX_KERNEL_KEYS) {
       throw new RangeError(`sluice kernel: maxKeys must be an integer in [1, ${MAX_KERNEL_KEYS}] (got ${opts.maxKeys})`);
     }
-    const code = k.init(opts.maxKeys, opts.maxBatch, Math.max(1, opts.limits.length), keyBytes);
+    this.limitCapacity = Math.min(MAX_LIMIT_IDS, Math.max(1, opts.limits.length, opts.limitCapacity ?? LIMIT_CAPACITY));
+    const code = k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes);
     if (code !== 0) throw new Error(`sluice kernel: init failed (code ${code})`);
-    opts.limits.forEach((l, id) => {
-      if (k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst) !== 0) {
-        throw new Error(`sluice kernel: bad limit ${id}`);
-      }
-    });
+    opts.limits.forEach((l, id) => { if (l) this.setLimit(id, l); });
     const buf = k.memory.buffer;
     this.legIn = new Float64Array(buf, k.legInPtr(), opts.maxBatch * LEG_IN);
     this.legOut = new Float64Array(buf, k.legOutPtr(), opts.maxBatch * LEG_OUT);
     this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * 4);
     this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * 2);
     this.keyBytes = Buffer.from(buf, k.keyPtr(), keyBytes);
+  }
+
+  /** Limit ids this kernel has room for. */
+  readonly limitCapacity: number;
+
+  /**
+   * Sets limit `id` (a new id: an id keeps one meaning for the kernel's life, or state made under old numbers
+   * would be read under new ones).
+   * @throws Error for an id past {@link limitCapacity} or a bad algorithm code.
+   */
+  setLimit(id: number, l: KernelLimit): void {
+    if (this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0) !== 0) {
+      throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
+    }
+  }
+
+  /**
+   * Reads the state of legs [0, n) of `legIn` (hash and limit id) into `legOut` rows: [found (0/1), w0
+   * (signed), w1, lastSeen (Unix ms)]. A key held under another limit id reads as not found. Changes nothing.
+   */
+  peek(n: number): void {
+    if (this.k.peekBatch(n) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+  }
+
+  /** Forgets the keys of legs [0, n) of `legIn` (by hash); returns how many were held. */
+  remove(n: number): number {
+    const removed = this.k.removeBatch(n);
+    if (removed < 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    return removed;
   }
 
   /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError } from '../util/errors.js';
-import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
+import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
@@ -241,6 +241,22 @@ export class ShardPool {
     await this.pools[s].run(req, { transferList: [req.rows.buffer as ArrayBuffer] });
   }
 
+  /**
+   * Adds limits by id on every shard that is up (a policy reload), in order with its batches. They are also
+   * written into the start-up data, so a worker started later (a replacement, a restart) has them too.
+   */
+  async setLimits(limits: ShardLimits['limits']): Promise<void> {
+    for (const { id, limit } of limits) this.init.limits[id] = limit;
+    await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? undefined
+      // a worker that dies here is replaced from the start-up data, which already holds the limits
+      : p.run({ kind: 'limits', limits } satisfies ShardRequest).catch(() => undefined))));
+  }
+
+  /** Reads (`peek`) or forgets (`remove`) keys on shard `s`. Rejects with SHARD_FAILED if the shard is down. */
+  async keys(s: number, req: ShardKeys): Promise<Float64Array | number> {
+    if (this.dead[s] !== null) throw this.downError(s);
+    return (await this.pools[s].run(req, { transferList: [req.legs.buffer as ArrayBuffer] })) as Float64Array | number;
+  }
 
   /**
    * Each shard's kernel counters (a shard that is down holds nothing). Without `waitMs`, waits for every

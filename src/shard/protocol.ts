@@ -36,16 +36,34 @@ export interface ShardStates {
   rows: Float64Array;
 }
 
-/** Everything a shard is asked: a batch, states to install, its kernel's counters, or a start-up ping. */
-export type ShardRequest = ShardTask | ShardStates | { kind: 'stats' } | { kind: 'ping' };
+/** Limits to add by id (a policy reload), applied in order with the shard's batches. */
+export interface ShardLimits {
+  kind: 'limits';
+  limits: Array<{ id: number; limit: KernelLimit }>;
+}
+
+/**
+ * Keys to read (`peek`: reply n rows [found, w0, w1, lastSeen]) or forget (`remove`: reply the count held),
+ * as n leg rows [hashLo, hashHi, limitId, 0]: the admin API's inspect and reset.
+ */
+export interface ShardKeys {
+  kind: 'peek' | 'remove';
+  n: number;
+  legs: Float64Array;
+}
+
+/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, its kernel's counters, or a start-up ping. */
+export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | { kind: 'stats' } | { kind: 'ping' };
 
 /** What a shard worker is built with (structured-cloned into each worker; the Module is not recompiled). */
 export interface ShardInit {
   module: WebAssembly.Module;
   maxKeys: number;
   maxBatch: number;
-  /** Kernel parameters by limit id. */
-  limits: KernelLimit[];
+  /** Kernel parameters by limit id (holes for ids not in use). */
+  limits: Array<KernelLimit | null>;
+  /** Room for limit ids (see Kernel's limitCapacity). */
+  limitCapacity: number;
 }
 
 /** A limit as the kernel takes it: algorithm code, L (tokens per period), P (ms), B (tokens). */
@@ -54,4 +72,6 @@ export interface KernelLimit {
   limit: number;
   periodMs: number;
   burst: number;
+  /** A token bucket that takes over a key's consumed amount from the limit its state was made under. */
+  carryOver?: boolean;
 }

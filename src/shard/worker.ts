@@ -8,7 +8,9 @@ import { Kernel } from './kernel.js';
 import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
 
 const init = workerData as ShardInit;
-const kernel = new Kernel(init.module, { maxKeys: init.maxKeys, maxBatch: init.maxBatch, keyBytes: 0, limits: init.limits });
+const kernel = new Kernel(init.module, {
+  maxKeys: init.maxKeys, maxBatch: init.maxBatch, keyBytes: 0, limits: init.limits, limitCapacity: init.limitCapacity,
+});
 
 export default function handle(req: ShardRequest): unknown {
   switch (req.kind) {
@@ -21,6 +23,16 @@ export default function handle(req: ShardRequest): unknown {
       kernel.legIn.set(req.rows);
       kernel.setState(req.n, req.now);
       return null;
+    case 'limits':
+      for (const { id, limit } of req.limits) kernel.setLimit(id, limit);
+      return null;
+    case 'peek':
+      kernel.legIn.set(req.legs.subarray(0, req.n * LEG_IN));
+      kernel.peek(req.n);
+      return move(kernel.legOut.slice(0, req.n * LEG_OUT) as unknown as ArrayBufferView);
+    case 'remove':
+      kernel.legIn.set(req.legs.subarray(0, req.n * LEG_IN));
+      return kernel.remove(req.n);
     case 'stats':
       return kernel.stats();
     case 'ping':

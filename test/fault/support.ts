@@ -8,7 +8,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
-import { buildRuntimes, kernelLimits } from '../../src/engine/runtime.js';
+import { buildRuntimes } from '../../src/engine/runtime.js';
+import { LimitTable } from '../../src/engine/limits.js';
 import { Hasher } from '../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
 import { shardOf } from '../../src/shard/router.js';
@@ -18,9 +19,11 @@ import { PROJECT_ROOT } from '../helpers/server.js';
 /** `perShard` keys of `policy` owned by each of `shards` shards. */
 export function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
   const compiled = compilePolicies(policies);
-  const { limits, firstId } = kernelLimits(compiled);
-  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits }), 16);
-  const rt = buildRuntimes(compiled, firstId, hasher).get(policy)!;
+  const table = new LimitTable(4096);
+  const plan = table.plan(compiled);
+  table.commit(plan);
+  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits: table.limits }), 16);
+  const rt = buildRuntimes(compiled, plan.ids, hasher).get(policy)!;
   const out: string[][] = Array.from({ length: shards }, () => []);
   for (let i = 0; out.some((ks) => ks.length < perShard); i++) {
     const key = `tenant-${i}`;

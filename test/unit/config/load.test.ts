@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError';
+const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -136,6 +136,8 @@ describe('loadConfigFile: basic.yaml', () => {
       guard: 'global',
       consistency: 'local',
       onStoreError: 'local',
+      versionGiven: false,
+      carryOver: false,
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -151,6 +153,8 @@ describe('loadConfigFile: basic.yaml', () => {
       guard: 'global',
       consistency: 'local',
       onStoreError: 'local',
+      versionGiven: true,
+      carryOver: false,
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -160,6 +164,8 @@ describe('loadConfigFile: basic.yaml', () => {
       guard: null,
       consistency: 'local',
       onStoreError: 'local',
+      versionGiven: true,
+      carryOver: false,
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -258,9 +264,9 @@ describe('the built-in default', () => {
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local' },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local' },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local' },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});

@@ -1,0 +1,171 @@
+/**
+ * Policy reload in the library (limiter.reload): what happens to each key's state, atomicity under load, and
+ * rejected sets leaving the old rules in force. The clock is controlled, so every count is exact.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLimiter, type Limiter, type PolicySpec } from '../../../src/index.js';
+import { LimitTable } from '../../../src/engine/limits.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { ManualClock } from '../../helpers/clock.js';
+
+const FREE: PolicySpec = { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100 };
+const PAID: PolicySpec = { algorithm: 'token_bucket', limit: 10_000, period: '1m', burst: 2000 };
+const WINDOW: PolicySpec = { algorithm: 'fixed_window', limit: 10, period: '1m' };
+
+let limiter: Limiter | undefined;
+afterEach(async () => {
+  await limiter?.close();
+  limiter = undefined;
+});
+
+async function spend(l: Limiter, policy: string, key: string, n: number, cost = 1): Promise<number> {
+  let admitted = 0;
+  for (let i = 0; i < n; i++) if ((await l.check({ policy, key, cost })).allowed) admitted++;
+  return admitted;
+}
+
+describe.each([0, 2])('limiter.reload with %i shards', (shards) => {
+  it('keeps the state of a policy whose numbers did not change, exactly', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { free: FREE, window: WINDOW }, shards, clock: clock.now });
+    expect(await spend(limiter, 'free', 'acme', 30)).toBe(30);
+    expect(await spend(limiter, 'window', 'acme', 4)).toBe(4);
+    const r = await limiter.reload({ free: FREE, window: WINDOW, paid: PAID });
+    expect(r).toEqual({ version: limiter.version, added: ['paid'], removed: [], changed: [] });
+    expect(await limiter.check({ policy: 'free', key: 'acme', cost: 1 })).toEqual({
+      allowed: true, limit: 100, remaining: 69, resetAfterMs: 31 * 600, retryAfterMs: 0, policy: 'free',
+    });
+    expect((await limiter.check({ policy: 'window', key: 'acme', cost: 1 })).remaining).toBe(5);
+  });
+
+  it('starts a policy whose numbers changed from fresh state', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { free: FREE, window: WINDOW }, shards, clock: clock.now });
+    expect(await spend(limiter, 'free', 'acme', 100)).toBe(100);
+    expect(await spend(limiter, 'window', 'acme', 10)).toBe(10);
+    const r = await limiter.reload({ free: { ...FREE, limit: 200, burst: 50 }, window: { ...WINDOW, limit: 20 } });
+    expect(r.changed).toEqual(['free', 'window']);
+    // fresh: a full bucket of the new burst, a window with nothing counted
+    expect(await limiter.check({ policy: 'free', key: 'acme', cost: 1 })).toEqual({
+      allowed: true, limit: 200, remaining: 49, resetAfterMs: 300, retryAfterMs: 0, policy: 'free',
+    });
+    expect((await limiter.check({ policy: 'window', key: 'acme', cost: 1 })).remaining).toBe(19);
+  });
+
+  it('starts afresh when a given version is bumped, even with the same numbers', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { free: { ...FREE, version: 1 } }, shards, clock: clock.now });
+    expect(await spend(limiter, 'free', 'acme', 100)).toBe(100);
+    await limiter.reload({ free: { ...FREE, version: 1 } });
+    expect((await limiter.check({ policy: 'free', key: 'acme', cost: 1 })).allowed).toBe(false);
+    await limiter.reload({ free: { ...FREE, version: 2 } });
+    expect((await limiter.check({ policy: 'free', key: 'acme', cost: 1 })).remaining).toBe(99);
+  });
+
+  it('carries a token bucket\'s consumed amount over, capped by the new burst, with carryOver: true', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { t: FREE }, shards, clock: clock.now });
+    expect(await spend(limiter, 't', 'up', 100)).toBe(100); // empty: 100 consumed
+    expect(await spend(limiter, 't', 'down', 30)).toBe(30); // 30 consumed
+    clock.advance(1500); // 2.5 tokens back: 97.5 and 27.5 consumed, rounded up to 98 and 28
+    await limiter.reload({ t: { ...PAID, carryOver: true } });
+    // burst 2000: 2000 − 98 = 1902 tokens, one spent
+    expect(await limiter.check({ policy: 't', key: 'up', cost: 1 })).toEqual({
+      allowed: true, limit: 10_000, remaining: 1901, resetAfterMs: 594, retryAfterMs: 0, policy: 't',
+    });
+    // a tenant that never spent gets the full new burst
+    expect((await limiter.check({ policy: 't', key: 'new', cost: 1 })).remaining).toBe(1999);
+    // down to burst 20: 28 consumed is capped at 20, so the bucket is empty and refills at 1/600 ms
+    await limiter.reload({ t: { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 20, carryOver: true } });
+    expect(await limiter.check({ policy: 't', key: 'down', cost: 1 })).toEqual({
+      allowed: false, limit: 100, remaining: 0, resetAfterMs: 12_000, retryAfterMs: 600, policy: 't',
+    });
+    clock.advance(600);
+    expect((await limiter.check({ policy: 't', key: 'down', cost: 1 })).allowed).toBe(true);
+  });
+
+  it('without carryOver, the same change starts the bucket full', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { t: FREE }, shards, clock: clock.now });
+    expect(await spend(limiter, 't', 'up', 100)).toBe(100);
+    await limiter.reload({ t: PAID });
+    expect((await limiter.check({ policy: 't', key: 'up', cost: 1 })).remaining).toBe(1999);
+  });
+
+  it('rejects an invalid set, naming the policy and field, and keeps the old rules', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { free: FREE }, shards, clock: clock.now });
+    const before = limiter.version;
+    expect(await spend(limiter, 'free', 'acme', 10)).toBe(10);
+    await expect(limiter.reload({ free: { ...FREE, period: -5 } })).rejects.toMatchObject({
+      code: 'CONFIG', field: 'period', message: expect.stringContaining('policy "free": period: must be a positive integer of ms'),
+    });
+    await expect(limiter.reload({ free: FREE, paid: { ...PAID, consistency: 'strict' } })).rejects.toMatchObject({
+      code: 'CONFIG', field: 'consistency', message: expect.stringContaining('this limiter has no Redis'),
+    });
+    expect(limiter.version).toBe(before);
+    expect((await limiter.check({ policy: 'free', key: 'acme', cost: 1 })).remaining).toBe(89);
+    await expect(limiter.check({ policy: 'paid', key: 'acme', cost: 1 })).rejects.toMatchObject({ code: 'UNKNOWN_POLICY' });
+  });
+
+  it('refuses checks of a removed policy, and decides a guard added by the reload', async () => {
+    const clock = new ManualClock();
+    limiter = await createLimiter({ policies: { free: FREE, old: WINDOW }, shards, clock: clock.now });
+    const r = await limiter.reload({ free: { ...FREE, guard: 'global' }, global: { algorithm: 'token_bucket', limit: 3, period: '1m' } });
+    expect(r).toMatchObject({ added: ['global'], removed: ['old'], changed: ['free'] });
+    await expect(limiter.check({ policy: 'old', key: 'k', cost: 1 })).rejects.toMatchObject({ code: 'UNKNOWN_POLICY' });
+    expect(await spend(limiter, 'free', 'a', 2) + await spend(limiter, 'free', 'b', 2)).toBe(3);
+  });
+
+  it('decides every check whole under one set while checks and reloads interleave', async () => {
+    const clock = new ManualClock();
+    const v = (limit: number): Record<string, PolicySpec> => ({
+      p: { limits: [{ algorithm: 'token_bucket', limit, period: '1m', name: 'a' }, { algorithm: 'fixed_window', limit: limit + 1, period: '1m', name: 'b' }] },
+    });
+    limiter = await createLimiter({ policies: v(1000), shards, clock: clock.now });
+    const pending: Array<Promise<{ limit: number }>> = [];
+    const issuedUnder: number[] = [];
+    for (let round = 0; round < 40; round++) {
+      const limit = 1000 + (round % 4) * 1000;
+      if (round > 0) void limiter.reload(v(limit));
+      for (let i = 0; i < 25; i++) {
+        pending.push(limiter.check({ policy: 'p', key: `k${i % 5}`, cost: 1 }));
+        issuedUnder.push(limit);
+      }
+      if (round % 3 === 0) await Promise.resolve();
+    }
+    const ds = await Promise.all(pending);
+    // the binding limit is the bucket (its limit is one below the window's): a check under set L reports L
+    expect(ds.map((d) => d.limit)).toEqual(issuedUnder);
+  });
+});
+
+describe('policy set version', () => {
+  it('is the same for the same rules, and changes with any field', async () => {
+    const a = await createLimiter({ policies: { free: FREE, paid: PAID } });
+    const b = await createLimiter({ policies: { paid: PAID, free: FREE } });
+    const c = await createLimiter({ policies: { free: FREE, paid: { ...PAID, onStoreError: 'closed' } } });
+    expect(a.version).toMatch(/^[0-9a-f]{12}$/);
+    expect(b.version).toBe(a.version);
+    expect(c.version).not.toBe(a.version);
+    await c.reload({ free: FREE, paid: PAID });
+    expect(c.version).toBe(a.version);
+    await Promise.all([a.close(), b.close(), c.close()]);
+  });
+});
+
+describe('LimitTable', () => {
+  it('gives equal numbers one id, new numbers new ids, and never reuses one', () => {
+    const t = new LimitTable(3);
+    const first = t.plan(compilePolicies({ a: FREE, b: FREE, c: WINDOW }));
+    expect(Object.fromEntries(first.ids)).toEqual({ a: [0], b: [0], c: [1] });
+    t.commit(first);
+    const second = t.plan(compilePolicies({ a: PAID, c: WINDOW }));
+    expect(Object.fromEntries(second.ids)).toEqual({ a: [2], c: [1] });
+    expect(second.added.map((x) => x.id)).toEqual([2]);
+    t.commit(second);
+    // back to FREE: its old id, whose meaning never changed
+    expect(Object.fromEntries(t.plan(compilePolicies({ a: FREE })).ids)).toEqual({ a: [0] });
+    expect(() => t.plan(compilePolicies({ a: { ...FREE, limit: 7 } }))).toThrow(/no room for more distinct limits \(3 ids/);
+  });
+});
