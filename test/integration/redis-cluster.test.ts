@@ -293,8 +293,9 @@ describe('Redis Cluster configuration', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-cluster-cli-'));
     const file = path.join(dir, 'policies.yaml');
     writeFileSync(file, 'policies:\n  s:\n    algorithm: fixed_window\n    limit: 2\n    period: 1h\n    consistency: strict\n    onStoreError: closed\n');
-    const proc = await spawnServe(['--config', file, '--redis-cluster', c.nodes.join(',')]);
+    let proc: Awaited<ReturnType<typeof spawnServe>> | undefined;
     try {
+      proc = await spawnServe(['--config', file, '--redis-cluster', c.nodes.join(',')]);
       // the connection comes up after the listening socket: peek until the answer comes from Redis
       const deadline = Date.now() + 10_000;
       while ((await send(`${proc.url}/v1/check?policy=s&key=warm&cost=0`)).json.degraded === true) {
@@ -310,7 +311,7 @@ describe('Redis Cluster configuration', () => {
       expect(await masterOf(stored.key)).toBe(stored.node);
       expect(await c.clients[stored.node].get(stored.key)).toMatch(/^2 0 \d+$/);
     } finally {
-      await proc.kill();
+      await proc?.kill();
       rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
