@@ -17,8 +17,10 @@ import type { Ctx, Scenario, Section } from './lib/types.js';
 import { engine } from './scenarios/engine.js';
 import { http, wrkVersion } from './scenarios/http.js';
 import { replayScenario } from './scenarios/replay.js';
+import { wsScenario } from './scenarios/ws.js';
+import { redisScenario } from './scenarios/redis.js';
 
-const SCENARIOS: Scenario[] = [engine, http, replayScenario];
+const SCENARIOS: Scenario[] = [engine, http, wsScenario, redisScenario, replayScenario];
 
 function usage(): string {
   return [

@@ -10,8 +10,9 @@ import type { Decision } from '../../src/index.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW } from '../../src/shard/protocol.js';
 import { MapBucket } from '../baselines/map-bucket.js';
+import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib/ab.js';
 import { isChildEntry, jobMain, runJob } from '../lib/harness.js';
-import { fullGc, keySequence, rates, xorshift32, type Rates, type Timing } from '../lib/measure.js';
+import { fullGc, keySequence, summary, timedRound, xorshift32 } from '../lib/measure.js';
 import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
 
 const FILE = fileURLToPath(import.meta.url);
@@ -37,7 +38,21 @@ interface ThroughputSpec {
   impl: Impl;
   shards: number;
   keys: number;
-  timing: Timing;
+}
+
+/** One timed round of a resident throughput child (warm-up first when `warmupMs` > 0). */
+interface RoundQ {
+  ms: number;
+  warmupMs: number;
+  maxSteps: number;
+}
+
+interface RoundR {
+  rate: number;
+  admitted: number;
+  checked: number;
+  evictions?: number;
+  keysHeld?: number;
 }
 
 interface MemorySpec {
@@ -48,12 +63,12 @@ interface MemorySpec {
 
 type Spec = ThroughputSpec | MemorySpec;
 
-interface ThroughputResult {
-  rates: Rates;
-  admitted: number;
-  checked: number;
-  evictions?: number;
-  keysHeld?: number;
+/** A filled subject: `step` does one batch; the counters count from the last `reset()`. */
+interface Prepared {
+  step: () => number | Promise<number>;
+  counts: () => Promise<{ admitted: number; checked: number; evictions?: number; keysHeld?: number }>;
+  reset: () => void;
+  close?: () => Promise<void>;
 }
 
 interface MemoryResult {
@@ -81,7 +96,7 @@ function keyHashes(n: number): { lo: Uint32Array; hi: Uint32Array } {
 
 // ---------------------------------------------------------------------------------------------- children
 
-async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
+async function prepare(s: ThroughputSpec): Promise<Prepared> {
   const seq = keySequence(s.keys, SEQ_LEN);
   const mask = SEQ_LEN - 1;
   let pos = 0;
@@ -123,14 +138,18 @@ async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
         return BATCH;
       };
       if (prefill) for (let base = 0; base < s.keys; base += BATCH) run(lo, hi, base);
-      admitted = checked = 0;
-      const r = await rates(() => {
-        const from = pos;
-        pos = (pos + BATCH) & mask;
-        return run(seqLo, seqHi, from);
-      }, s.timing);
-      const st = k.stats();
-      return { rates: r, admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+      return {
+        step: () => {
+          const from = pos;
+          pos = (pos + BATCH) & mask;
+          return run(seqLo, seqHi, from);
+        },
+        reset: () => (admitted = checked = 0),
+        counts: async () => {
+          const st = k.stats();
+          return { admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+        },
+      };
     }
 
     case 'limiter': {
@@ -150,19 +169,20 @@ async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
         checked += BATCH;
         return BATCH;
       };
-      try {
-        if (prefill) for (let base = 0; base < s.keys; base += BATCH) await run((i) => (base + i) % s.keys);
-        admitted = checked = 0;
-        const r = await rates(() => run(() => {
+      if (prefill) for (let base = 0; base < s.keys; base += BATCH) await run((i) => (base + i) % s.keys);
+      return {
+        step: () => run(() => {
           const key = seq[pos];
           pos = (pos + 1) & mask;
           return key;
-        }), s.timing);
-        const st = await lim.stats();
-        return { rates: r, admitted, checked, evictions: st.evictions, keysHeld: st.keys };
-      } finally {
-        await lim.close();
-      }
+        }),
+        reset: () => (admitted = checked = 0),
+        counts: async () => {
+          const st = await lim.stats();
+          return { admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+        },
+        close: () => lim.close(),
+      };
     }
 
     case 'rlf': {
@@ -177,13 +197,15 @@ async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
         return BATCH;
       };
       if (prefill) for (let base = 0; base < s.keys; base += BATCH) await run((i) => (base + i) % s.keys);
-      admitted = checked = 0;
-      const r = await rates(() => run(() => {
-        const key = seq[pos];
-        pos = (pos + 1) & mask;
-        return key;
-      }), s.timing);
-      return { rates: r, admitted, checked };
+      return {
+        step: () => run(() => {
+          const key = seq[pos];
+          pos = (pos + 1) & mask;
+          return key;
+        }),
+        reset: () => (admitted = checked = 0),
+        counts: async () => ({ admitted, checked }),
+      };
     }
 
     case 'map': {
@@ -198,13 +220,15 @@ async function throughput(s: ThroughputSpec): Promise<ThroughputResult> {
         return BATCH;
       };
       if (prefill) for (let base = 0; base < s.keys; base += BATCH) run((i) => (base + i) % s.keys);
-      admitted = checked = 0;
-      const r = await rates(() => run(() => {
-        const key = seq[pos];
-        pos = (pos + 1) & mask;
-        return key;
-      }), s.timing);
-      return { rates: r, admitted, checked, keysHeld: mb.size };
+      return {
+        step: () => run(() => {
+          const key = seq[pos];
+          pos = (pos + 1) & mask;
+          return key;
+        }),
+        reset: () => (admitted = checked = 0),
+        counts: async () => ({ admitted, checked, keysHeld: mb.size }),
+      };
     }
   }
 }
@@ -267,7 +291,22 @@ async function memory(s: MemorySpec): Promise<MemoryResult> {
 }
 
 if (isChildEntry(import.meta.url)) {
-  jobMain<Spec, ThroughputResult | MemoryResult>((s) => (s.kind === 'throughput' ? throughput(s) : memory(s)));
+  const spec = JSON.parse(process.argv[3] ?? '{}') as Spec;
+  if (spec.kind === 'memory') jobMain<MemorySpec, MemoryResult>(memory);
+  else {
+    roundMain<ThroughputSpec, RoundQ, RoundR>(async (s) => {
+      const p = await prepare(s);
+      return {
+        async round(q) {
+          if (q.warmupMs > 0) await timedRound(p.step, q.warmupMs, 0, q.maxSteps);
+          p.reset();
+          const r = await timedRound(p.step, q.ms, 0, q.maxSteps);
+          return { rate: r.rate, ...(await p.counts()) };
+        },
+        close: p.close,
+      };
+    });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------- runner
@@ -301,39 +340,46 @@ export const engine: Scenario = {
       title: 'Engine: token-bucket decisions per second',
       method: `Batches of ${BATCH} checks, one batch per event-loop turn (createLimiter, rlf: Promise.all of ${BATCH}, ` +
         `awaited; kernel: ${BATCH} rows written into its input region, one call). Keys drawn uniformly from the ` +
-        `key set, which is filled before timing. Median of ${t.rounds} rounds of ${t.roundMs} ms after ` +
-        `${t.warmupMs} ms of warm-up, each subject and case in a fresh process. Policy: token bucket, 1e9 per ` +
-        `minute (every check admitted).`,
+        `key set, which each subject fills in its own resident child process before timing. ${t.rounds} rounds of ` +
+        `${t.roundMs} ms per subject, taken alternately (A, B, C…, order rotated every round) after a ${t.warmupMs} ms ` +
+        `warm-up round each; median with the slowest and fastest round. Policy: token bucket, 1e9 per minute (every ` +
+        `check admitted).`,
       metrics: [{ key: 'rate', label: 'decisions/s', higherIsBetter: true }],
       baselines: [{ label: 'rlf', subject: RLF }, { label: 'Map', subject: MAP }],
       rows: [],
       notes: [],
     };
-    for (const c of CASES) {
-      for (const sub of SUBJECTS) {
-        const id = `engine/${c.tag}/${sub.tag}`;
-        if (!ctx.want(id)) continue;
-        ctx.progress(`${id}: ${sub.subject}, ${c.label}`);
-        try {
-          const r = await runJob<ThroughputResult>(FILE, {
-            kind: 'throughput', impl: sub.impl, shards: sub.shards, keys: c.keys, timing: t,
-          } satisfies ThroughputSpec, { timeoutMs });
-          const info = [`${((100 * r.admitted) / Math.max(1, r.checked)).toFixed(1)}% admitted`];
-          if (r.evictions !== undefined && r.evictions > 0) info.push(`${r.evictions} evictions`);
-          const row: Row = {
-            id, case: c.label, subject: sub.subject,
-            values: { rate: r.rates.median },
-            spread: { rate: [r.rates.min, r.rates.max] },
-            info: info.join(', '),
-            extra: { rounds: r.rates.rounds, keysHeld: r.keysHeld, evictions: r.evictions },
-          };
-          tput.rows.push(row);
-          ctx.progress(`  ${(r.rates.median / 1e6).toFixed(2)} M/s`);
-        } catch (e) {
-          tput.notes.push(`${id} failed: ${(e as Error).message.split('\n')[0]}`);
-          ctx.progress(`  FAILED: ${(e as Error).message}`);
-        }
-      }
+    // --quick: the two cases the issue names (one hot key, 1M keys); 100k keys only in a full run.
+    for (const c of ctx.quick ? CASES.filter((x) => x.tag !== '100k') : CASES) {
+      const subs = SUBJECTS.map((sub) => ({ ...sub, id: `engine/${c.tag}/${sub.tag}` })).filter((x) => ctx.want(x.id));
+      if (subs.length === 0) continue;
+      ctx.progress(`engine/${c.tag}: filling ${c.label} in ${subs.length} resident children`);
+      const children = await startAll(ctx, subs, (x) => x.id,
+        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys } satisfies ThroughputSpec,
+          { setupTimeoutMs: timeoutMs }), tput.notes);
+      const results = await alternate(ctx, children, t.rounds, (x) => x.s.id, async (x, r, warmup) => {
+        const res = await x.child.round({ ms: warmup ? t.warmupMs : t.roundMs, warmupMs: 0, maxSteps: t.maxStepsPerRound }, timeoutMs);
+        if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject}, ${c.label} (round ${r + 1}/${t.rounds}): ${(res.rate / 1e6).toFixed(2)} M/s`);
+        return res;
+      }, tput.notes);
+      await stopAll(children);
+      children.forEach((x, i) => {
+        const runs = results[i];
+        if (runs.length === 0) return;
+        const rs = summary(runs.map((r) => r.rate));
+        const admitted = runs.reduce((a, r) => a + r.admitted, 0);
+        const checked = runs.reduce((a, r) => a + r.checked, 0);
+        const last = runs[runs.length - 1];
+        const info = [`${((100 * admitted) / Math.max(1, checked)).toFixed(1)}% admitted`];
+        if (last.evictions !== undefined && last.evictions > 0) info.push(`${last.evictions} evictions`);
+        tput.rows.push({
+          id: x.s.id, case: c.label, subject: x.s.subject,
+          values: { rate: rs.median },
+          spread: { rate: [rs.min, rs.max] },
+          info: info.join(', '),
+          extra: { rounds: runs.map((r) => r.rate), keysHeld: last.keysHeld, evictions: last.evictions },
+        });
+      });
     }
 
     const mem: Section = {
@@ -353,24 +399,25 @@ export const engine: Scenario = {
       { tag: 'rlf', subject: RLF, impl: 'rlf' as const },
       { tag: 'map', subject: MAP, impl: 'map' as const },
     ];
-    for (const sub of memSubjects) {
-      const id = `engine/memory/${sub.tag}`;
-      if (!ctx.want(id)) continue;
-      ctx.progress(`${id}: ${sub.subject}, 1M keys`);
-      try {
-        const r = await runJob<MemoryResult>(FILE, { kind: 'memory', impl: sub.impl, keys: 1_000_000 } satisfies MemorySpec, {
-          timeoutMs: 120_000, execArgv: ['--expose-gc'],
-        });
-        const info = sub.impl === 'kernel'
-          ? `${r.detail.slots} slots × 32 B = ${r.detail.tableBytesPerKey.toFixed(1)} B/key in the table`
-          : `heap +${(r.detail.heapDelta / 2 ** 20).toFixed(0)} MiB`;
-        mem.rows.push({ id, case: '1M keys', subject: sub.subject, values: { bytesPerKey: r.bytesPerKey }, info, extra: r.detail });
-        ctx.progress(`  ${r.bytesPerKey.toFixed(1)} B/key`);
-      } catch (e) {
-        mem.notes.push(`${id} failed: ${(e as Error).message.split('\n')[0]}`);
-        ctx.progress(`  FAILED: ${(e as Error).message}`);
+    // Heap growth per process does not depend on CPU contention: the three run at once.
+    const memJobs = memSubjects.map((sub) => ({ ...sub, id: `engine/memory/${sub.tag}` })).filter((x) => ctx.want(x.id));
+    if (memJobs.length > 0) ctx.progress(`engine/memory: ${memJobs.map((x) => x.tag).join(', ')}, 1M keys each`);
+    const memResults = await Promise.allSettled(memJobs.map((sub) => runJob<MemoryResult>(FILE,
+      { kind: 'memory', impl: sub.impl, keys: 1_000_000 } satisfies MemorySpec, { timeoutMs: 120_000, execArgv: ['--expose-gc'] })));
+    memJobs.forEach((sub, i) => {
+      const g = memResults[i];
+      if (g.status === 'rejected') {
+        mem.notes.push(`${sub.id} failed: ${(g.reason as Error).message.split('\n')[0]}`);
+        ctx.progress(`  FAILED: ${sub.id}: ${(g.reason as Error).message}`);
+        return;
       }
-    }
+      const r = g.value;
+      const info = sub.impl === 'kernel'
+        ? `${r.detail.slots} slots × 32 B = ${r.detail.tableBytesPerKey.toFixed(1)} B/key in the table`
+        : `heap +${(r.detail.heapDelta / 2 ** 20).toFixed(0)} MiB`;
+      mem.rows.push({ id: sub.id, case: '1M keys', subject: sub.subject, values: { bytesPerKey: r.bytesPerKey }, info, extra: r.detail });
+      ctx.progress(`  ${sub.id}: ${r.bytesPerKey.toFixed(1)} B/key`);
+    });
     return [tput, mem].filter((s) => s.rows.length > 0 || s.notes.length > 0);
   },
 };

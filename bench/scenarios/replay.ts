@@ -13,8 +13,9 @@ import { parse } from 'csv-parse/sync';
 import { replay } from '../../src/cli/replay.js';
 import { loadConfigFile } from '../../src/config/load.js';
 import { MapBucket } from '../baselines/map-bucket.js';
-import { isChildEntry, jobMain, packageRoot, runJob } from '../lib/harness.js';
-import { median, rates, type Rates, type Timing } from '../lib/measure.js';
+import { alternate, roundMain, startAll, startRoundChild, stopAll, type RoundSubject } from '../lib/ab.js';
+import { isChildEntry, packageRoot } from '../lib/harness.js';
+import { median, summary, timedRound } from '../lib/measure.js';
 import type { Ctx, Scenario, Section } from '../lib/types.js';
 
 const FILE = fileURLToPath(import.meta.url);
@@ -30,11 +31,14 @@ function configPath(root: string): string {
 
 interface Spec {
   impl: 'sluice' | 'map';
-  timing: Timing;
+}
+
+interface RoundQ {
+  ms: number;
 }
 
 interface Result {
-  rates: Rates;
+  rate: number;
   rows: number;
   admitted: number;
   denied: number;
@@ -42,7 +46,8 @@ interface Result {
   fixedMs?: number;
 }
 
-async function child(s: Spec): Promise<Result> {
+/** Set-up of a resident child: reads the trace and the config; each round replays it for about `ms`. */
+async function child(s: Spec): Promise<RoundSubject<RoundQ, Result>> {
   const root = packageRoot();
   const file = tracePath(root);
   const csv = await readFile(file, 'utf8');
@@ -58,16 +63,24 @@ async function child(s: Spec): Promise<Result> {
       denied = r.denied;
       return r.admitted + r.denied;
     };
-    const r = await rates(step, s.timing);
     // The fixed cost of a call: a trace of one row.
     const oneRow = csv.split('\n').slice(0, 2).join('\n') + '\n';
-    const times: number[] = [];
-    for (let i = 0; i < 20; i++) {
-      const t0 = performance.now();
-      await replay({ csv: oneRow, file, policies: cfg.policies, only: [POLICY], shards: 0 });
-      times.push(performance.now() - t0);
-    }
-    return { rates: r, rows: admitted + denied, admitted, denied, fixedMs: median(times.sort((a, b) => a - b)) };
+    let fixedMs: number | undefined;
+    return {
+      async round(q) {
+        const r = await timedRound(step, q.ms);
+        if (fixedMs === undefined) {
+          const times: number[] = [];
+          for (let i = 0; i < 20; i++) {
+            const t0 = performance.now();
+            await replay({ csv: oneRow, file, policies: cfg.policies, only: [POLICY], shards: 0 });
+            times.push(performance.now() - t0);
+          }
+          fixedMs = median(times.sort((a, b) => a - b));
+        }
+        return { rate: r.rate, rows: admitted + denied, admitted, denied, fixedMs };
+      },
+    };
   }
 
   const limit = policy.limits[0];
@@ -81,11 +94,15 @@ async function child(s: Spec): Promise<Result> {
     denied = records.length - a;
     return records.length;
   };
-  const r = await rates(step, s.timing);
-  return { rates: r, rows: admitted + denied, admitted, denied };
+  return {
+    async round(q) {
+      const r = await timedRound(step, q.ms);
+      return { rate: r.rate, rows: admitted + denied, admitted, denied };
+    },
+  };
 }
 
-if (isChildEntry(import.meta.url)) jobMain<Spec, Result>(child);
+if (isChildEntry(import.meta.url)) roundMain<Spec, RoundQ, Result>(child);
 
 const SLUICE = 'sluice replay(), shards 0';
 const MAP = 'csv-parse + Map bucket';
@@ -102,7 +119,8 @@ export const replayScenario: Scenario = {
       method: `replay() from src/cli/replay.ts (CSV parse, one limiter per call, rows sharing a timestamp in one ` +
         `batch, the trace's timestamps as the clock) on ../shared/data/access-trace.csv with policy ${POLICY} of ` +
         `examples/trace-per-client.yaml, shards 0; baseline: the same CSV parse and the Map bucket, row by row. ` +
-        `Median of ${t.rounds} rounds of ${t.roundMs} ms after ${t.warmupMs} ms of warm-up, each in a fresh process.`,
+        `${t.rounds} rounds of ${t.roundMs} ms each, taken alternately after a ${t.warmupMs} ms warm-up round each, ` +
+        'each subject a resident child process; median with the slowest and fastest round.',
       metrics: [{ key: 'rate', label: 'rows/s', higherIsBetter: true }],
       baselines: [{ label: 'Map', subject: MAP }],
       rows: [],
@@ -118,26 +136,28 @@ export const replayScenario: Scenario = {
       return [sec];
     }
     const counts = new Map<string, string>();
-    for (const j of jobs) {
-      ctx.progress(`${j.id}: ${j.subject}`);
-      try {
-        const r = await runJob<Result>(FILE, { impl: j.impl, timing: t } satisfies Spec, {
-          timeoutMs: 60_000 + t.warmupMs + 4 * t.rounds * t.roundMs,
-        });
-        const info = [`${r.rows} rows: ${r.admitted} admitted, ${r.denied} denied`];
-        if (r.fixedMs !== undefined) info.push(`${r.fixedMs.toFixed(1)} ms fixed cost per call`);
-        sec.rows.push({
-          id: j.id, case: '10k-row trace', subject: j.subject,
-          values: { rate: r.rates.median }, spread: { rate: [r.rates.min, r.rates.max] },
-          info: info.join('; '), extra: { rounds: r.rates.rounds, ...r, rates: undefined },
-        });
-        counts.set(j.subject, `${r.admitted}/${r.denied}`);
-        ctx.progress(`  ${Math.round(r.rates.median)} rows/s (${r.admitted} admitted, ${r.denied} denied)`);
-      } catch (e) {
-        sec.notes.push(`${j.id} failed: ${(e as Error).message.split('\n')[0]}`);
-        ctx.progress(`  FAILED: ${(e as Error).message}`);
-      }
-    }
+    const children = await startAll(ctx, jobs, (j) => j.id,
+      (j) => startRoundChild<RoundQ, Result>(FILE, { impl: j.impl } satisfies Spec, { setupTimeoutMs: 60_000 }), sec.notes);
+    const results = await alternate(ctx, children, t.rounds, (x) => x.s.id, async (x, r, warmup) => {
+      const res = await x.child.round({ ms: warmup ? t.warmupMs : t.roundMs }, 60_000 + 4 * t.roundMs);
+      if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject} (round ${r + 1}/${t.rounds}): ${Math.round(res.rate)} rows/s`);
+      return res;
+    }, sec.notes);
+    await stopAll(children);
+    children.forEach((x, i) => {
+      const runs = results[i];
+      if (runs.length === 0) return;
+      const r = runs[runs.length - 1];
+      const rs = summary(runs.map((y) => y.rate));
+      const info = [`${r.rows} rows: ${r.admitted} admitted, ${r.denied} denied`];
+      if (r.fixedMs !== undefined) info.push(`${r.fixedMs.toFixed(1)} ms fixed cost per call`);
+      sec.rows.push({
+        id: x.s.id, case: '10k-row trace', subject: x.s.subject,
+        values: { rate: rs.median }, spread: { rate: [rs.min, rs.max] },
+        info: info.join('; '), extra: { rounds: runs.map((y) => y.rate), fixedMs: r.fixedMs },
+      });
+      counts.set(x.s.subject, `${r.admitted}/${r.denied}`);
+    });
     if (counts.size === 2) {
       const [a, b] = [counts.get(SLUICE), counts.get(MAP)];
       sec.notes.push(a === b

@@ -1,0 +1,372 @@
+/**
+ * Redis scenario: decisions per second and p50/p99 per decision at fixed concurrency (C checks always in
+ * flight, closed loop), on a redis-server the runner starts for the run on a free port of 127.0.0.1 (so other
+ * users of the machine's Redis neither disturb nor are disturbed; it is stopped at the end). Subjects, each a
+ * resident child process taken alternately round by round:
+ * - sluice `consistency: strict` (createLimiter, shards 0): the checks of one event-loop turn go in one script call;
+ * - rate-limiter-flexible's RateLimiterRedis on ioredis (its defaults): one script call per check;
+ * - the ceiling of "one token-bucket script per check": ioredis with auto-pipelining, one EVALSHA per check of a
+ *   minimal token bucket (HMGET, HSET, PEXPIRE; Redis TIME), the best a per-call design can do;
+ * - sluice `consistency: sync` (write-behind every 20 ms) and `local` (no Redis), the same checks.
+ * Token bucket of 1e9 per minute on 10,000 keys drawn uniformly, so every check is admitted.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { createLimiter } from '../../src/index.js';
+import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib/ab.js';
+import { isChildEntry } from '../lib/harness.js';
+import { median, percentile, summary, xorshift32 } from '../lib/measure.js';
+import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
+
+const FILE = fileURLToPath(import.meta.url);
+const KEYS = 10_000;
+const LIMIT = 1_000_000_000;
+const PERIOD_MS = 60_000;
+
+type Kind = 'strict' | 'rlf' | 'evalsha' | 'sync' | 'local';
+
+interface Spec {
+  kind: Kind;
+  port: number;
+  concurrency: number;
+}
+
+interface RoundQ {
+  ms: number;
+}
+
+interface RoundR {
+  done: number;
+  elapsedMs: number;
+  /** Per-decision latency, ms (every decision of the round, up to 2^22). */
+  p50: number;
+  p99: number;
+  degraded: number;
+  denied: number;
+  clientCpuMicros: number;
+}
+
+/** The ceiling's script: one token bucket, one key, Redis's clock. Returns {allowed, remaining}. */
+const TOKEN_BUCKET_LUA = `
+local tm = redis.call('TIME')
+local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+local L, P, B, c = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local BP = B * P
+local x = BP
+local s = redis.call('HMGET', KEYS[1], 'x', 't')
+if s[1] then
+  x = tonumber(s[1])
+  local last = tonumber(s[2])
+  if now > last then x = math.min(BP, x + (now - last) * L) else now = last end
+end
+if c * P <= x then
+  x = x - c * P
+  redis.call('HSET', KEYS[1], 'x', string.format('%.0f', x), 't', string.format('%.0f', now))
+  redis.call('PEXPIRE', KEYS[1], math.ceil((BP - x) / L) + 1)
+  return {1, math.floor(x / P)}
+end
+return {0, math.floor(x / P)}
+`;
+
+// ---------------------------------------------------------------------------------------------- child
+
+type CheckFn = (key: string) => Promise<{ degraded: boolean; allowed: boolean }>;
+
+async function setup(s: Spec) {
+  const url = `redis://127.0.0.1:${s.port}`;
+  const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
+  let check: CheckFn;
+  let close: () => Promise<void>;
+  if (s.kind === 'strict' || s.kind === 'sync' || s.kind === 'local') {
+    const lim = await createLimiter({
+      policies: {
+        bench: {
+          algorithm: 'token_bucket', limit: LIMIT, period: PERIOD_MS, burst: LIMIT,
+          consistency: s.kind, ...(s.kind === 'local' ? {} : { onStoreError: 'closed' as const }),
+        },
+      },
+      shards: 0,
+      maxKeys: KEYS * 2,
+      // A lenient deadline: the bench measures throughput, and a decision past it would be a degraded one.
+      ...(s.kind === 'local' ? {} : { redis: { url, prefix: `bench:${s.kind}:`, timeoutMs: 1_000, syncIntervalMs: 20 } }),
+    });
+    check = async (key) => {
+      const d = await lim.check({ policy: 'bench', key, cost: 1 });
+      return { degraded: d.degraded === true, allowed: d.allowed };
+    };
+    close = async () => {
+      await lim.close();
+    };
+  } else if (s.kind === 'rlf') {
+    const redis = new Redis(url);
+    redis.on('error', () => {});
+    const rl = new RateLimiterRedis({ storeClient: redis, points: LIMIT, duration: PERIOD_MS / 1000, keyPrefix: 'bench:rlf' });
+    check = async (key) => {
+      await rl.consume(key);
+      return { degraded: false, allowed: true };
+    };
+    close = async () => {
+      await redis.quit();
+    };
+  } else {
+    const redis = new Redis(url, { enableAutoPipelining: true });
+    redis.on('error', () => {});
+    redis.defineCommand('tokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET_LUA });
+    const tb = (redis as unknown as { tokenBucket(k: string, ...a: number[]): Promise<[number, number]> }).tokenBucket.bind(redis);
+    check = async (key) => {
+      const [a] = await tb(`bench:evalsha:${key}`, LIMIT, PERIOD_MS, LIMIT, 1);
+      return { degraded: false, allowed: a === 1 };
+    };
+    close = async () => {
+      await redis.quit();
+    };
+  }
+  // Connect and load scripts before timing.
+  for (let i = 0; i < 10; i++) await check(keys[i]);
+  const next = xorshift32(0x5eed);
+  const cap = 1 << 22;
+  const lat = new Float64Array(cap);
+  return {
+    async round(q: RoundQ): Promise<RoundR> {
+      let done = 0, degraded = 0, denied = 0, n = 0;
+      let running = true;
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      let inFlight = 0;
+      let finish!: () => void;
+      const drained = new Promise<void>((r) => (finish = r));
+      const one = (): void => {
+        inFlight++;
+        const start = performance.now();
+        check(keys[next() % KEYS]).then((d) => {
+          inFlight--;
+          // Local decisions settle in microtasks: a timer alone would never get to end the round.
+          if (running && performance.now() - t0 >= q.ms) running = false;
+          if (running) {
+            done++;
+            if (n < cap) lat[n++] = performance.now() - start;
+            if (d.degraded) degraded++;
+            if (!d.allowed) denied++;
+            one();
+          } else if (inFlight === 0) finish();
+        }, (e: unknown) => {
+          inFlight--;
+          running = false;
+          process.stderr.write(`redis bench ${s.kind}: ${(e as Error).message}\n`);
+          if (inFlight === 0) finish();
+        });
+      };
+      for (let i = 0; i < s.concurrency; i++) one();
+      await new Promise((r) => setTimeout(r, q.ms));
+      running = false;
+      const elapsedMs = performance.now() - t0;
+      const cpu = process.cpuUsage(cpu0);
+      await drained;
+      const sorted = lat.subarray(0, n).sort();
+      return {
+        done, elapsedMs, p50: percentile(sorted, 50), p99: percentile(sorted, 99), degraded, denied,
+        clientCpuMicros: cpu.user + cpu.system,
+      };
+    },
+    close,
+  };
+}
+
+if (isChildEntry(import.meta.url)) roundMain<Spec, RoundQ, RoundR>(setup);
+
+// ---------------------------------------------------------------------------------------------- runner
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+interface OwnRedis {
+  port: number;
+  pid: number;
+  /** Its CPU time so far, µs (from /proc: 10 ms resolution). */
+  cpuMicros(): number;
+  stop(): Promise<void>;
+  version: string;
+}
+
+/** Starts redis-server on a free loopback port, no persistence; resolves once it accepts connections. */
+async function startRedis(): Promise<OwnRedis> {
+  const port = await freePort();
+  const p: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${log.slice(-300)}`)), 10_000);
+    p.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    p.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`redis-server exited (${code}): ${log.slice(-300)}`));
+    });
+    p.stdout!.on('data', (d: Buffer) => {
+      log += d.toString();
+      if (log.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  p.removeAllListeners('exit');
+  const version = /Redis version=(\S+)/.exec(log)?.[1] ?? /v=(\S+)/.exec(log)?.[1] ?? 'unknown';
+  const pid = p.pid!;
+  return {
+    port, pid, version,
+    cpuMicros() {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      // fields after "pid (comm) ": state is [0]; utime is field 14 overall → index 11 here, stime 12
+      return (Number(f[11]) + Number(f[12])) * 10_000;
+    },
+    stop: () => new Promise<void>((resolve) => {
+      if (p.exitCode !== null) return resolve();
+      const killer = setTimeout(() => p.kill('SIGKILL'), 3_000);
+      p.once('exit', () => {
+        clearTimeout(killer);
+        resolve();
+      });
+      p.kill('SIGTERM');
+    }),
+  };
+}
+
+const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
+  { kind: 'strict', subject: 'sluice strict (one script call per turn)' },
+  { kind: 'rlf', subject: 'rlf RateLimiterRedis' },
+  { kind: 'evalsha', subject: 'one token-bucket EVALSHA per check, auto-pipelined (ceiling)' },
+  { kind: 'sync', subject: 'sluice sync (write-behind, 20 ms)' },
+  { kind: 'local', subject: 'sluice local (no Redis)' },
+];
+
+function hasRedisServer(): boolean {
+  return spawnSync('redis-server', ['--version'], { timeout: 5_000 }).error === undefined;
+}
+
+export const redisScenario: Scenario = {
+  name: 'redis',
+  summary: 'strict vs rlf RateLimiterRedis vs one EVALSHA per check; sync vs local; decisions/s, p50/p99 at 64 and 256 in flight',
+  async run(ctx: Ctx): Promise<Section[]> {
+    const q = ctx.quick;
+    const rounds = q ? 3 : 5;
+    const roundMs = q ? 500 : 2_000;
+    const levels = [64, 256];
+    const plan = levels.map((c) => ({ c, subs: SUBJECTS.map((s) => ({ ...s, id: `redis/c${c}/${s.kind}` })).filter((s) => ctx.want(s.id)) }));
+    if (plan.every((p) => p.subs.length === 0)) return [];
+    const method = (what: string): string => `${what} C checks always in flight (closed loop: each answer issues the next), ` +
+      `keys uniform over ${KEYS.toLocaleString('en')}, token bucket 1e9/min (every check admitted), on a redis-server started for ` +
+      `the run on a free port (no persistence). ${rounds} rounds of ${roundMs} ms per subject, taken alternately (rotated) ` +
+      'after a warm-up round each; each subject a resident child process with its own connection. Medians over rounds; ' +
+      'p50/p99 of every decision in a round (issue → answer), median over rounds. Redis CPU per decision from ' +
+      '/proc/<pid>/stat (10 ms ticks). sluice: timeoutMs 1000, onStoreError closed, so a late call would show as degraded.';
+    const strict: Section = {
+      scenario: 'redis', id: 'redis-strict',
+      title: 'Redis: strict mode vs rate-limiter-flexible\'s RateLimiterRedis vs one EVALSHA per check',
+      method: method('sluice `consistency: strict` (shards 0: the checks of one event-loop turn in one script call), ' +
+        'rlf RateLimiterRedis on ioredis (defaults), and the ceiling of a per-check design: one token-bucket EVALSHA per ' +
+        'check through ioredis with auto-pipelining.'),
+      metrics: [
+        { key: 'rate', label: 'decisions/s', higherIsBetter: true },
+        { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
+        { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
+        { key: 'rcpu', label: 'Redis CPU µs/decision', higherIsBetter: false },
+      ],
+      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }, { label: 'EVALSHA', subject: SUBJECTS[2].subject }],
+      ratioMetrics: ['rate', 'p99', 'rcpu'],
+      rows: [],
+      notes: [],
+    };
+    const sync: Section = {
+      scenario: 'redis', id: 'redis-sync',
+      title: 'Redis: sync mode (write-behind) vs local',
+      method: method('sluice `consistency: sync` (decides locally, merges deltas every 20 ms) against `local` (no Redis);'),
+      metrics: strict.metrics,
+      baselines: [{ label: 'local', subject: SUBJECTS[4].subject }],
+      ratioMetrics: ['rate', 'p99'],
+      rows: [],
+      notes: [],
+    };
+    if (!hasRedisServer()) {
+      strict.notes.push('redis-server is not installed: Redis scenario skipped (apt-get install redis-server).');
+      return [strict];
+    }
+    let redis: OwnRedis;
+    try {
+      redis = await startRedis();
+    } catch (e) {
+      strict.notes.push(`redis failed: could not start redis-server: ${(e as Error).message.split('\n')[0]}`);
+      return [strict];
+    }
+    ctx.progress(`redis: redis-server ${redis.version} on 127.0.0.1:${redis.port}`);
+    try {
+      for (const { c, subs } of plan) {
+        if (subs.length === 0) continue;
+        const children = await startAll(ctx, subs, (s) => s.id,
+          (s) => startRoundChild<RoundQ, RoundR>(FILE, { kind: s.kind, port: redis.port, concurrency: c } satisfies Spec,
+            { setupTimeoutMs: 30_000 }), strict.notes);
+        const results = await alternate(ctx, children, rounds, (x) => x.s.id, async (x, r, warmup) => {
+          if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject}, ${c} in flight (round ${r + 1}/${rounds})`);
+          const r0 = redis.cpuMicros();
+          const res = await x.child.round({ ms: warmup ? 300 : roundMs }, roundMs + 30_000);
+          const r1 = redis.cpuMicros();
+          if (!warmup) ctx.progress(`  ${Math.round((res.done * 1000) / res.elapsedMs)}/s, p50 ${res.p50.toFixed(3)} ms, p99 ${res.p99.toFixed(3)} ms`);
+          return { ...res, redisCpu: r1 - r0 };
+        }, strict.notes);
+        await stopAll(children);
+        children.forEach((x, i) => {
+          const runs = results[i];
+          if (runs.length === 0) return;
+          const rates = runs.map((r) => (r.done * 1000) / r.elapsedMs);
+          const rs = summary(rates);
+          const med = (f: (r: typeof runs[number]) => number): number => median(runs.map(f).sort((a, b) => a - b));
+          const degraded = runs.reduce((a, r) => a + r.degraded, 0);
+          const denied = runs.reduce((a, r) => a + r.denied, 0);
+          const info = [
+            `client ${med((r) => r.clientCpuMicros / 1000 / r.elapsedMs).toFixed(2)} cores, Redis ${med((r) => r.redisCpu / 1000 / r.elapsedMs).toFixed(2)} cores`,
+          ];
+          if (degraded > 0) info.push(`${degraded} degraded`);
+          if (denied > 0) info.push(`${denied} denied`);
+          const row: Row = {
+            id: x.s.id, case: `${c} in flight`, subject: x.s.subject,
+            values: { rate: rs.median, p50: med((r) => r.p50), p99: med((r) => r.p99), rcpu: med((r) => r.redisCpu / Math.max(1, r.done)) },
+            spread: { rate: [rs.min, rs.max] },
+            info: info.join(', '),
+            extra: { rates },
+          };
+          (x.s.kind === 'sync' || x.s.kind === 'local' ? sync : strict).rows.push(row);
+        });
+      }
+    } finally {
+      await redis.stop();
+    }
+    for (const c of levels) {
+      const st = strict.rows.find((r) => r.id === `redis/c${c}/strict`);
+      const rl = strict.rows.find((r) => r.id === `redis/c${c}/rlf`);
+      if (st && rl) {
+        const ratio = st.values.rate / rl.values.rate;
+        const p99 = st.values.p99 / rl.values.p99;
+        const met = ratio >= 2 && p99 <= 1;
+        strict.notes.push(`Target at ${c} in flight: strict ≥ 2× rlf's decisions/s at equal or lower p99. Measured ${ratio.toFixed(2)}× ` +
+          `at ${p99.toFixed(2)}× its p99: ${met ? 'met' : `missed (${ratio < 2 ? `throughput ${((1 - ratio / 2) * 100).toFixed(0)}% short of 2×` : ''}` +
+          `${ratio < 2 && p99 > 1 ? ', ' : ''}${p99 > 1 ? `p99 ${((p99 - 1) * 100).toFixed(0)}% higher` : ''})`}.`);
+      }
+    }
+    return [strict, sync].filter((s) => s.rows.length > 0 || s.notes.length > 0);
+  },
+};
