@@ -21,6 +21,8 @@ export type BreakerState = 'closed' | 'open' | 'halfOpen';
 export function createBreaker<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
   o: BreakerOptions = {},
+  /** Errors that say nothing about the store's health (they fail the call but do not count toward opening). */
+  healthy: (e: unknown) => boolean = () => false,
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
   const base = o.resetMs ?? 200;
   const max = o.maxResetMs ?? 800;
@@ -31,6 +33,7 @@ export function createBreaker<A extends unknown[], R>(
     volumeThreshold: o.volumeThreshold ?? 5,
     rollingCountTimeout: 2000,
     resetTimeout: jitter(base),
+    errorFilter: (e: unknown) => healthy(e),
   });
   // opossum reads options.resetTimeout each time it opens, so setting it here spaces the next probe
   const options = (breaker as unknown as { options: { resetTimeout: number } }).options;

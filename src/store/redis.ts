@@ -90,7 +90,10 @@ export class RedisStore {
     }
     this.mergeCall = (keys, args) => deadline(sync(keys, args), timeoutMs);
     const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker);
+      (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker,
+      // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
+      // it toward opening would let one poisoned key switch Redis off for every strict policy.
+      (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
   }

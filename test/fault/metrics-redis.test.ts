@@ -241,6 +241,23 @@ describe('store failures by kind', () => {
     expect(await kinds(l)).toStrictEqual([0, 4, 0, 0, 4]);
   });
 
+  it('script errors do not open the circuit breaker: one poisoned key cannot switch Redis off for the others', async () => {
+    // the default breaker: 5 calls in the window, 50% failures open it
+    const l = await strictLimiter('kb:', {});
+    await connected(l);
+    expect((await l.check({ policy: 's', key: 'poison', cost: 1 })).degraded ?? false).toBe(false);
+    const [stateKey] = await keysUnder(redis.client, 'kb:');
+    await redis.client.del(stateKey);
+    await redis.client.rpush(stateKey, 'not a rate-limit state');
+    await degradedChecks(l, 'poison', 12);
+    expect(await kinds(l)).toStrictEqual([0, 12, 0, 0, 12]);
+    const m = parseMetrics(await createMetrics(l).render());
+    expect(value(m, 'sluice_store_breaker_state')).toBe(0);
+    expect(await l.check({ policy: 's', key: 'clean', cost: 1 })).toMatchObject({ allowed: true, remaining: 999_999 });
+    expect((await l.check({ policy: 's', key: 'clean', cost: 1 })).degraded ?? false).toBe(false);
+    expect(await kinds(l)).toStrictEqual([0, 12, 0, 0, 12]);
+  });
+
   it('Redis not there at all: each call is a connection error', async () => {
     // a port nothing listens on: the client never connects (createLimiter waits 2 s for it, then starts)
     const gone = await startRedis();
