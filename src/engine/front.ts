@@ -103,6 +103,16 @@ export class Front {
     return this.sync?.stats() ?? null;
   }
 
+  /** The policies checks are decided under now (inspect and reset find keys as checks do: src/engine/inspect.ts). */
+  get policyRuntimes(): ReadonlyMap<string, PolicyRuntime> {
+    return this.runtimes;
+  }
+
+  /** The write-behind of sync policies, or null (inspect reports its staleness, reset drops a key's deltas). */
+  get syncWriter(): SyncWriter | null {
+    return this.sync;
+  }
+
   get pending(): number {
     return this.rts.length + this.inFlight;
   }
