@@ -2,6 +2,8 @@
 -- Redis-backed policy only if B·P (buckets) or L·P (windows) is at most 2^51, which keeps every sum and
 -- product below 2^53. Divisions are fixed up after the float divide, which may round across an integer.
 local ALLOW, DENY, NEVER = 0, 1, 2
+-- a leg whose stored state cannot be read (a key of another type, or a malformed value, under our prefix)
+local UNREADABLE = 4
 
 local function fdiv(a, b)
   local q = math.floor(a / b)

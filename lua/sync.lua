@@ -47,11 +47,13 @@ for j = 1, n do
   local a = 4 + (j - 1) * 5
   local alg, L, P, B, d = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if not fresh then d = 0 end
-  local raw = redis.call('GET', KEYS[j])
+  -- a key that holds another type or a malformed value reads as absent, and the merge overwrites it: the
+  -- write-behind owns its keys, and a poisoned one must not fail every merge that carries it
+  local raw = redis.pcall('GET', KEYS[j])
   local exists, w0, w1, last = false, 0, 0, 0
-  if raw then
+  if type(raw) == 'string' then
     local s0, s1, sl = string.match(raw, '^(-?%d+) (%d+) (%d+)$')
-    exists, w0, w1, last = true, tonumber(s0), tonumber(s1), tonumber(sl)
+    if s0 then exists, w0, w1, last = true, tonumber(s0), tonumber(s1), tonumber(sl) end
   end
   local t = now
   if exists and last > t then t = last end

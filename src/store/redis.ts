@@ -153,13 +153,30 @@ export class RedisStore {
   async decide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
     const start = performance.now();
     try {
-      return await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+      return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
     } catch (e) {
       this.failed(e);
       throw e;
     } finally {
       this.observe(start);
     }
+  }
+
+  /**
+   * Rows the script marked UNREADABLE (a check whose state key holds another type or a malformed value)
+   * become NaN rows, which take the policy's failure rule like a failed call's; one script error is counted
+   * per call that had any. The rest of the call's checks keep their decisions.
+   */
+  private unreadable(rows: number[]): number[] {
+    let bad = false;
+    for (let r = 0; r < rows.length; r += 4) {
+      if (rows[r] === UNREADABLE) {
+        rows[r] = rows[r + 1] = rows[r + 2] = rows[r + 3] = NaN;
+        bad = true;
+      }
+    }
+    if (bad) this.failed(new ScriptStateError());
+    return rows;
   }
 
   /** Counts a failed call, by kind (see {@link StoreFailures}). */
@@ -342,6 +359,17 @@ function failureKind(e: unknown): keyof StoreFailures {
   if (err instanceof StoreTimeoutError || err?.message === 'Command timed out') return 'timeouts';
   if (err?.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(String(err.message))) return 'scriptErrors';
   return 'connectionErrors';
+}
+
+/** The script's code for a leg whose stored state cannot be read (lua/lib.lua UNREADABLE). */
+const UNREADABLE = 4;
+
+/** A check whose state key holds something that is not a state (counted as a script error). */
+class ScriptStateError extends Error {
+  override name = 'ReplyError';
+  constructor() {
+    super('a state key holds another type or a malformed value');
+  }
 }
 
 /** A store call that got no answer within its deadline. */

@@ -241,6 +241,24 @@ describe('store failures by kind', () => {
     expect(await kinds(l)).toStrictEqual([0, 4, 0, 0, 4]);
   });
 
+  it('a poisoned key fails only its own check: the others in the same script call are decided exactly', async () => {
+    const l = await strictLimiter('kp:');
+    await connected(l);
+    for (const key of ['poison', 'garbled']) await l.check({ policy: 's', key, cost: 1 });
+    const [poison, garbled] = await Promise.all(['poison', 'garbled'].map(async (k) => (await keysUnder(redis.client, 'kp:')).find((x) => x.includes(k))!));
+    await redis.client.del(poison);
+    await redis.client.rpush(poison, 'a list');
+    await redis.client.set(garbled, 'not a state');
+    // one turn: one script call deciding all four
+    const ds = await Promise.all(['a', 'poison', 'garbled', 'b'].map((key) => l.check({ policy: 's', key, cost: 1 })));
+    expect(ds.map((d) => d.degraded ?? false)).toStrictEqual([false, true, true, false]);
+    expect([ds[0].remaining, ds[3].remaining]).toStrictEqual([999_999, 999_999]);
+    // one script error for the call; the poisoned keys are left as they are
+    expect(await kinds(l)).toStrictEqual([0, 1, 0, 0, 1]);
+    expect(await redis.client.type(poison)).toBe('list');
+    expect(await redis.client.get(garbled)).toBe('not a state');
+  });
+
   it('script errors do not open the circuit breaker: one poisoned key cannot switch Redis off for the others', async () => {
     // the default breaker: 5 calls in the window, 50% failures open it
     const l = await strictLimiter('kb:', {});
