@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
+import { PolicyReloader } from '../server/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './index.js';
 
@@ -10,7 +11,8 @@ import { configFrom, intArg } from './index.js';
  * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS), which wins over the file. `--redis URL` and
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
- * stop the shards, exit 0.
+ * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
+ * announced to (and heard from) other instances (see src/server/reloader.ts).
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -49,11 +51,24 @@ export async function serve(argv: string[]): Promise<number> {
     await limiter.close(); // its shard workers would keep the process alive
     throw e;
   }
-  log.info({ host, port: server.port, shards, policies: [...config.policies.keys()] }, 'sluice serving');
+  // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
+  const reloader = new PolicyReloader({
+    limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, redis, startup: config,
+  });
+  try {
+    await reloader.start();
+  } catch (e) {
+    await reloader.close();
+    await server.close();
+    await limiter.close();
+    throw e;
+  }
+  log.info({ host, port: server.port, shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       log.info({ signal }, 'draining');
-      server.close()
+      reloader.close()
+        .then(() => server.close())
         .then(() => limiter.close())
         .then(() => {
           log.info('stopped');

@@ -22,6 +22,8 @@
  * | sluice_shard_queue_batches | gauge | shard: batches (one per turn) sent to the shard's worker and not answered yet |
  * | sluice_shard_up | gauge | shard: 1 while it has a worker, 0 while down (its checks fail at once) |
  * | sluice_shard_downs_total, sluice_shard_recoveries_total | counter | shard: times it went down; came back |
+ * | sluice_policies_info | gauge | version: the policy-set version in force (`limiter.version`), value 1; only that one |
+ * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
  * | process_resident_memory_bytes | gauge | the process's RSS |
  *
  * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
@@ -48,6 +50,7 @@
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
+import type { ReloadSource } from '../server/reloader.js';
 import { isSluiceError } from '../util/errors.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
@@ -62,6 +65,7 @@ export const SHARD_STATS_WAIT_MS = 500;
 export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
 const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error'];
 const CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
+const RELOAD_SOURCES: readonly ReloadSource[] = ['file', 'signal', 'api', 'peer'];
 /** `sluice_store_breaker_state` values. */
 export const BREAKER_STATE = { closed: 0, halfOpen: 1, open: 2 } as const;
 
@@ -87,6 +91,8 @@ export interface ServerMetrics {
   instrument(limiter: Limiter): Limiter;
   /** Counts one HTTP response by its status class. */
   response(status: number): void;
+  /** Counts one policy reload (`sluice_policy_reloads_total`) by what started it and whether it was applied. */
+  reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
   /** Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. */
   render(): Promise<string>;
 }
@@ -298,6 +304,31 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     }
   }
   new Gauge({
+    name: 'sluice_policies_info',
+    help: 'The policy-set version in force (label version: 12 hex chars of a sha256 over the compiled policies); always 1.',
+    labelNames: ['version'],
+    registers,
+    collect() {
+      this.reset();
+      this.set({ version: limiter.version }, 1);
+    },
+  });
+  /** Reloads by source and result, in RELOAD_SOURCES x (ok, rejected) order. */
+  const reloads = new Float64Array(RELOAD_SOURCES.length * 2);
+  new Counter({
+    name: 'sluice_policy_reloads_total',
+    help: 'Policy reloads by source (file watch, signal = SIGHUP, api = admin API, peer = another instance via Redis) and result (ok: in force, or already in force; rejected: invalid, the old rules stay).',
+    labelNames: ['source', 'result'],
+    registers,
+    collect() {
+      this.reset();
+      RELOAD_SOURCES.forEach((source, i) => {
+        this.inc({ source, result: 'ok' }, reloads[2 * i]);
+        this.inc({ source, result: 'rejected' }, reloads[2 * i + 1]);
+      });
+    },
+  });
+  new Gauge({
     name: 'process_resident_memory_bytes',
     help: 'Resident memory size of the process in bytes.',
     registers,
@@ -319,8 +350,15 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     }
     return entered;
   };
+  /** A policy a reload added gets its counts on its first decision (names stay bounded: configured ones only). */
+  const addPolicy = (policy: string): Float64Array | undefined => {
+    if (!limiter.policies.has(policy)) return undefined;
+    const counts = new Float64Array(RESULTS.length);
+    decided.set(policy, counts);
+    return counts;
+  };
   const count = (policy: unknown, r: number, started: number): void => {
-    const counts = typeof policy === 'string' ? decided.get(policy) : undefined;
+    const counts = typeof policy === 'string' ? decided.get(policy) ?? addPolicy(policy) : undefined;
     if (counts === undefined) return;
     counts[r]++;
     if (settled < 0) {
@@ -356,6 +394,10 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
         Promise.all(reqs.map((r) => check(r).catch((e: Error) => e)));
       // Everything else (policies, stats, close...) is read through the prototype: the same limiter.
       return Object.assign(Object.create(inner) as Limiter, { check, checkMany });
+    },
+    reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void {
+      const i = RELOAD_SOURCES.indexOf(source);
+      if (i >= 0) reloads[2 * i + (result === 'ok' ? 0 : 1)]++;
     },
     response(status: number): void {
       const c = Math.floor(status / 100) - 2;

@@ -226,7 +226,10 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       else {
         // A Redis outage is reported but does not take the instance out: its policies' onStoreError still answer.
         const store = limiter.storeStatus();
-        r.writeHeader('Content-Type', 'application/json').end(store === 'none' ? '{"status":"ready"}' : `{"status":"ready","store":"${store}"}`);
+        // `policies`: the version of the policy set in force (hex, no escaping needed).
+        const policies = `"policies":"${limiter.version}"`;
+        r.writeHeader('Content-Type', 'application/json')
+          .end(store === 'none' ? `{"status":"ready",${policies}}` : `{"status":"ready","store":"${store}",${policies}}`);
       }
     });
   });

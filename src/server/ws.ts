@@ -189,8 +189,18 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   if (o.lowWaterBytes > o.highWaterBytes) throw new RangeError('stream.lowWaterBytes: must not exceed highWaterBytes');
   const clock = options.clock ?? Date.now;
   const conns = new Set<Conn>();
-  const limitsByName = new Map<string, CompiledLimit>();
-  for (const p of limiter.policies.values()) for (const l of p.limits) limitsByName.set(l.name, l);
+  /** Limits by name for the policy set in force, rebuilt when a reload replaces the set. */
+  let limitsByName = new Map<string, CompiledLimit>();
+  let limitsOf: Limiter['policies'] | null = null;
+  const limitNamed = (name: string): CompiledLimit | undefined => {
+    const set = limiter.policies;
+    if (set !== limitsOf) {
+      limitsByName = new Map();
+      for (const p of set.values()) for (const l of p.limits) limitsByName.set(l.name, l);
+      limitsOf = set;
+    }
+    return limitsByName.get(name);
+  };
 
   let closing = false;
   let inFlightTotal = 0;
@@ -551,7 +561,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
    * most L tokens per period.
    */
   const rearmAfter = (d: Decision, cost: number): number => {
-    const l = limitsByName.get(d.policy);
+    const l = limitNamed(d.policy);
     if (l === undefined || l.limit === 0) return 1000;
     if (l.algorithm === 'fixed_window') return Math.max(1, d.resetAfterMs);
     const missing = cost - d.remaining - 1;

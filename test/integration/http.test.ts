@@ -417,7 +417,8 @@ describe('health and readiness', () => {
     const h = await send(`${s.url}/healthz`);
     expect([h.status, h.contentType, h.json]).toStrictEqual([200, 'application/json', { status: 'ok' }]);
     const r = await send(`${s.url}/readyz`);
-    expect([r.status, r.contentType, r.json]).toStrictEqual([200, 'application/json', { status: 'ready' }]);
+    expect([r.status, r.contentType, r.json]).toStrictEqual([200, 'application/json', { status: 'ready', policies: s.limiter.version }]);
+    expect(s.limiter.version).toMatch(/^[0-9a-f]{12}$/);
   });
 
   it('/readyz is 503 while closing; a request in flight still gets its answer; new connections are refused', async () => {

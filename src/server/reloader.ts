@@ -1,0 +1,410 @@
+/**
+ * Hot reload of the policy set in a running service (`sluice serve`):
+ *
+ * - **the policies file**: its directory is watched (node:fs `watch`), so an editor's write-to-temp-then-rename
+ *   and a Kubernetes ConfigMap's symlink swap (`..data` renamed over) are seen as well as a write in place.
+ *   Events are debounced; the file is then read again and its content hash compared with the last one read,
+ *   so a change that leaves the bytes as they were (or a burst of events for one save) reloads nothing.
+ * - **SIGHUP**: reads the file again and applies it.
+ * - **{@link PolicyReloader.apply}**: a document or YAML text from elsewhere (the admin API's `PUT /v1/policies`).
+ * - **peers**: with Redis configured, every successful local reload is announced on the pub/sub channel
+ *   `<prefix>policies` as `{"origin": <instance id>, "version": <policy-set version>, "policies": <the
+ *   document's policies mapping, as plain JSON>}`; announcements from other instances are validated and
+ *   applied like a file (never re-announced, so there are no loops).
+ *
+ * A document is validated by the config loader (the same messages as at start-up) and applied by
+ * `limiter.reload`, which swaps the set atomically. An invalid one is logged
+ * (`policy reload rejected`, with the reason) and the rules in force stay.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile, realpath } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Cluster, Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { parseConfig } from '../config/load.js';
+import { configFromDocument, type SluiceConfig } from '../config/schema.js';
+import { policySetVersion } from '../config/policies.js';
+import type { Limiter, ReloadResult } from '../types.js';
+import { clusterNodes } from '../store/redis.js';
+import { SluiceError, isSluiceError } from '../util/errors.js';
+
+/** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
+export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
+
+/** Where a reload counts its outcome (the server's metrics: `sluice_policy_reloads_total`). */
+export interface ReloadCounter {
+  reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
+}
+
+export interface PolicyReloaderOptions {
+  /** The limiter whose policies are replaced (through `limiter.reload`). */
+  limiter: Limiter;
+  /** The policies file to watch and to read on SIGHUP; `null` or absent: no file (the built-in default). */
+  file?: string | null;
+  logger?: Logger;
+  /** Counts each reload by source and result. */
+  metrics?: ReloadCounter;
+  /**
+   * Redis for announcing reloads to other instances and hearing theirs (pub/sub): one server or a Cluster's
+   * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
+   */
+  redis?: { url: string } | { cluster: readonly string[] } | null;
+  /** Prefix of the pub/sub channel (`<prefix>policies`). Default `sluice:`, the store's key prefix. */
+  prefix?: string;
+  /** This instance's id in announcements. Default `<hostname>/<pid>/<8 random hex>`. */
+  instanceId?: string;
+  /** Quiet time after the last file event before the file is read, in ms. Default 100. */
+  debounceMs?: number;
+  /** The signal that reloads the file; `null`: none. Default `SIGHUP`. */
+  signal?: NodeJS.Signals | null;
+  /**
+   * The configuration the process started with: a reloaded file whose `engine:` or `server:` section differs
+   * from it gets a warning (those take effect at a restart; only `policies:` is reloaded).
+   */
+  startup?: SluiceConfig;
+}
+
+/** An announcement on the pub/sub channel. */
+export interface PolicyAnnouncement {
+  /** The announcing instance's id. */
+  origin: string;
+  /** The policy-set version it enforces since the reload. */
+  version: string;
+  /** The `policies:` mapping of the document it applied, as plain JSON. */
+  policies: unknown;
+}
+
+/** The result of {@link PolicyReloader.apply} when the document's rules are those in force already. */
+const UNCHANGED = { added: [], removed: [], changed: [] };
+
+/**
+ * Watches the policies file, listens for SIGHUP and for other instances' announcements, and applies new
+ * policy sets to the limiter. Create it after the limiter, {@link start} it once the server listens, and
+ * {@link close} it before closing the limiter.
+ */
+export class PolicyReloader {
+  /** This instance's id, the `origin` of its announcements. */
+  readonly instanceId: string;
+  /** The pub/sub channel (`<prefix>policies`). */
+  readonly channel: string;
+  private readonly limiter: Limiter;
+  private readonly file: string | null;
+  private readonly log: Logger | undefined;
+  private readonly metrics: ReloadCounter | undefined;
+  private readonly debounceMs: number;
+  private readonly signal: NodeJS.Signals | null;
+  private readonly startup: SluiceConfig | undefined;
+  private readonly redis: PolicyReloaderOptions['redis'];
+  private watchers = new Map<string, FSWatcher>();
+  private debounce: NodeJS.Timeout | null = null;
+  private rewatch: NodeJS.Timeout | null = null;
+  /** sha256 of the file content last read (applied, unchanged or rejected): the same bytes are not re-applied. */
+  private lastHash: string | null = null;
+  /** Reads of the file one after another: a read that started later never applies before an earlier one. */
+  private reading: Promise<unknown> = Promise.resolve();
+  private pub: Redis | Cluster | null = null;
+  private sub: Redis | Cluster | null = null;
+  /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
+  private unsent: PolicyAnnouncement | null = null;
+  private onSignal: (() => void) | null = null;
+  private closed = false;
+
+  /** @throws SluiceError CONFIG for a malformed `redis.cluster` list. */
+  constructor(o: PolicyReloaderOptions) {
+    this.limiter = o.limiter;
+    this.file = o.file ?? null;
+    this.log = o.logger;
+    this.metrics = o.metrics;
+    this.debounceMs = o.debounceMs ?? 100;
+    this.signal = o.signal === undefined ? 'SIGHUP' : o.signal;
+    this.startup = o.startup;
+    this.redis = o.redis ?? null;
+    if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
+    this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
+    this.channel = `${o.prefix ?? 'sluice:'}policies`;
+  }
+
+  /**
+   * Starts watching the file, listening for the signal, and (with Redis) subscribing to the channel. The file
+   * is read once now: its hash is the baseline, and if it no longer holds the rules in force (it changed
+   * since the process loaded it) it is applied. Resolves when the subscription is made, or after at most
+   * 2 s if Redis does not answer (ioredis keeps trying and subscribes when it connects).
+   */
+  async start(): Promise<void> {
+    if (this.file !== null) {
+      await this.watchDirs();
+      await this.baseline();
+    }
+    if (this.signal !== null) {
+      this.onSignal = () => void this.reloadFile('signal');
+      process.on(this.signal, this.onSignal);
+    }
+    if (this.redis) await this.connect(this.redis);
+  }
+
+  /**
+   * Validates a policies document and, when valid, makes it the policy set in force (`limiter.reload`:
+   * checks issued before the call are decided under the old set, those after it under the new one). A
+   * local reload (`file`, `signal`, `api`) is announced to other instances when Redis is configured; one from
+   * a `peer` is not. Outcomes are logged and counted (`sluice_policy_reloads_total{source,result}`).
+   *
+   * Only the `policies:` section is applied; `engine:` and `server:` take effect at a restart (a warning is
+   * logged when they differ from the start-up configuration).
+   *
+   * @param doc the document: YAML (or JSON) text of a whole policies file, or the parsed document as plain
+   *   data (`{ policies: { <name>: <policy>, ... }, engine?, server? }`).
+   * @param source what asked for the reload, for logs and metrics.
+   * @param file the name error messages start with (default: the watched file's path for `file` and
+   *   `signal`, else `<api>` or `<peer>`).
+   * @returns the new version and the policy names added, removed and changed; all three empty when the
+   *   document holds the rules already in force (nothing is reloaded or announced then).
+   * @throws SluiceError CONFIG naming the document path and reason (`<file>: policies.free.period: ...`, or a
+   *   transition the engine refuses, such as a pinned `version` on a Redis-backed policy whose numbers
+   *   changed); the rules in force stay. CLOSED after {@link close} or once the limiter is closed.
+   */
+  async apply(doc: string | object, source: ReloadSource, file?: string): Promise<ReloadResult> {
+    const name = file ?? (source === 'file' || source === 'signal' ? this.file ?? '<file>' : `<${source}>`);
+    try {
+      if (this.closed) throw new SluiceError('CLOSED', 'policy reloader is closed');
+      const config = typeof doc === 'string' ? parseConfig(doc, name) : configFromDocument(doc, name);
+      const previous = this.limiter.version;
+      const version = policySetVersion(config.policies);
+      if (version === previous) {
+        this.metrics?.reloaded(source, 'ok');
+        this.log?.info({ source, file: name, version }, 'policies unchanged');
+        return { version, ...UNCHANGED };
+      }
+      this.warnStartupOnly(config, name);
+      const result = await this.limiter.reload(config.policies);
+      this.metrics?.reloaded(source, 'ok');
+      this.log?.info({ source, file: name, version: result.version, previous, added: result.added, removed: result.removed, changed: result.changed }, 'policies reloaded');
+      if (source !== 'peer') this.announce({ origin: this.instanceId, version: result.version, policies: policiesOf(config.raw) });
+      return result;
+    } catch (e) {
+      this.metrics?.reloaded(source, 'rejected');
+      this.log?.error({ err: e, file: name, source }, 'policy reload rejected');
+      throw isSluiceError(e) ? e : new SluiceError('CONFIG', `${name}: ${(e as Error).message}`);
+    }
+  }
+
+  /**
+   * Reads the policies file and applies it ({@link apply}). From the watch (`file`), content whose hash equals
+   * the last read is skipped; a signal always applies. A file that cannot be read is a rejected reload.
+   * Never throws: the outcome is logged and counted.
+   * @returns the reload's result; `null` when skipped, rejected, or there is no file.
+   */
+  reloadFile(source: 'file' | 'signal'): Promise<ReloadResult | null> {
+    const run = this.reading.then(async (): Promise<ReloadResult | null> => {
+      if (this.closed) return null;
+      if (this.file === null) {
+        this.log?.info({ source }, 'no policies file to reload (the built-in default is in force)');
+        return null;
+      }
+      let text: string;
+      try {
+        text = await readFile(this.file, 'utf8');
+      } catch (e) {
+        this.metrics?.reloaded(source, 'rejected');
+        this.log?.error({ err: e, file: this.file, source }, 'policy reload rejected');
+        return null;
+      }
+      const hash = createHash('sha256').update(text).digest('hex');
+      if (source === 'file' && hash === this.lastHash) return null;
+      this.lastHash = hash;
+      try {
+        return await this.apply(text, source);
+      } catch {
+        return null; // logged and counted by apply
+      }
+    });
+    this.reading = run;
+    return run;
+  }
+
+  /**
+   * The file as it is now becomes the baseline the watch compares with. The process loaded it moments ago, so
+   * it normally holds the rules in force (nothing is applied or counted); if it changed since, it is applied.
+   */
+  private baseline(): Promise<unknown> {
+    const run = this.reading.then(async () => {
+      if (this.file === null) return;
+      let text: string;
+      try {
+        text = await readFile(this.file, 'utf8');
+      } catch {
+        return; // gone for now: the watch reads it when it is back
+      }
+      this.lastHash = createHash('sha256').update(text).digest('hex');
+      let version: string | null = null;
+      try {
+        version = policySetVersion(parseConfig(text, this.file).policies);
+      } catch {
+        // invalid now: apply() below logs why
+      }
+      if (version !== this.limiter.version) await this.apply(text, 'file').catch(() => undefined);
+    });
+    this.reading = run;
+    return run;
+  }
+
+  /** Stops watching, listening and subscribing. Does not close the limiter. Safe to call more than once. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.debounce) clearTimeout(this.debounce);
+    if (this.rewatch) clearTimeout(this.rewatch);
+    for (const w of this.watchers.values()) w.close();
+    this.watchers.clear();
+    if (this.onSignal && this.signal) process.off(this.signal, this.onSignal);
+    await this.reading.catch(() => undefined);
+    const conns = [this.sub, this.pub].filter((c): c is Redis | Cluster => c !== null);
+    this.sub = this.pub = null;
+    await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
+  }
+
+  // --------------------------------------------------------------------------------------------------------
+  // The file watch
+  // --------------------------------------------------------------------------------------------------------
+
+  /**
+   * Watches the file's directory and, when the file is a symlink into another directory (a ConfigMap's
+   * `..data/policies.yaml`), that one too. Any event there schedules a read: the file's own name is not
+   * enough, since a ConfigMap swap renames `..data`, not the file.
+   */
+  private async watchDirs(): Promise<void> {
+    if (this.file === null || this.closed) return;
+    const dirs = new Set([path.dirname(path.resolve(this.file))]);
+    try {
+      dirs.add(path.dirname(await realpath(this.file)));
+    } catch {
+      // the file is missing now: its directory is enough
+    }
+    for (const [dir, w] of this.watchers) {
+      if (!dirs.has(dir)) {
+        w.close();
+        this.watchers.delete(dir);
+      }
+    }
+    for (const dir of dirs) {
+      if (this.watchers.has(dir)) continue;
+      try {
+        const w = watch(dir, { persistent: false }, () => this.changed());
+        w.on('error', (e) => this.watchFailed(dir, e));
+        this.watchers.set(dir, w);
+      } catch (e) {
+        this.watchFailed(dir, e);
+      }
+    }
+  }
+
+  private watchFailed(dir: string, e: unknown): void {
+    this.log?.warn({ err: e, dir }, 'cannot watch the policies directory; retrying in 1 s (SIGHUP still reloads)');
+    this.watchers.get(dir)?.close();
+    this.watchers.delete(dir);
+    if (this.rewatch || this.closed) return;
+    this.rewatch = setTimeout(() => {
+      this.rewatch = null;
+      void this.watchDirs().then(() => this.changed());
+    }, 1000);
+    this.rewatch.unref();
+  }
+
+  /** A file event: read after `debounceMs` of quiet. */
+  private changed(): void {
+    if (this.closed) return;
+    if (this.debounce) clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.debounce = null;
+      // A symlink may now point into another directory (ConfigMap swap): follow it, then read.
+      void this.watchDirs().then(() => this.reloadFile('file'));
+    }, this.debounceMs);
+    this.debounce.unref();
+  }
+
+  // --------------------------------------------------------------------------------------------------------
+  // Announcements (Redis pub/sub)
+  // --------------------------------------------------------------------------------------------------------
+
+  private async connect(target: NonNullable<PolicyReloaderOptions['redis']>): Promise<void> {
+    const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
+    // The publisher has no offline queue: a publish while Redis is away fails at once and is sent again on
+    // 'ready'. The subscriber queues its SUBSCRIBE until connected, and ioredis subscribes again on reconnect.
+    const make = (offlineQueue: boolean): Redis | Cluster => {
+      const c = 'cluster' in target
+        ? new Cluster(clusterNodes(target.cluster), {
+          enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
+        })
+        : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
+      c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
+      return c;
+    };
+    this.pub = make(false);
+    this.sub = make(true);
+    this.pub.on('ready', () => {
+      const pending = this.unsent;
+      if (pending !== null && pending.version === this.limiter.version) this.publish(pending);
+    });
+    this.sub.on('message', (channel: string, message: string) => {
+      if (channel === this.channel) this.heard(message);
+    });
+    const subscribed = this.sub.subscribe(this.channel).then(
+      () => this.log?.info({ channel: this.channel, instance: this.instanceId }, 'listening for policy reloads'),
+      (e: unknown) => this.log?.warn({ err: e, channel: this.channel }, 'policy channel: subscribe failed'),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([subscribed, new Promise<void>((r) => { timer = setTimeout(r, 2000); })]);
+    clearTimeout(timer);
+  }
+
+  private announce(a: PolicyAnnouncement): void {
+    if (this.pub === null) return;
+    this.publish(a);
+  }
+
+  private publish(a: PolicyAnnouncement): void {
+    const pub = this.pub;
+    if (pub === null) return;
+    this.unsent = a;
+    pub.publish(this.channel, JSON.stringify(a)).then((receivers) => {
+      if (this.unsent === a) this.unsent = null;
+      this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
+    }, (e: unknown) => {
+      this.log?.warn({ err: e, channel: this.channel, version: a.version }, 'policy reload not announced; will retry when Redis is back');
+    });
+  }
+
+  /** An announcement from the channel: apply another instance's set unless it is ours or already in force. */
+  private heard(message: string): void {
+    let a: PolicyAnnouncement;
+    try {
+      a = JSON.parse(message) as PolicyAnnouncement;
+    } catch (e) {
+      this.log?.warn({ err: e, channel: this.channel }, 'policy channel: not JSON, ignored');
+      return;
+    }
+    if (typeof a !== 'object' || a === null || typeof a.origin !== 'string' || typeof a.version !== 'string') {
+      this.log?.warn({ channel: this.channel }, 'policy channel: not an announcement, ignored');
+      return;
+    }
+    if (a.origin === this.instanceId || a.version === this.limiter.version || this.closed) return;
+    this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`).then((r) => {
+      if (r.version !== a.version) {
+        this.log?.warn({ origin: a.origin, announced: a.version, version: r.version }, 'a peer\'s policies give another version here (a different sluice release?)');
+      }
+    }, () => undefined); // logged and counted by apply
+  }
+
+  private warnStartupOnly(config: SluiceConfig, name: string): void {
+    const s = this.startup;
+    const raw = config.raw as Record<string, unknown> | null;
+    if (s === undefined || typeof raw !== 'object' || raw === null) return;
+    const differs = (['engine', 'server'] as const).filter((k) => raw[k] !== undefined && JSON.stringify(config[k]) !== JSON.stringify(s[k]));
+    if (differs.length > 0) this.log?.warn({ file: name, sections: differs }, 'engine and server settings take effect at a restart; only policies were reloaded');
+  }
+}
+
+function policiesOf(raw: unknown): unknown {
+  return typeof raw === 'object' && raw !== null ? (raw as { policies?: unknown }).policies : undefined;
+}
