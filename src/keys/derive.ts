@@ -23,6 +23,7 @@ export function validateKey(key: unknown, field = 'key'): string {
 
 /** Escapes `%` and `:` so that joined descriptor tuples stay unambiguous: ("a:b","c") ≠ ("a","b:c"). */
 export function escapePart(v: string): string {
+  if (!v.includes('%') && !v.includes(':')) return v;
   return v.replace(/[%:]/g, (c) => (c === '%' ? '%25' : '%3A'));
 }
 

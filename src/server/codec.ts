@@ -1,6 +1,7 @@
 import type { CheckRequest, Decision } from '../types.js';
 import { invalidArgument } from '../util/errors.js';
 import { describe } from '../keys/derive.js';
+import { remember } from './headers.js';
 
 /** Fields a check may carry in a JSON body; anything else is refused by name. */
 const CHECK_FIELDS = new Set(['policy', 'key', 'descriptors', 'cost']);
@@ -12,33 +13,94 @@ const CHECK_FIELDS = new Set(['policy', 'key', 'descriptors', 'cost']);
  * @throws SluiceError INVALID_ARGUMENT naming the parameter.
  */
 export function checkFromQuery(query: string): CheckRequest {
+  // One pass over the characters, without split(), includes() or a Set: it finds each pair's `=`, whether a
+  // name or value needs decoding at all (`%` or `+`), and U+FFFD. Every name lands in exactly one of policy,
+  // key, cost or the descriptors, so those say what was seen. The checks are those of a split-and-decode, in
+  // the same order (U+FFFD anywhere first, then per pair its name, its value, a repeat).
+  try {
+    return parseQuery(query);
+  } catch (e) {
+    // a pair failed before the scan reached a U+FFFD further on, which is the error to report
+    if (query.includes('\uFFFD')) throw notUtf8();
+    throw e;
+  }
+}
+
+function notUtf8(): Error {
   // uWS hands over the raw query decoded as UTF-8 with bad bytes replaced by U+FFFD, so raw 0xFF and raw 0xFE
   // would be one key. A raw U+FFFD is no valid URL either (bytes outside ASCII must be percent-encoded).
-  if (query.includes('\uFFFD')) throw invalidArgument('query', 'is not well-formed UTF-8 (percent-encode bytes outside ASCII)');
+  return invalidArgument('query', 'is not well-formed UTF-8 (percent-encode bytes outside ASCII)');
+}
+
+function parseQuery(query: string): CheckRequest {
   const req: CheckRequest = { policy: '', cost: 1 };
-  const seen = new Set<string>();
+  let seenPolicy = false;
+  let seenKey = false;
+  let seenCost = false;
   let descriptors: Record<string, string> | undefined;
-  for (const pair of query === '' ? [] : query.split('&')) {
-    if (pair === '') continue;
-    const eq = pair.indexOf('=');
-    const name = decodeParam(eq < 0 ? pair : pair.slice(0, eq), 'query');
-    const value = decodeParam(eq < 0 ? '' : pair.slice(eq + 1), name);
-    if (seen.has(name)) throw invalidArgument(name, 'is given more than once');
-    seen.add(name);
-    if (name === 'policy') req.policy = value;
-    else if (name === 'key') req.key = value;
-    else if (name === 'cost') req.cost = costFromString(value);
-    else (descriptors ??= Object.create(null) as Record<string, string>)[name] = value;
+  const end = query.length;
+  let start = 0;
+  while (start <= end) {
+    let eq = -1;
+    let nameCoded = false;
+    let valueCoded = false;
+    let i = start;
+    for (; i < end; i++) {
+      const c = query.charCodeAt(i);
+      if (c === 0x26 /* & */) break;
+      if (c === 0x3d /* = */) {
+        if (eq < 0) eq = i;
+      } else if (c === 0x25 /* % */ || c === 0x2b /* + */) {
+        if (eq < 0) nameCoded = true;
+        else valueCoded = true;
+      } else if (c === 0xfffd) {
+        throw notUtf8();
+      }
+    }
+    if (i > start) {
+      const rawName = query.slice(start, eq < 0 ? i : eq);
+      const name = nameCoded ? decodeParam(rawName, 'query') : rawName;
+      let value = '';
+      if (eq >= 0) {
+        const rawValue = query.slice(eq + 1, i);
+        value = valueCoded ? decodeParam(rawValue, name) : rawValue;
+      }
+      if (name === 'policy') {
+        if (seenPolicy) throw twice(name);
+        seenPolicy = true;
+        req.policy = value;
+      } else if (name === 'key') {
+        if (seenKey) throw twice(name);
+        seenKey = true;
+        req.key = value;
+      } else if (name === 'cost') {
+        if (seenCost) throw twice(name);
+        seenCost = true;
+        req.cost = costFromString(value);
+      } else {
+        descriptors ??= Object.create(null) as Record<string, string>;
+        if (name in descriptors) throw twice(name);
+        descriptors[name] = value;
+      }
+    }
+    start = i + 1;
   }
-  if (!seen.has('policy')) throw invalidArgument('policy', 'is required');
+  if (!seenPolicy) throw invalidArgument('policy', 'is required');
   if (descriptors !== undefined) req.descriptors = descriptors;
   return req;
 }
 
-/** application/x-www-form-urlencoded decoding (`+` is a space) that refuses malformed UTF-8. */
+function twice(name: string): Error {
+  return invalidArgument(name, 'is given more than once');
+}
+
+/**
+ * application/x-www-form-urlencoded decoding (`+` is a space) that refuses malformed UTF-8 (only called for
+ * text with a `%` or `+`: other text decodes to itself).
+ */
 function decodeParam(s: string, field: string): string {
   try {
-    return decodeURIComponent(s.includes('+') ? s.replace(/\+/g, ' ') : s);
+    return decodeURIComponent(s.replace(/\+/g, ' '));
   } catch {
     throw invalidArgument(field, 'is not well-formed percent-encoded UTF-8');
   }
@@ -91,6 +153,16 @@ export function decisionJson(d: Decision): string {
   const degraded = d.degraded === true ? ',"degraded":true' : '';
   const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +
-    `"retryAfterMs":${d.retryAfterMs},"policy":${JSON.stringify(d.policy)}${reason}${degraded}${stale}}`;
+    `"retryAfterMs":${d.retryAfterMs},"policy":${jsonString(d.policy)}${reason}${degraded}${stale}}`;
 }
 
+/** `JSON.stringify` of a limit name, computed once per name (names come from the policy set). */
+function jsonString(s: string): string {
+  let v = JSON_STRINGS.get(s);
+  if (v === undefined) {
+    v = JSON.stringify(s);
+    remember(JSON_STRINGS, s, v);
+  }
+  return v;
+}
+const JSON_STRINGS = new Map<string, string>();

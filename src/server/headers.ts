@@ -32,6 +32,24 @@ export function rateLimitHeader(d: Decision): string {
 }
 
 /** A structured-field String (RFC 8941 §3.3.3): printable ASCII with `"` and `\` escaped. */
-function sfString(s: string): string {
-  return `"${s.replace(/[\\"]/g, (c) => '\\' + c)}"`;
+export function sfString(s: string): string {
+  let v = SF_STRINGS.get(s);
+  if (v === undefined) {
+    v = `"${s.replace(/[\\"]/g, (c) => '\\' + c)}"`;
+    remember(SF_STRINGS, s, v);
+  }
+  return v;
+}
+
+/**
+ * Names are limit names from the policy set, so few: each is escaped once and kept. The cache is bounded all
+ * the same (reloads may bring new names), and is simply emptied when full.
+ */
+const SF_STRINGS = new Map<string, string>();
+const MAX_CACHED = 4096;
+
+/** Caches `v` for `k` in a bounded map (emptied when it is full). */
+export function remember(m: Map<string, string>, k: string, v: string): void {
+  if (m.size >= MAX_CACHED) m.clear();
+  m.set(k, v);
 }

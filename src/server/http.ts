@@ -67,11 +67,28 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
   const metrics = createMetrics(o.limiter);
   const limiter = metrics.instrument(o.limiter);
+  /** The limiter without the metrics wrapper: the check routes count their own checks (one promise fewer). */
+  const raw = o.limiter;
   const maxBody = o.maxBodyBytes ?? 65_536;
   const maxItems = o.maxBatchItems ?? 1_000;
   const denyStatus = o.authDenyStatus ?? 429;
   const log = o.logger;
-  const policyHeaders = policyHeaderTable(limiter.policies);
+  /**
+   * `RateLimit-Policy` per policy name, per policy set: a check's header comes from the set it was issued
+   * (and decided) under, so an answer written after a reload never pairs the old decision with new headers.
+   */
+  const headerTables = new WeakMap<ReadonlyMap<string, CompiledPolicy>, Map<string, string>>();
+  let policyHeaders = new Map<string, string>();
+  let headersOf: ReadonlyMap<string, CompiledPolicy> | null = null;
+  const policyHeader = (set: ReadonlyMap<string, CompiledPolicy>, name: string): string | undefined => {
+    if (set !== headersOf) {
+      let table = headerTables.get(set);
+      if (table === undefined) headerTables.set(set, (table = policyHeaderTable(set)));
+      policyHeaders = table;
+      headersOf = set;
+    }
+    return policyHeaders.get(name);
+  };
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | null = null;
@@ -104,16 +121,59 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     reply(x, (res) => writeProblem(res, p));
   };
 
-  const answerDecision = (x: Exchange, d: Decision, req: CheckRequest): void =>
-    reply(x, (res) => {
-      res.writeStatus(statusLine(200));
-      writeRateLimitHeaders(res, d, policyHeaders.get(req.policy));
-      res.writeHeader('Content-Type', 'application/json');
+  // The answer to a check is written by one shared function through these, so that an answer allocates no
+  // closure for cork: cork runs its callback at once, and nothing in it writes another answer.
+  let wRes: HttpResponse | null = null;
+  let wDecision: Decision | null = null;
+  let wCheck: CheckRequest | null = null;
+  let wSet: ReadonlyMap<string, CompiledPolicy> | null = null;
+  let wStatus = 0;
+  const writeDecisionNow = (): void => {
+    const d = wDecision!;
+    const res = wRes!;
+    const rateLimit = rateLimitFields(d, policyHeader(wSet!, wCheck!.policy));
+    if (wStatus === 0) {
+      res.writeHeader(rateLimit.name, `${rateLimit.value}\r\nContent-Type: application/json`);
       res.end(decisionJson(d));
-    });
+    } else {
+      if (wStatus !== 200) res.writeStatus(statusLine(wStatus));
+      res.writeHeader(rateLimit.name, rateLimit.value);
+      res.end();
+    }
+  };
+  /**
+   * Answers a check with its decision: `auth` 0 writes the decision as JSON (/v1/check, always 200), else the
+   * status to send (/v1/auth: 200, or the deny status) with the headers only. `set`: the policies in force
+   * when the check was issued.
+   */
+  const answer = (x: Exchange, d: Decision, req: CheckRequest, auth: number, set: ReadonlyMap<string, CompiledPolicy>): void => {
+    if (x.aborted) return;
+    x.aborted = true; // answered: a later abort must not count twice
+    wRes = x.res;
+    wDecision = d;
+    wCheck = req;
+    wSet = set;
+    wStatus = auth;
+    try {
+      x.res.cork(writeDecisionNow);
+    } finally {
+      wRes = wDecision = wCheck = wSet = null;
+    }
+    metrics.response(auth === 0 ? 200 : auth);
+    finish();
+  };
 
-  const runCheck = (x: Exchange, req: CheckRequest): void => {
-    limiter.check(req).then((d) => answerDecision(x, d, req), (e) => fail(x, e));
+  /** Decides `req` and answers it (`auth`: see {@link answer}), counting the check in the metrics. */
+  const runCheck = (x: Exchange, req: CheckRequest, auth = 0): void => {
+    const started = metrics.started();
+    const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
+    raw.check(req).then((d) => {
+      metrics.decided(req.policy, d, started);
+      answer(x, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
+    }, (e: unknown) => {
+      metrics.failed(req?.policy, e, started);
+      fail(x, e);
+    });
   };
 
   const app: TemplatedApp = uWS.App();
@@ -201,12 +261,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     } catch (e) {
       return fail(x, e);
     }
-    limiter.check(check).then((d) => reply(x, (r) => {
-      const status = d.allowed ? 200 : denyStatus;
-      r.writeStatus(statusLine(status));
-      writeRateLimitHeaders(r, d, policyHeaders.get(check.policy));
-      r.end();
-    }), (e) => fail(x, e));
+    runCheck(x, check, denyStatus);
   });
 
   app.get('/healthz', (res) => {
@@ -290,11 +345,20 @@ function readBody(res: HttpResponse, max: number, done: (body: Buffer | null) =>
   });
 }
 
-function writeRateLimitHeaders(res: HttpResponse, d: Decision, policyHeader: string | undefined): void {
-  if (policyHeader !== undefined) res.writeHeader('RateLimit-Policy', policyHeader);
-  res.writeHeader('RateLimit', rateLimitHeader(d));
-  if (!d.allowed && d.retryAfterMs !== null) res.writeHeader('Retry-After', String(retryAfterSeconds(d.retryAfterMs)));
+/**
+ * A decision's rate-limit headers as one header for one `writeHeader` call: `RateLimit-Policy` (when the
+ * policy is known), `RateLimit`, and `Retry-After` on a denial with a finite wait, joined by CRLF. uWS writes
+ * `name: value\r\n` as given, so the bytes are those of separate calls, at one crossing into native code
+ * instead of three (names and numbers here are plain ASCII: policy names are `A-Z a-z 0-9 _ . - #`).
+ */
+function rateLimitFields(d: Decision, policyHeader: string | undefined): { name: string; value: string } {
+  const retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  FIELDS.name = policyHeader === undefined ? 'RateLimit' : 'RateLimit-Policy';
+  FIELDS.value = policyHeader === undefined ? `${rateLimitHeader(d)}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimitHeader(d)}${retry}`;
+  return FIELDS;
 }
+/** {@link rateLimitFields}'s result, reused: it is read at once. */
+const FIELDS = { name: '', value: '' };
 
 function writeProblem(res: HttpResponse, p: Problem, allow?: string, closeConnection = false): void {
   res.writeStatus(statusLine(p.status));
