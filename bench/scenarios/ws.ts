@@ -35,7 +35,7 @@ const WINDOW = 8;
 /** Key set. */
 const KEYS = 100_000;
 /** Distinct frame contents per window slot (cycled). */
-const PATTERNS = 8;
+const PATTERNS = 4;
 const POLICY = 'bench';
 const POLICIES = { [POLICY]: { algorithm: 'token_bucket' as const, limit: 1_000_000_000, period: 60_000, burst: 1_000_000_000 } };
 
@@ -361,7 +361,7 @@ export const wsScenario: Scenario = {
   summary: `/v1/stream decisions/s and batch latency, binary and JSON, 1 and 4 connections (target: binary ≥ 1 M/s on one)`,
   async run(ctx: Ctx): Promise<Section[]> {
     const q = ctx.quick;
-    const rounds = q ? 3 : 5;
+    const rounds = q ? 2 : 5;
     const roundMs = q ? 500 : 2_000;
     const cases = [
       { tag: '1conn', label: '1 connection', connections: 1 },
