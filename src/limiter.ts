@@ -65,6 +65,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     });
   const front = new Front({
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
@@ -113,6 +114,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         pending: front.pending,
         perShard: pool?.shardStates() ?? [],
         ...(store ? { store: { ...store.stats(), sync: front.syncStats() } } : {}),
+        ...front.counters.snapshot(),
       };
     },
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),

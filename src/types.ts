@@ -17,12 +17,35 @@ export interface Decision {
   retryAfterMs: number | null;
   /** Name of the binding limit (the policy's, a `limits[]` entry's, or its guard's). */
   policy: string;
-  /** Why a check is denied for good (`retryAfterMs: null`). */
+  /**
+   * Why: a check denied for good (`retryAfterMs: null`): `'limit is 0'`, `'cost exceeds the limit\'s capacity'`,
+   * or `'denylist'` (the key is on the policy's deny list); or an admitted check that skipped the limit:
+   * `'allowlist'` (the key is on the policy's allow list: `remaining` is the limit, nothing was spent).
+   */
   reason?: string;
   /** Present (true) when the store failed and the policy's onStoreError `open` or `closed` decided instead. */
   degraded?: boolean;
   /** Sync mode: ms since this instance last merged with Redis (how old its view of the others' spending is). */
   stalenessMs?: number;
+  /**
+   * Present on every decision of a shadow policy (`shadow: true`), which never denies: the decision then says
+   * `allowed: true` and `retryAfterMs: 0`, with `limit`, `remaining`, `resetAfterMs` and `policy` from the
+   * evaluation, and this field is the evaluation's own verdict. `allowed: false` is a would-deny (counted in
+   * `sluice_shadow_decisions_total{result="would_deny"}`); its state was left untouched, as for any denial.
+   */
+  shadow?: ShadowEvaluation;
+}
+
+/** What a shadow policy really decided (see {@link Decision.shadow}). Times in whole ms, counts in tokens. */
+export interface ShadowEvaluation {
+  /** Whether the policy admitted the check (and spent its cost from the shadow policy's own state). */
+  allowed: boolean;
+  /** Tokens left in the binding limit after the evaluation (floor), never negative. */
+  remaining: number;
+  /** 0 when admitted; the wait in ms the policy would have asked for; `null` when it could never pass. */
+  retryAfterMs: number | null;
+  /** As {@link Decision.reason}: why it could never pass, or `'allowlist'` / `'denylist'`. */
+  reason?: string;
 }
 
 /** One check. Give `key`, or `descriptors` for a policy that declares them. */
@@ -59,6 +82,12 @@ export interface LimiterOptions {
    * (default 1,000), each failed one doubling the wait up to `maxDelayMs` (default 30,000), ±25% jitter.
    */
   shardRecovery?: { minDelayMs?: number; maxDelayMs?: number };
+  /**
+   * Where shadow policies' would-deny lines go (a pino logger fits): at most one `info` line per shadow policy
+   * per second of the limiter's clock, `{policy, wouldDeny}` with the count since the previous line. Default:
+   * none (the counts are still in `stats()` and the metrics).
+   */
+  logger?: { info(obj: object, msg: string): void };
 }
 
 /** What a reload did: the new set's version and the policy names it added, removed and changed. */
@@ -101,6 +130,13 @@ export interface LimiterStats {
      */
     sync: { merges: number; failures: number; dropped: number; pendingKeys: number; lagMs: number } | null;
   };
+  /**
+   * Per shadow policy that has been evaluated since start (by name; counts survive reloads): checks its
+   * evaluation admitted and would have denied.
+   */
+  shadow?: Record<string, { allow: number; wouldDeny: number }>;
+  /** Per policy whose allow or deny list has matched since start: checks admitted by the allow list, refused by the deny list. */
+  lists?: Record<string, { allow: number; deny: number }>;
 }
 
 export interface Limiter {

@@ -37,7 +37,7 @@ export async function serve(argv: string[]): Promise<number> {
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const limiter = await createLimiter({
-    policies: config.policies, shards, maxKeys: config.engine.maxKeys,
+    policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs } } : {}),
   });
   let server: Awaited<ReturnType<typeof startServer>>;

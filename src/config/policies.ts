@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { configError, SluiceError } from '../util/errors.js';
 import { describeValue, parseDuration } from './duration.js';
+import { MAX_LIST_ENTRIES, parseListEntry } from '../engine/lists.js';
 
 export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
 
@@ -53,6 +54,27 @@ export interface PolicySpec {
    * up to whole tokens, capped by the new burst) instead of starting full. Default false. Local policies only.
    */
   carryOver?: boolean;
+  /**
+   * Shadow mode: the policy is evaluated on every check that names it (its admitted checks spend its own
+   * state, exactly as a live policy's would), counted in `sluice_shadow_decisions_total` and logged when it
+   * would deny, but it never denies: the decision says `allowed: true` and carries the real evaluation in
+   * `shadow`. Default false. A shadow policy cannot have a guard, nor be one.
+   */
+  shadow?: boolean;
+  /**
+   * Makes this shadow policy (requires `shadow: true`) a candidate for a live policy: every check of the live
+   * policy is also evaluated against this one, on the same key and cost, for metrics and logs only. The live
+   * policy must exist and not be a shadow; this policy's descriptors must be among the live one's (its key is
+   * derived from the live check's), or it has none (it takes the live check's whole key).
+   */
+  shadowOf?: string;
+  /**
+   * Keys, IP addresses and CIDR ranges that skip the limit (admitted, `reason: 'allowlist'`, nothing spent;
+   * the guard is skipped too). See src/engine/lists.ts for what is matched.
+   */
+  allow?: string[];
+  /** Keys, IP addresses and CIDR ranges that are refused (`retryAfterMs: null`, `reason: 'denylist'`). Wins over allow. */
+  deny?: string[];
 }
 
 export type Consistency = 'local' | 'strict' | 'sync';
@@ -98,6 +120,14 @@ export interface CompiledPolicy {
   versionGiven: boolean;
   /** See {@link PolicySpec.carryOver}. */
   carryOver: boolean;
+  /** Never denies; evaluated and counted only. See {@link PolicySpec.shadow}. */
+  shadow: boolean;
+  /** The live policy this shadow policy is a candidate for, or null. See {@link PolicySpec.shadowOf}. */
+  shadowOf: string | null;
+  /** Allow-list entries as given (validated: keys, IP addresses, CIDR ranges); empty when none. */
+  allow: string[];
+  /** Deny-list entries as given (validated); empty when none. Deny wins over allow. */
+  deny: string[];
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -122,7 +152,8 @@ type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
-const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver'];
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
+  'shadow', 'shadowOf', 'allow', 'deny'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
@@ -182,6 +213,7 @@ export function compilePoliciesWith(policies: unknown, report: PolicyErrorReport
   }
   if (total > MAX_TOTAL_LIMITS) top(null, `too many limits: ${total} in total, at most ${MAX_TOTAL_LIMITS} across all policies`);
   for (const policy of compiled.values()) checkGuard(policy, compiled, failFor(policy.name));
+  for (const policy of compiled.values()) checkShadowOf(policy, compiled, failFor(policy.name));
   for (const policy of compiled.values()) deepFreeze(policy);
   COMPILED.add(compiled);
   return compiled;
@@ -206,7 +238,40 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
-  return { name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver };
+  const shadow = readShadow(own(raw, 'shadow'), guard, fail);
+  const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
+  const allow = readList(own(raw, 'allow'), 'allow', fail);
+  const deny = readList(own(raw, 'deny'), 'deny', fail);
+  return {
+    name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
+    shadow, shadowOf, allow, deny,
+  };
+}
+
+function readShadow(v: unknown, guard: string | null, fail: Fail): boolean {
+  if (v === undefined || v === false) return false;
+  if (v !== true) fail('shadow', `must be true or false (got ${describeValue(v)})`);
+  if (guard !== null) fail('guard', 'a shadow policy cannot have a guard: its admitted checks would spend the live guard\'s tokens');
+  return true;
+}
+
+function readShadowOf(v: unknown, shadow: boolean, fail: Fail): string | null {
+  if (v === undefined) return null;
+  if (typeof v !== 'string') fail('shadowOf', `must be the name of a live policy (got ${describeValue(v)})`);
+  if (!shadow) fail('shadowOf', 'requires shadow: true (a candidate never denies)');
+  return v;
+}
+
+/** An allow or deny list: an array of keys, IP addresses and CIDR ranges (see src/engine/lists.ts). */
+function readList(v: unknown, field: 'allow' | 'deny', fail: Fail): string[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) fail(field, `must be an array of keys, IP addresses or CIDR ranges (got ${describeValue(v)})`);
+  if (v.length > MAX_LIST_ENTRIES) fail(field, `must hold at most ${MAX_LIST_ENTRIES} entries (got ${v.length})`);
+  for (let i = 0; i < v.length; i++) {
+    const e = parseListEntry(v[i]);
+    if (typeof e === 'string') fail(joinPath(field, i), `${e} (got ${describeValue(v[i])})`);
+  }
+  return [...(v as string[])];
 }
 
 function readCarryOver(v: unknown, consistency: Consistency, limits: CompiledLimit[], fail: Fail): boolean {
@@ -418,7 +483,8 @@ export function policySetVersion(policies: ReadonlyMap<string, CompiledPolicy>):
 
 function canonicalPolicy(p: CompiledPolicy): unknown[] {
   return [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, l.algorithm, l.limit, l.periodMs, l.burst]),
-    p.descriptors.map((d) => [d.name, d.header]), p.guard, p.consistency, p.onStoreError, p.carryOver];
+    p.descriptors.map((d) => [d.name, d.header]), p.guard, p.consistency, p.onStoreError, p.carryOver,
+    p.shadow, p.shadowOf, p.allow, p.deny];
 }
 
 function readGuardName(v: unknown, fail: Fail): string | null {
@@ -439,6 +505,27 @@ function checkGuard(policy: CompiledPolicy, all: Map<string, CompiledPolicy>, fa
   }
   if (target.consistency !== policy.consistency) {
     fail('guard', `policy "${guard}" keeps its state ${target.consistency}, this one ${policy.consistency}: a check and its guard must be decided in one place`);
+  }
+  if (target.shadow) fail('guard', `policy "${guard}" is a shadow policy: a guard must be live (a shadow never denies)`);
+}
+
+/**
+ * A candidate (`shadowOf`) names a live policy of the same map, and can derive its key from the live check's:
+ * it has no descriptors (it takes the live check's whole key), or each of its descriptors is one of the live
+ * policy's (its key is those values, taken from the live check's key, in the candidate's order).
+ */
+function checkShadowOf(policy: CompiledPolicy, all: Map<string, CompiledPolicy>, fail: Fail): void {
+  const live = policy.shadowOf;
+  if (live === null) return;
+  if (live === policy.name) fail('shadowOf', 'a policy cannot shadow itself');
+  const target = all.get(live);
+  if (target === undefined) fail('shadowOf', `no policy named ${describeValue(live)} in policies`);
+  if (target.shadow) fail('shadowOf', `policy "${live}" is itself a shadow policy: a candidate shadows a live policy`);
+  const liveNames = target.descriptors.map((d) => d.name);
+  const missing = policy.descriptors.filter((d) => !liveNames.includes(d.name)).map((d) => d.name);
+  if (missing.length > 0) {
+    const has = liveNames.length === 0 ? 'has no descriptors' : `has descriptors ${liveNames.join(', ')}`;
+    fail('shadowOf', `this policy's key cannot be derived from policy "${live}"'s checks: descriptor${missing.length > 1 ? 's' : ''} ${missing.join(', ')} not among the live policy's (it ${has}); use a subset of them, or none (the live check's whole key)`);
   }
 }
 
@@ -479,5 +566,7 @@ function deepFreeze(policy: CompiledPolicy): void {
   for (const descriptor of policy.descriptors) Object.freeze(descriptor);
   Object.freeze(policy.limits);
   Object.freeze(policy.descriptors);
+  Object.freeze(policy.allow);
+  Object.freeze(policy.deny);
   Object.freeze(policy);
 }

@@ -13,6 +13,8 @@ import { storeKey } from '../keys/store-key.js';
 import { degraded } from './degraded.js';
 import { SyncWriter, type SyncEntry } from '../store/sync.js';
 import { STATE_ROW } from '../shard/kernel.js';
+import { listed } from './lists.js';
+import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
 
 const RESOLVED = Promise.resolve();
 
@@ -21,6 +23,9 @@ const MAX_TIME = 2 ** 48 - 1;
 
 type Resolve = (d: Decision) => void;
 type Reject = (e: Error) => void;
+
+/** The resolve and reject of a candidate's internal check (shadowOf): its outcome is only counted. */
+const IGNORE = (): void => {};
 
 /**
  * Checks decided together, as parallel arrays; `hashes` holds each key's hash as (lo, hi) pairs: the
@@ -49,6 +54,8 @@ export interface FrontOptions {
   clock: () => number;
   maxBatch: number;
   maxPending: number;
+  /** Where shadow policies' would-deny lines go; none by default. */
+  logger?: ShadowLogger | null;
 }
 
 /**
@@ -76,9 +83,12 @@ export class Front {
   private sync: SyncWriter | null = null;
   /** The policies checks are decided under; replaced whole by {@link setRuntimes}. */
   private runtimes: Map<string, PolicyRuntime>;
+  /** Shadow evaluations and list matches, by policy name. */
+  readonly counters: PolicyCounters;
 
   constructor(o: FrontOptions) {
     this.o = o;
+    this.counters = new PolicyCounters(o.logger ?? null);
     this.runtimes = o.runtimes;
     this.startSync();
   }
@@ -131,6 +141,11 @@ export class Front {
         throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
       }
       key = keyOf(rt.policy, req.key, req.descriptors);
+      // lists answer before any kernel or store work (and before the queue bound: they cost nothing)
+      if (rt.lists !== null) {
+        const d = this.fromLists(rt, key, cost);
+        if (d !== null) return Promise.resolve(d);
+      }
       if (this.pending >= this.o.maxPending) {
         throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
       }
@@ -144,9 +159,16 @@ export class Front {
     if (rt.stored) this.stored++;
     this.legs += rt.legCount;
     const decision = new Promise<Decision>(this.enqueue);
+    if (rt.shadows !== null) this.addShadows(rt, key, cost);
+    this.schedule();
+    return decision;
+  }
+
+  /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
+  private schedule(): void {
     if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
     else if (!this.scheduled) {
-        this.scheduled = true;
+      this.scheduled = true;
       // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms
       // one batch, and uWS, which drops a connection whose pipelined request arrives while an earlier
       // response is pending, sees every answer in time. Shards batch a whole event-loop turn instead.
@@ -154,7 +176,59 @@ export class Front {
       if (this.o.pool === null) void RESOLVED.then(this.flushNow);
       else setImmediate(this.flushNow);
     }
-    return decision;
+  }
+
+  /**
+   * The decision of a check on `rt`'s allow or deny list (deny wins), counted; null when on neither. The live
+   * policy's candidates are still evaluated, and a shadow policy's list denial is only a would-deny.
+   */
+  private fromLists(rt: PolicyRuntime, key: string, cost: number): Decision | null {
+    const list = listed(rt.lists!, key);
+    if (list === null) return null;
+    this.counters.listed(rt.policy.name, list);
+    const d = list === 'allow' ? allowlisted(rt) : denylisted(rt);
+    if (rt.shadows !== null) {
+      this.addShadows(rt, key, cost);
+      this.schedule();
+    }
+    return rt.shadow ? this.counters.shadowed(rt, d, this.readClock()) : d;
+  }
+
+  /**
+   * Queues one internal check per candidate shadowing `live` (`shadowOf`), on the key derived from the live
+   * check's and the same cost. Each is a check of its own, decided apart from the live one (no all-or-nothing
+   * with its legs); its decision is only counted.
+   */
+  private addShadows(live: PolicyRuntime, key: string, cost: number): void {
+    for (const link of live.shadows!) {
+      let k = key;
+      if (link.pick !== null) {
+        const parts = key.split(':');
+        // a key given directly that is not a tuple of the live policy's descriptors: nothing to derive from
+        if (parts.length !== link.parts) continue;
+        k = parts[link.pick[0]];
+        for (let j = 1; j < link.pick.length; j++) k += ':' + parts[link.pick[j]];
+        if (k.length === 0) continue;
+      }
+      const rt = link.rt;
+      if (rt.lists !== null) {
+        const list = listed(rt.lists, k);
+        if (list !== null) {
+          this.counters.listed(rt.policy.name, list);
+          this.counters.shadowed(rt, list === 'allow' ? allowlisted(rt) : denylisted(rt), this.readClock());
+          continue;
+        }
+      }
+      if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
+      this.o.hasher.add(k, rt.seedLo, rt.seedHi);
+      this.rts.push(rt);
+      this.costs.push(cost);
+      this.keys.push(k);
+      if (rt.stored) this.stored++;
+      this.legs += rt.legCount;
+      this.resolves.push(IGNORE);
+      this.rejects.push(IGNORE);
+    }
   }
 
   /** The promise executor of every check: one shared function, so a check allocates no closure of its own. */
@@ -257,7 +331,7 @@ export class Front {
         let base = 0;
         for (let i = 0; i < b.n; i++) {
           if (Number.isNaN(rows[4 * base])) push(failed, b, i);
-          else settle(compose(out, base, b.rts[i]), b.resolves[i], b.rejects[i]);
+          else this.settleStored(compose(out, base, b.rts[i]), b, i, now);
           base += b.rts[i].legCount;
         }
         if (failed.n > 0) this.storeFailed(failed, now);
@@ -271,9 +345,16 @@ export class Front {
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
       if (rt.policy.onStoreError === 'local') push(local, b, i);
-      else b.resolves[i](degraded(rt, rt.policy.onStoreError));
+      else this.settleStored(degraded(rt, rt.policy.onStoreError), b, i, now);
     }
     if (local.n > 0) this.decideLocally(local, now);
+  }
+
+  /** Settles check i of `b` with `d` (a shadow policy's decision is counted and becomes an admission). */
+  private settleStored(d: Decision | SluiceError, b: Batch, i: number, now: number): void {
+    const rt = b.rts[i];
+    if (d instanceof Error) b.rejects[i](d);
+    else b.resolves[i](rt.shadow ? this.counters.shadowed(rt, d, now) : d);
   }
 
   /** The Redis key of leg j of a check on `key`. */
@@ -294,7 +375,7 @@ export class Front {
       if (d.allowed && b.costs[i] > 0) this.record(rt, b, i, shard);
       d.stalenessMs = this.sync.staleness(now);
     }
-    b.resolves[i](d);
+    b.resolves[i](rt.shadow ? this.counters.shadowed(rt, d, now) : d);
   }
 
   private record(rt: PolicyRuntime, b: Batch, i: number, shard: number): void {
@@ -452,9 +533,4 @@ function push(to: Batch, from: Batch, i: number): void {
   to.resolves.push(from.resolves[i]);
   to.rejects.push(from.rejects[i]);
   to.n++;
-}
-
-function settle(d: Decision | SluiceError, resolve: Resolve, reject: Reject): void {
-  if (d instanceof Error) reject(d);
-  else resolve(d);
 }

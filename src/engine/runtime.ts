@@ -2,6 +2,7 @@ import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import { MAX_GROUP } from '../shard/protocol.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
+import { buildLists, type PolicyLists } from './lists.js';
 
 /** The key whose state a guard keeps: one per guard policy, shared by every guarded check. */
 export const GUARD_KEY = '*';
@@ -30,6 +31,24 @@ export interface PolicyRuntime {
   synced: boolean;
   /** The guard legs' Redis keys, for a store-backed guarded policy. */
   guardStoreKeys: string[] | null;
+  /** A shadow policy: its decisions are counted and turned into admissions (see PolicyCounters.shadowed). */
+  shadow: boolean;
+  /** The policy's allow and deny lists, or null when it has none. */
+  lists: PolicyLists | null;
+  /** Candidates shadowing this (live) policy, each evaluated on every check of it; null when none. */
+  shadows: ShadowLink[] | null;
+}
+
+/** A candidate policy (`shadowOf`) and how its key comes from the live check's key. */
+export interface ShadowLink {
+  rt: PolicyRuntime;
+  /**
+   * For each of the candidate's descriptors, the index of the same descriptor in the live policy's; null when
+   * the candidate takes the live key as it is (no descriptors, or the live policy's in the same order).
+   */
+  pick: Int32Array | null;
+  /** The number of parts a live key must split into (the live policy's descriptors), when `pick` is set. */
+  parts: number;
 }
 
 const GOLDEN = 0x9e3779b97f4a7c15n;
@@ -95,7 +114,23 @@ export function buildRuntimes(
       policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
       guardStoreKeys: (stored || synced) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
+      shadow: p.shadow,
+      lists: buildLists(p.allow, p.deny, p.descriptors.length),
+      shadows: null,
     });
   }
+  for (const [name, p] of policies) {
+    if (p.shadowOf === null) continue;
+    const live = out.get(p.shadowOf)!;
+    (live.shadows ??= []).push(shadowLink(out.get(name)!, live.policy));
+  }
   return out;
+}
+
+function shadowLink(rt: PolicyRuntime, live: CompiledPolicy): ShadowLink {
+  const mine = rt.policy.descriptors.map((d) => d.name);
+  const theirs = live.descriptors.map((d) => d.name);
+  const same = mine.length === theirs.length && mine.every((n, i) => n === theirs[i]);
+  if (mine.length === 0 || same) return { rt, pick: null, parts: 0 };
+  return { rt, pick: Int32Array.from(mine.map((n) => theirs.indexOf(n))), parts: theirs.length };
 }

@@ -10,6 +10,8 @@
  * | metric | type | labels |
  * |---|---|---|
  * | sluice_decisions_total | counter | policy, result = allowed / denied / never / error |
+ * | sluice_shadow_decisions_total | counter | policy, result = allow / would_deny: shadow policies' evaluations (`limiter.stats().shadow`) |
+ * | sluice_list_decisions_total | counter | policy, list = allow / deny: checks decided by a policy's allow or deny list (`limiter.stats().lists`) |
  * | sluice_decision_duration_seconds | histogram | (none): from `check()` to its answer |
  * | sluice_shard_failures_total | counter | checks failed with SHARD_FAILED (a worker died or failed holding them) |
  * | sluice_overload_rejections_total | counter | checks refused with OVERLOADED (queues full) |
@@ -129,6 +131,34 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       this.reset();
       for (const [policy, counts] of decided) {
         for (let r = 0; r < RESULTS.length; r++) this.inc({ policy, result: RESULTS[r] }, counts[r]);
+      }
+    },
+  });
+  new Counter({
+    name: 'sluice_shadow_decisions_total',
+    help: 'Shadow policies\' evaluations, by policy and result: allow, or would_deny (the check was admitted anyway).',
+    labelNames: ['policy', 'result'],
+    registers,
+    collect() {
+      if (stats?.shadow === undefined) return;
+      this.reset();
+      for (const [policy, c] of Object.entries(stats.shadow)) {
+        this.inc({ policy, result: 'allow' }, c.allow);
+        this.inc({ policy, result: 'would_deny' }, c.wouldDeny);
+      }
+    },
+  });
+  new Counter({
+    name: 'sluice_list_decisions_total',
+    help: 'Checks decided by a policy\'s allow list (admitted, nothing spent) or deny list (refused), by policy and list.',
+    labelNames: ['policy', 'list'],
+    registers,
+    collect() {
+      if (stats?.lists === undefined) return;
+      this.reset();
+      for (const [policy, c] of Object.entries(stats.lists)) {
+        this.inc({ policy, list: 'allow' }, c.allow);
+        this.inc({ policy, list: 'deny' }, c.deny);
       }
     },
   });

@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver';
+const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -96,7 +96,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin)',
     'server.tls',
   ],
 };
@@ -138,6 +138,10 @@ describe('loadConfigFile: basic.yaml', () => {
       onStoreError: 'local',
       versionGiven: false,
       carryOver: false,
+      shadow: false,
+      shadowOf: null,
+      allow: [],
+      deny: [],
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -155,6 +159,10 @@ describe('loadConfigFile: basic.yaml', () => {
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
+      shadow: false,
+      shadowOf: null,
+      allow: [],
+      deny: [],
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -166,6 +174,10 @@ describe('loadConfigFile: basic.yaml', () => {
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
+      shadow: false,
+      shadowOf: null,
+      allow: [],
+      deny: [],
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -264,9 +276,9 @@ describe('the built-in default', () => {
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});
