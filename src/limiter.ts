@@ -6,6 +6,7 @@ import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable } from './engine/limits.js';
 import { Front } from './engine/front.js';
+import { KeyAdmin } from './engine/inspect.js';
 import { configError, SluiceError } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
 
@@ -69,6 +70,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
+  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
@@ -117,6 +119,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...front.counters.snapshot(),
       };
     },
+    inspect: (req) => keyAdmin.inspect(req),
+    reset: (req) => keyAdmin.reset(req),
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
     close(): Promise<void> {
       closing ??= (async () => {

@@ -98,6 +98,56 @@ export interface ReloadResult {
   changed: string[];
 }
 
+/** Which key {@link Limiter.inspect} and {@link Limiter.reset} act on: `key`, or `descriptors`, as in a check. */
+export interface KeyRequest {
+  policy: string;
+  /** 1 to 1,024 bytes of UTF-8; a descriptor policy takes the joined form (values escaped, joined by `:`). */
+  key?: string;
+  /** Descriptor values by name (instead of `key`). */
+  descriptors?: Record<string, string>;
+}
+
+/** One limit's state for one key, now (see {@link Limiter.inspect}). Times are ms; counts are tokens. */
+export interface LimitState {
+  /** The limit's name, as decisions report it. */
+  name: string;
+  algorithm: 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+  /** L: tokens per period. */
+  limit: number;
+  /** B: capacity in tokens (equals `limit` for windows). */
+  burst: number;
+  /** P, in ms. */
+  periodMs: number;
+  /** Whether state is held for the key under this limit's current numbers (false: it reads as fresh). */
+  held: boolean;
+  /** Unix ms of the last check that changed the state (an admitted check costing > 0, or a sync merge); null when not held. */
+  lastUpdateMs: number | null;
+  /** token_bucket, gcra: whole tokens available now (floor), as a cost-0 check sees them. */
+  tokens?: number;
+  /** fixed_window, sliding_window: tokens counted in the current window. */
+  count?: number;
+  /** sliding_window: tokens counted in the previous window (weighted by the part of it still in the sliding period). */
+  previousCount?: number;
+  /** What a cost-0 check reports now: tokens left (floor, never negative). */
+  remaining: number;
+  /** What a cost-0 check reports now: ms until this limit is back to full. */
+  resetAfterMs: number;
+}
+
+/** One key's state under every limit of its policy (not its guard's), read at one instant. */
+export interface KeyState {
+  policy: string;
+  /** The key as stored (descriptors joined). */
+  key: string;
+  /** The policy's version: part of every key's identity. */
+  version: string;
+  /** Where the state was read: this instance's kernel (`local`, `sync`), or Redis (`strict`). */
+  source: 'local' | 'redis';
+  /** Sync policies: ms since this instance last merged with Redis (how old its view of the others' spending is). */
+  stalenessMs?: number;
+  limits: LimitState[];
+}
+
 /** Counters for observability. */
 export interface LimiterStats {
   shards: number;
@@ -167,6 +217,23 @@ export interface Limiter {
    * @throws SluiceError CONFIG naming the policy and field (the old set stays in force), CLOSED after close().
    */
   reload(policies: Record<string, import('./config/policies.js').PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>): Promise<ReloadResult>;
+  /**
+   * One key's state under each limit of its policy, now: whether it is held, its last update, tokens (buckets)
+   * or counts (windows), and what a cost-0 check reports (remaining, resetAfterMs). It changes nothing. The key
+   * is found as a check finds it (same hash, same shard); a `strict` policy's state is read from Redis (with
+   * Redis's clock), a `sync` policy's from this instance, with its staleness.
+   * @throws SluiceError INVALID_ARGUMENT naming the field (`key`, `descriptors.<name>`, `policy`), UNKNOWN_POLICY
+   *   (`policy`), SHARD_FAILED if the owning shard is down, STORE_FAILED if Redis fails (strict), CLOSED, CLOCK.
+   */
+  inspect(req: KeyRequest): Promise<KeyState>;
+  /**
+   * Forgets one key under its policy's own limits (not its guard's), so its next check starts fresh: in the
+   * owning kernel, and in Redis for `strict` and `sync` policies (a sync key's deltas not merged yet are
+   * dropped first). `removed` counts the states forgotten, each limit once per place it was held (kernel,
+   * Redis); 0 when the key was not held.
+   * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, SHARD_FAILED, STORE_FAILED, CLOSED.
+   */
+  reset(req: KeyRequest): Promise<{ removed: number }>;
   /** Redis connectivity: `none` without a store. */
   storeStatus(): 'none' | 'connected' | 'disconnected';
   /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */

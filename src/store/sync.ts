@@ -132,6 +132,25 @@ export class SyncWriter {
     return true;
   }
 
+  /**
+   * Drops the deltas of `redisKeys` not merged yet (a key reset: src/engine/inspect.ts), after waiting for a
+   * merge in flight, so that no later merge brings the key's old spending back. A merge in doubt keeps its id
+   * and its other keys: if it already ran, Redis holds those deltas, which the caller deletes next. Returns
+   * how many keys had deltas dropped.
+   */
+  async forget(redisKeys: readonly string[]): Promise<number> {
+    while (this.running) await this.running;
+    const drop = new Set(redisKeys);
+    let n = 0;
+    for (const k of drop) if (this.pending.delete(k)) n++;
+    if (this.inDoubt !== null) {
+      const kept = this.inDoubt.entries.filter((e) => !drop.has(e.redisKey));
+      n += this.inDoubt.entries.length - kept.length;
+      this.inDoubt = kept.length === 0 ? null : { id: this.inDoubt.id, entries: kept };
+    }
+    return n;
+  }
+
   /** Stops the timer after a last merge of everything pending (one attempt). */
   async close(): Promise<void> {
     await this.flush();

@@ -20,6 +20,8 @@ export const ErrorCodes = {
   CLOSED: { status: 503 },
   /** The clock returned something that is not a Unix-epoch ms integer in range. HTTP 500. */
   CLOCK: { status: 500 },
+  /** Redis failed or timed out on an admin read or write (limiter.inspect, limiter.reset). HTTP 503. */
+  STORE_FAILED: { status: 503 },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

@@ -1,0 +1,283 @@
+/**
+ * Inspect and reset one key (the admin API's `GET` and `DELETE /v1/keys/{policy}/{key}`, and the library's
+ * `limiter.inspect` / `limiter.reset`).
+ *
+ * A key is found exactly as a check finds it: hashed with its policy runtime's seed, each limit's leg salted,
+ * and sent to the shard the front would send a check to (a guarded policy's keys live on its guard's shard).
+ * Inspect reads two things at one instant of the owning kernel (or Redis, for `strict` policies): the raw
+ * state (held or not, last update, counts), and what a cost-0 check of the key's whole group (its limits and
+ * its guard's) reports per limit now (remaining, resetAfterMs), which changes nothing.
+ */
+import { Cluster, type Redis } from 'ioredis';
+import type { Front } from './front.js';
+import type { PolicyRuntime } from './runtime.js';
+import type { Hasher } from '../keys/hasher.js';
+import type { Kernel } from '../shard/kernel.js';
+import type { ShardPool } from '../shard/pool.js';
+import type { RedisStore } from '../store/redis.js';
+import type { KeyRequest, KeyState, LimitState } from '../types.js';
+import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import { shardOf } from '../shard/router.js';
+import { keyOf, describe } from '../keys/derive.js';
+import { storeKey } from '../keys/store-key.js';
+import { hashTag, placedKey } from '../store/slots.js';
+import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+
+/** What inspect and reset need from a limiter. */
+export interface KeyAdminDeps {
+  front: Front;
+  hasher: Hasher;
+  /** The calling thread's kernel: hashes keys, and with no pool holds every key. */
+  kernel: Kernel;
+  pool: ShardPool | null;
+  store: RedisStore | null;
+  clock: () => number;
+  /** True once the limiter is closing. */
+  closed: () => boolean;
+}
+
+/** Clock values the kernel keeps exactly (as the front checks). */
+const MAX_TIME = 2 ** 48 - 1;
+
+/** One key of one policy, located: its runtime, key, and each leg's hash and owner. */
+interface Located {
+  rt: PolicyRuntime;
+  key: string;
+  /** Leg hashes (lo, hi interleaved), own legs then guard legs. */
+  hashes: Uint32Array;
+  /** The shard that owns the key's legs (-1: this thread). */
+  shard: number;
+}
+
+export class KeyAdmin {
+  constructor(private readonly d: KeyAdminDeps) {}
+
+  /**
+   * The state of one key under every limit of its policy, now.
+   * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, SHARD_FAILED if the owning shard is
+   *   down, STORE_FAILED if Redis does not answer (strict policies), CLOSED, CLOCK.
+   */
+  async inspect(req: KeyRequest): Promise<KeyState> {
+    const at = this.locate(req);
+    const { rt } = at;
+    const now = this.readClock();
+    const own = rt.saltLo.length;
+    const out: KeyState = { policy: rt.policy.name, key: at.key, version: rt.policy.version, source: 'local', limits: [] };
+    let rows: ArrayLike<number>;
+    let raw: Array<[held: boolean, w0: number, w1: number, last: number]>;
+    let t = now;
+    if (rt.stored) {
+      out.source = 'redis';
+      ({ rows, raw, t } = await this.readRedis(at, now));
+    } else {
+      const legs = this.legs(at, true);
+      const peekLegs = this.legs(at, false).subarray(0, own * LEG_IN);
+      let peeked: ArrayLike<number>;
+      if (at.shard < 0) {
+        const k = this.d.kernel;
+        k.legIn.set(legs);
+        k.decide(rt.legCount, now);
+        rows = k.legOut.slice(0, rt.legCount * LEG_OUT);
+        k.legIn.set(peekLegs);
+        k.peek(own);
+        peeked = k.legOut.slice(0, own * LEG_OUT);
+      } else {
+        // Sent back to back: the shard reads both with no batch between them.
+        const pool = this.d.pool!;
+        [rows, peeked] = await Promise.all([
+          pool.run(at.shard, { kind: 'batch', now, n: rt.legCount, legs }),
+          pool.keys(at.shard, { kind: 'peek', n: own, legs: Float64Array.from(peekLegs) }) as Promise<Float64Array>,
+        ]);
+      }
+      raw = [];
+      for (let j = 0; j < own; j++) {
+        const r = j * LEG_OUT;
+        raw.push([peeked[r] === 1, peeked[r + 1], peeked[r + 2], peeked[r + 3]]);
+      }
+      const sync = rt.synced ? this.d.front.syncWriter : null;
+      if (sync !== null) out.stalenessMs = sync.staleness(now);
+    }
+    for (let j = 0; j < own; j++) {
+      const l = rt.policy.limits[j];
+      const [held, w0, w1, last] = raw[j];
+      const r = j * LEG_OUT;
+      const s: LimitState = {
+        name: l.name, algorithm: l.algorithm, limit: l.limit, burst: l.burst, periodMs: l.periodMs,
+        held, lastUpdateMs: held ? last : null,
+        remaining: rows[r + 1], resetAfterMs: rows[r + 2],
+      };
+      if (l.algorithm === 'token_bucket' || l.algorithm === 'gcra') {
+        s.tokens = rows[r + 1];
+      } else {
+        // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
+        const tt = held ? Math.max(t, last) : t;
+        const k = Math.floor(tt / l.periodMs);
+        const lk = Math.floor(last / l.periodMs);
+        if (l.algorithm === 'fixed_window') {
+          s.count = held && lk === k ? w0 : 0;
+        } else {
+          s.count = held && lk === k ? w1 : 0;
+          s.previousCount = !held ? 0 : lk === k ? w0 : lk + 1 === k ? w1 : 0;
+        }
+      }
+      out.limits.push(s);
+    }
+    return out;
+  }
+
+  /**
+   * Forgets one key under its policy's own limits (not its guard's): in the kernel that owns it, in Redis for
+   * `strict` and `sync` policies, and, for `sync`, its deltas not yet merged (a merge in flight is waited for),
+   * so a later merge does not bring it back. Resolves to the number of states forgotten: each limit's state
+   * counts once per place it was held (the kernel, Redis).
+   * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, SHARD_FAILED if the owning shard is
+   *   down, STORE_FAILED if Redis does not answer, CLOSED.
+   */
+  async reset(req: KeyRequest): Promise<{ removed: number }> {
+    const at = this.locate(req);
+    const { rt } = at;
+    const own = rt.saltLo.length;
+    let removed = 0;
+    if ((rt.stored || rt.synced) && this.d.store !== null) {
+      const keys = Array.from({ length: own }, (_, j) => storeKey(this.d.store!.prefix, rt.policy.name, rt.policy.version, at.key, j));
+      const sync = this.d.front.syncWriter;
+      if (sync !== null) await sync.forget(keys);
+      const client = storeClient(this.d.store);
+      // In a Cluster, a guarded strict policy's keys are kept in its guard's slot (slots.ts): delete both names.
+      const names = client instanceof Cluster && rt.guardStoreKeys !== null
+        ? [...keys, ...keys.map((k) => this.placed(rt, k))] : keys;
+      try {
+        const counts = await Promise.all(names.map((k) => client.del(k)));
+        removed += counts.reduce((a, c) => a + c, 0);
+      } catch (e) {
+        throw storeFailed(e);
+      }
+    }
+    const legs = this.legs(at, false).subarray(0, own * LEG_IN);
+    if (at.shard < 0) {
+      this.d.kernel.legIn.set(legs);
+      removed += this.d.kernel.remove(own);
+    } else {
+      removed += (await this.d.pool!.keys(at.shard, { kind: 'remove', n: own, legs: Float64Array.from(legs) })) as number;
+    }
+    return { removed };
+  }
+
+  /** Validates the request, hashes its key with the policy's seed and finds the owning shard. */
+  private locate(req: KeyRequest): Located {
+    if (this.d.closed()) throw new SluiceError('CLOSED', 'limiter is closed');
+    if (typeof req !== 'object' || req === null) throw invalidArgument('request', 'must be an object');
+    const name = (req as { policy?: unknown }).policy;
+    if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
+    const rt = this.d.front.policyRuntimes.get(name);
+    if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    const key = keyOf(rt.policy, req.key, req.descriptors);
+    // Checks queued this turn go out first (under the hasher they share); then the hasher is free.
+    this.d.front.flush();
+    const [lo, hi] = this.d.hasher.hashOne(key, rt.seedLo, rt.seedHi);
+    const own = rt.saltLo.length;
+    const hashes = new Uint32Array(rt.legCount * 2);
+    for (let j = 0; j < rt.legCount; j++) {
+      let hl: number, hh: number;
+      if (j < own) {
+        hl = (lo ^ rt.saltLo[j]) >>> 0;
+        hh = (hi ^ rt.saltHi[j]) >>> 0;
+        if (hl === 0 && hh === 0) hl = 1; // 0 marks an empty slot in the kernel
+      } else {
+        hl = rt.guardHashes![2 * (j - own)];
+        hh = rt.guardHashes![2 * (j - own) + 1];
+      }
+      hashes[2 * j] = hl;
+      hashes[2 * j + 1] = hh;
+    }
+    const pool = this.d.pool;
+    const shard = pool === null ? -1 : shardOf(rt.guardHashes === null ? hi : rt.guardHashes[1], pool.size);
+    return { rt, key, hashes, shard };
+  }
+
+  /**
+   * Leg input rows for every leg of the key's group: with `group`, a cost-0 check (the first leg carries the
+   * group length); without, plain [hashLo, hashHi, limitId, 0] rows for peek and remove.
+   */
+  private legs(at: Located, group: boolean): Float64Array {
+    const { rt } = at;
+    const legs = new Float64Array(rt.legCount * LEG_IN);
+    for (let j = 0; j < rt.legCount; j++) {
+      legs[j * LEG_IN] = at.hashes[2 * j];
+      legs[j * LEG_IN + 1] = at.hashes[2 * j + 1];
+      legs[j * LEG_IN + 2] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+      legs[j * LEG_IN + 3] = 0;
+    }
+    return legs;
+  }
+
+  /**
+   * Strict: a cost-0 check of the group in Redis, the raw states, and Redis's clock (for window counts) in one
+   * pipeline; the clock is Redis TIME unless the store runs on the limiter's clock.
+   */
+  private async readRedis(at: Located, now: number): Promise<{
+    rows: number[]; raw: Array<[boolean, number, number, number]>; t: number;
+  }> {
+    const store = this.d.store!;
+    const { rt } = at;
+    const own = rt.saltLo.length;
+    const keys: string[] = [];
+    const args: number[] = [];
+    for (let j = 0; j < rt.legCount; j++) {
+      keys.push(j < own ? storeKey(store.prefix, rt.policy.name, rt.policy.version, at.key, j) : rt.guardStoreKeys![j - own]);
+      const l = rt.legLimits[j];
+      args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, 0, j === 0 ? rt.legCount : 0);
+    }
+    const client = storeClient(store);
+    const names = keys.slice(0, own).map((k) => (client instanceof Cluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));
+    try {
+      const [rows, time, ...values] = await Promise.all([
+        store.decide(keys, args, now),
+        store.useRedisTime ? client.time() : Promise.resolve(null),
+        ...names.map((k) => client.get(k)),
+      ]);
+      if (rows.some((v) => Number.isNaN(v))) throw new Error('the key\'s state could not be read (its slot did not answer, or it holds another type or a malformed value: DELETE resets it)');
+      const t = time === null ? now : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+      const raw = (values as Array<string | null>).map((v): [boolean, number, number, number] => {
+        const m = v === null ? null : /^(-?\d+) (\d+) (\d+)$/.exec(v);
+        return m === null ? [false, 0, 0, 0] : [true, Number(m[1]), Number(m[2]), Number(m[3])];
+      });
+      return { rows, raw, t };
+    } catch (e) {
+      throw storeFailed(e);
+    }
+  }
+
+  /** A guarded strict policy's key as a Redis Cluster stores it: in its group's last key's (the guard's) slot. */
+  private placed(rt: PolicyRuntime, key: string): string {
+    const last = rt.guardStoreKeys![rt.guardStoreKeys!.length - 1];
+    const tag = hashTag(last);
+    return hashTag(key) === tag ? key : placedKey(this.d.store!.prefix, tag, key);
+  }
+
+  private readClock(): number {
+    let now: unknown;
+    try {
+      now = this.d.clock();
+    } catch (e) {
+      throw new SluiceError('CLOCK', `clock threw: ${(e as Error)?.message ?? String(e)}`);
+    }
+    if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
+      throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
+    }
+    return now;
+  }
+}
+
+/**
+ * The store's Redis client, for the few plain commands inspect and reset need (GET, DEL, TIME). RedisStore
+ * keeps it private; reading it here keeps the store's decision path untouched.
+ */
+function storeClient(store: RedisStore): Redis | Cluster {
+  return (store as unknown as { redis: Redis | Cluster }).redis;
+}
+
+function storeFailed(e: unknown): SluiceError {
+  if (isSluiceError(e)) return e;
+  return new SluiceError('STORE_FAILED', `redis: ${(e as Error)?.message ?? String(e)}`);
+}
