@@ -43,15 +43,15 @@ export function parseListEntry(v: unknown): ListEntry | string {
     const slash = v.indexOf('/');
     const address = v.slice(0, slash);
     const family = isIP(address);
-    if (family === 0) return `is not a valid CIDR range: "${address}" is not an IPv4 or IPv6 address`;
+    if (family === 0) return 'is not a valid CIDR range: the address before "/" is not an IPv4 or IPv6 address';
     const max = family === 4 ? 32 : 128;
     const prefix = Number(v.slice(slash + 1));
-    if (!Number.isSafeInteger(prefix) || prefix > max) return `is not a valid CIDR range: the prefix length must be 0 to ${max} for IPv${family} (got ${v.slice(slash + 1)})`;
+    if (!Number.isSafeInteger(prefix) || prefix > max) return `is not a valid CIDR range: the prefix length must be 0 to ${max} for IPv${family}`;
     return { kind: 'range', address, prefix, family: family === 4 ? 'ipv4' : 'ipv6' };
   }
   const family = isIP(v);
   if (family !== 0) return { kind: 'range', address: v, prefix: family === 4 ? 32 : 128, family: family === 4 ? 'ipv4' : 'ipv6' };
-  if (DOTTED_QUAD.test(v)) return 'is not a valid IPv4 address (each of the four parts must be 0 to 255)';
+  if (DOTTED_QUAD.test(v)) return 'is not a valid IPv4 address: each of the four parts must be 0 to 255';
   return { kind: 'exact', key: v };
 }
 

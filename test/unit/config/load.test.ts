@@ -65,6 +65,11 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-policy-name.yaml': [`policies: invalid policy name "free tier": ${NAME_RULE}`, 'policies'],
   'bad-policy-not-mapping.yaml': ['policies.free: must be an object (got "token_bucket")', 'policies.free'],
   'bad-guard.yaml': ['policies.free.guard: no policy named "globl" in policies', 'policies.free.guard'],
+  'bad-list-cidr.yaml': [
+    'policies.per-ip.allow[2]: is not a valid CIDR range: the prefix length must be 0 to 32 for IPv4 (got "192.168.0.0/33")',
+    'policies.per-ip.allow[2]',
+  ],
+  'bad-shadow-of.yaml': ['policies.candidate.shadowOf: no policy named "fre" in policies', 'policies.candidate.shadowOf'],
   'bad-guard-chain.yaml': [
     'policies.free.guard: policy "region" has a guard of its own ("global"); a guard cannot itself be guarded',
     'policies.free.guard',
