@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
+import { startAdminServer, type AdminServer } from '../server/admin.js';
 import { PolicyReloader } from '../server/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './index.js';
@@ -12,7 +13,10 @@ import { configFrom, intArg } from './index.js';
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
- * announced to (and heard from) other instances (see src/server/reloader.ts).
+ * announced to (and heard from) other instances (see src/server/reloader.ts). `--admin-port N` (or
+ * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
+ * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
+ * SLUICE_ADMIN_TOKEN, and refuses to start without one.
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -21,6 +25,7 @@ export async function serve(argv: string[]): Promise<number> {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
       redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
       'sync-interval': { type: 'string' },
+      'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -36,6 +41,7 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
+  const admin = adminTarget(values, env, config.server.admin ?? undefined);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs } } : {}),
@@ -63,11 +69,25 @@ export async function serve(argv: string[]): Promise<number> {
     await limiter.close();
     throw e;
   }
+  let adminServer: AdminServer | null = null;
+  if (admin !== null) {
+    try {
+      adminServer = await startAdminServer({
+        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
+      });
+    } catch (e) {
+      await reloader.close();
+      await server.close();
+      await limiter.close();
+      throw e;
+    }
+  }
   log.info({ host, port: server.port, shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       log.info({ signal }, 'draining');
-      reloader.close()
+      (adminServer?.close() ?? Promise.resolve())
+        .then(() => reloader.close())
         .then(() => server.close())
         .then(() => limiter.close())
         .then(() => {
@@ -81,6 +101,24 @@ export async function serve(argv: string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/**
+ * The admin API's address and token: flags win over the environment, which wins over `server.admin`. Off
+ * (null) without a port. @throws Error for a port without a token.
+ */
+function adminTarget(
+  values: { 'admin-port'?: string; 'admin-host'?: string; 'admin-token'?: string }, env: NodeJS.ProcessEnv,
+  file: { port?: number; host?: string } | undefined,
+): { port: number; host: string; token: string } | null {
+  const port = intArg(values['admin-port'], '--admin-port', 0, 65535) ?? intArg(env.SLUICE_ADMIN_PORT, 'SLUICE_ADMIN_PORT', 0, 65535)
+    ?? file?.port;
+  if (port === undefined) return null;
+  const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
+  if (token === undefined || token === '') {
+    throw new Error('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)');
+  }
+  return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
 
 /**

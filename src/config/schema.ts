@@ -14,6 +14,7 @@
  *   maxBodyBytes: 65536                # >= 1 bytes per request body
  *   authDenyStatus: 429                # 429 or 403: what /v1/auth answers when denied
  *   stream: { maxInFlight: 4096, ... }  # /v1/stream limits (StreamOptions in src/server/ws.ts)
+ *   admin: { port: 9090, host: 127.0.0.1 }  # the admin API (src/server/admin.ts); its token is never in the file
  * ```
  */
 import * as z from 'zod';
@@ -45,6 +46,11 @@ export interface ServerConfig {
     highWaterBytes?: number; lowWaterBytes?: number; maxBufferedBytes?: number; maxSubscriptions?: number;
     idleTimeoutSeconds?: number;
   } | null;
+  /**
+   * The admin API (src/server/admin.ts): its port (0..65535) and interface (default 127.0.0.1). Off when absent;
+   * the token comes from `--admin-token` or SLUICE_ADMIN_TOKEN, never from this file.
+   */
+  admin?: { port?: number; host?: string } | null;
 }
 
 /** A validated configuration file. */
@@ -113,6 +119,10 @@ const ServerSchema = section({
     .literal([429, 403], { error: (iss) => `must be 429 or 403 (got ${describeValue(iss.input)})` })
     .optional(),
   stream: StreamSchema.nullish(),
+  admin: section({
+    port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
+    host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
+  }).nullish(),
 });
 
 /** The top level; `policies` is checked by the policy compiler. A null section means an empty one. */

@@ -1,0 +1,302 @@
+/**
+ * The admin API: a separate uWebSockets.js app on its own port (off unless asked for; `sluice serve
+ * --admin-port N --admin-token T`), bound to 127.0.0.1 by default. The public check port never serves these
+ * routes. Every request needs `Authorization: Bearer <token>`; without it, or with another token, the answer is
+ * 401 with `WWW-Authenticate: Bearer`, whatever the path.
+ *
+ * | route | answer |
+ * |---|---|
+ * | `GET /v1/policies` | `{version, policies: {<name>: <spec>}}`: the set in force, as a policies document's `policies:` |
+ * | `PUT /v1/policies` | body `{"policies": {...}}` (JSON) or a YAML policies document; validated like the file, then applied: 200 + `{version, added, removed, changed}`, or 400 naming the field (the rules in force stay) |
+ * | `GET /v1/keys/{policy}/{key}` | one key's state (limiter.inspect); descriptor policies: the joined key, or `/v1/keys/{policy}?tenant=..&action=..` |
+ * | `DELETE /v1/keys/{policy}/{key}` | forgets the key (limiter.reset): `{removed}` |
+ */
+import { timingSafeEqual } from 'node:crypto';
+import uWS from 'uWebSockets.js';
+import type { HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Logger } from 'pino';
+import type { KeyRequest, Limiter, ReloadResult } from '../types.js';
+import type { CompiledPolicy, PolicySpec } from '../config/policies.js';
+import { parseConfig } from '../config/load.js';
+import { configFromDocument } from '../config/schema.js';
+import { problem, problemOf, type Problem } from './problem.js';
+import { invalidArgument, isSluiceError } from '../util/errors.js';
+
+export interface AdminServerOptions {
+  limiter: Limiter;
+  /** The bearer token every request must carry: a non-empty string of visible ASCII (no spaces). */
+  token: string;
+  /** Interface to bind. Default 127.0.0.1. */
+  host?: string;
+  /** TCP port; 0 picks a free one. */
+  port: number;
+  /** Largest `PUT /v1/policies` body, in bytes; larger gets 413. Default 1 MiB. */
+  maxBodyBytes?: number;
+  /**
+   * Validates and applies a policies document from `PUT /v1/policies`: the parsed JSON document, or the YAML
+   * text as a string. `sluice serve` passes its reloader's (which also announces the reload to other instances).
+   * Default: the config loader's validation, then `limiter.reload`. A CONFIG error is answered 400 with its field.
+   */
+  applyPolicies?: (doc: unknown, source: 'api') => Promise<ReloadResult>;
+  logger?: Logger;
+}
+
+export interface AdminServer {
+  /** The port listened on. */
+  readonly port: number;
+  /** Stops listening, lets requests in flight finish, then closes every connection. Does not close the limiter. */
+  close(): Promise<void>;
+}
+
+const STATUS_LINE: Record<number, string> = {
+  200: '200 OK', 400: '400 Bad Request', 401: '401 Unauthorized', 404: '404 Not Found', 405: '405 Method Not Allowed',
+  413: '413 Content Too Large', 415: '415 Unsupported Media Type', 500: '500 Internal Server Error', 503: '503 Service Unavailable',
+};
+
+const TOKEN_PATTERN = /^[\x21-\x7e]+$/;
+
+interface Exchange {
+  res: HttpResponse;
+  done: boolean;
+}
+
+/**
+ * Starts the admin API.
+ * @throws Error for an empty or malformed token, or a port that cannot be listened on.
+ */
+export async function startAdminServer(o: AdminServerOptions): Promise<AdminServer> {
+  if (typeof o.token !== 'string' || !TOKEN_PATTERN.test(o.token)) {
+    throw new Error('admin token: must be a non-empty string of visible ASCII characters (no spaces)');
+  }
+  if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
+  const { limiter, logger: log } = o;
+  const expected = Buffer.from(o.token);
+  const maxBody = o.maxBodyBytes ?? 1 << 20;
+  const apply = o.applyPolicies ?? ((doc: unknown) => {
+    const config = typeof doc === 'string' ? parseConfig(doc, '<api>') : configFromDocument(doc, '<api>');
+    return limiter.reload(config.policies);
+  });
+  let inFlight = 0;
+  let closing = false;
+  let drained: (() => void) | null = null;
+
+  const begin = (res: HttpResponse): Exchange => {
+    const x: Exchange = { res, done: false };
+    inFlight++;
+    res.onAborted(() => end(x));
+    return x;
+  };
+  const end = (x: Exchange): void => {
+    if (x.done) return;
+    x.done = true;
+    inFlight--;
+    if (inFlight === 0 && drained) drained();
+  };
+  const send = (x: Exchange, status: number, body: string, headers: Record<string, string> = {}, type = 'application/json'): void => {
+    if (x.done) return;
+    x.res.cork(() => {
+      x.res.writeStatus(STATUS_LINE[status] ?? `${status} Error`);
+      x.res.writeHeader('Content-Type', type);
+      x.res.writeHeader('Cache-Control', 'no-store');
+      for (const [k, v] of Object.entries(headers)) x.res.writeHeader(k, v);
+      x.res.end(body);
+    });
+    end(x);
+  };
+  const sendProblem = (x: Exchange, p: Problem, headers: Record<string, string> = {}): void => {
+    if (p.status === 503) headers = { ...headers, 'Retry-After': '1' };
+    send(x, p.status, JSON.stringify(p), headers, 'application/problem+json');
+  };
+  const fail = (x: Exchange, e: unknown): void => {
+    const p = problemOf(e);
+    // a rejected document is the client's error here (CONFIG is a start-up failure, 500, elsewhere)
+    if (isSluiceError(e) && e.code === 'CONFIG') Object.assign(p, { status: 400, title: 'Bad Request' });
+    if (p.status >= 500) log?.warn({ err: e }, 'admin request failed');
+    sendProblem(x, p);
+  };
+
+  /** Checks the bearer token in constant time; answers 401 and returns false when it is missing or wrong. */
+  const authorized = (x: Exchange, header: string): boolean => {
+    const m = /^bearer +(\S+) *$/i.exec(header);
+    const given = Buffer.from(m === null ? '' : m[1]);
+    // timingSafeEqual needs equal lengths; a token of another length is compared with itself, then refused
+    const ok = given.length === expected.length ? timingSafeEqual(given, expected) : (timingSafeEqual(expected, expected), false);
+    if (ok) return true;
+    const why = header === '' ? 'a bearer token is required' : m === null ? 'must be "Bearer <token>"' : 'the bearer token is not valid';
+    sendProblem(x, { ...problem(401, `authorization: ${why}`, 'authorization', 'UNAUTHORIZED'), title: 'Unauthorized' },
+      { 'WWW-Authenticate': 'Bearer realm="sluice-admin"' });
+    return false;
+  };
+
+  /** The key a `/v1/keys/...` request names: path `{policy}/{key}` (percent-decoded), or descriptors from the query. */
+  const keyRequest = (url: string, query: string): KeyRequest => {
+    const rest = url.slice('/v1/keys/'.length);
+    const slash = rest.indexOf('/');
+    const policy = decode(slash < 0 ? rest : rest.slice(0, slash), 'policy');
+    const req: KeyRequest = { policy };
+    if (slash >= 0) req.key = decode(rest.slice(slash + 1), 'key');
+    if (query !== '') {
+      const descriptors: Record<string, string> = Object.create(null) as Record<string, string>;
+      for (const [name, value] of new URLSearchParams(query)) {
+        if (Object.hasOwn(descriptors, name)) throw invalidArgument(`descriptors.${name}`, 'is given more than once');
+        descriptors[name] = value;
+      }
+      req.descriptors = descriptors;
+    }
+    return req;
+  };
+
+  const app: TemplatedApp = uWS.App();
+
+  app.get('/v1/policies', (res, req) => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    const policies: Record<string, PolicySpec> = {};
+    for (const [name, p] of limiter.policies) policies[name] = policySpecOf(p);
+    send(x, 200, JSON.stringify({ version: limiter.version, policies }));
+  });
+
+  app.put('/v1/policies', (res, req) => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    const type = req.getHeader('content-type');
+    const json = /^application\/json\s*(;|$)/i.test(type);
+    if (!json && !/^(application|text)\/(x-)?yaml\s*(;|$)/i.test(type)) {
+      return sendProblem(x, problem(415, `content-type: must be application/json or application/yaml (got ${JSON.stringify(type)})`, 'content-type', 'UNSUPPORTED_MEDIA_TYPE'));
+    }
+    readBody(res, maxBody, (body) => {
+      if (body === null) return sendProblem(x, problem(413, `body: larger than ${maxBody} bytes`, 'body', 'TOO_LARGE'));
+      let doc: unknown;
+      try {
+        const text = new TextDecoder('utf-8', { fatal: true }).decode(body);
+        doc = json ? JSON.parse(text) : text;
+      } catch (e) {
+        return fail(x, invalidArgument('body', e instanceof SyntaxError ? `is not valid JSON (${e.message})` : 'is not UTF-8'));
+      }
+      let applied: Promise<ReloadResult>;
+      try {
+        applied = apply(doc, 'api');
+      } catch (e) {
+        return fail(x, e);
+      }
+      applied.then((r) => {
+        log?.info({ version: r.version, added: r.added, removed: r.removed, changed: r.changed }, 'admin: policies applied');
+        send(x, 200, JSON.stringify(r));
+      }, (e) => fail(x, e));
+    });
+  });
+
+  app.any('/v1/policies', (res, req) => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    sendProblem(x, problem(405, `method: ${req.getMethod().toUpperCase()} is not allowed on /v1/policies (GET or PUT)`, 'method', 'METHOD_NOT_ALLOWED'), { Allow: 'GET, PUT' });
+  });
+
+  const keyRoute = (op: 'inspect' | 'reset') => (res: HttpResponse, req: uWS.HttpRequest): void => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    let target: KeyRequest;
+    try {
+      target = keyRequest(req.getUrl(), req.getQuery() ?? '');
+    } catch (e) {
+      return fail(x, e);
+    }
+    const done = op === 'inspect' ? limiter.inspect(target) : limiter.reset(target);
+    done.then((r) => {
+      if (op === 'reset') log?.info({ policy: target.policy, key: target.key, descriptors: target.descriptors, removed: (r as { removed: number }).removed }, 'admin: key reset');
+      send(x, 200, JSON.stringify(r));
+    }, (e) => fail(x, e));
+  };
+  app.get('/v1/keys/*', keyRoute('inspect'));
+  app.del('/v1/keys/*', keyRoute('reset'));
+  app.any('/v1/keys/*', (res, req) => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    sendProblem(x, problem(405, `method: ${req.getMethod().toUpperCase()} is not allowed on /v1/keys/{policy}/{key} (GET or DELETE)`, 'method', 'METHOD_NOT_ALLOWED'), { Allow: 'GET, DELETE' });
+  });
+
+  app.any('/*', (res, req) => {
+    const x = begin(res);
+    if (!authorized(x, req.getHeader('authorization'))) return;
+    sendProblem(x, problem(404, `path: no route for ${req.getUrl()}`, 'path', 'NOT_FOUND'));
+  });
+
+  const host = o.host ?? '127.0.0.1';
+  const { token, port } = await listen(app, host, o.port);
+  log?.info({ host, port }, 'admin API listening');
+  return {
+    port,
+    async close(): Promise<void> {
+      if (closing) return;
+      closing = true;
+      uWS.us_listen_socket_close(token);
+      if (inFlight > 0) await new Promise<void>((r) => (drained = r));
+      await new Promise<void>((r) => setImmediate(r));
+      (app as unknown as { close(): void }).close();
+    },
+  };
+}
+
+/**
+ * A compiled policy as a spec a policies document (or `PUT /v1/policies`) takes back: the same numbers, the
+ * same names, `version` only when the original gave one (a derived version stays derived), periods in ms.
+ */
+export function policySpecOf(p: CompiledPolicy): PolicySpec {
+  const spec: PolicySpec = {};
+  const inline = p.limits.length === 1 && p.limits[0].name === p.name;
+  if (inline) {
+    const l = p.limits[0];
+    Object.assign(spec, { algorithm: l.algorithm, limit: l.limit, period: l.periodMs, burst: l.burst });
+  } else {
+    spec.limits = p.limits.map((l, i) => ({
+      algorithm: l.algorithm, limit: l.limit, period: l.periodMs, burst: l.burst,
+      ...(l.name === `${p.name}#${i}` ? {} : { name: l.name }),
+    }));
+  }
+  if (p.descriptors.length > 0) spec.descriptors = p.descriptors.map((d) => (d.header === null ? d.name : { name: d.name, header: d.header }));
+  if (p.versionGiven) spec.version = p.version;
+  if (p.guard !== null) spec.guard = p.guard;
+  if (p.consistency !== 'local') {
+    spec.consistency = p.consistency;
+    spec.onStoreError = p.onStoreError;
+  }
+  if (p.carryOver) spec.carryOver = true;
+  return spec;
+}
+
+function decode(part: string, field: 'policy' | 'key'): string {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw invalidArgument(field, `is not valid percent-encoding (got ${JSON.stringify(part.slice(0, 40))})`);
+  }
+}
+
+/** Reads the whole body, copying each chunk (uWS reuses them); `done(null)` once it passes `max` bytes. */
+function readBody(res: HttpResponse, max: number, done: (body: Buffer | null) => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  res.onData((chunk, isLast) => {
+    if (over) return;
+    size += chunk.byteLength;
+    if (size > max) {
+      over = true;
+      return done(null);
+    }
+    chunks.push(Buffer.from(chunk.slice(0)));
+    if (isLast) done(Buffer.concat(chunks));
+  });
+}
+
+/** Listens with an exclusive port (as the public server does: no silent SO_REUSEPORT sharing). */
+function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
+  type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
+  return new Promise((resolve, reject) => {
+    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+    (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
+      if (!token) reject(new Error(`admin API: cannot listen on ${host}:${port} (in use?)`));
+      else resolve({ token, port: uWS.us_socket_local_port(token) });
+    });
+  });
+}
