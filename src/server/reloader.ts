@@ -109,6 +109,8 @@ export class PolicyReloader {
   /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
   private unsent: PolicyAnnouncement | null = null;
   private onSignal: (() => void) | null = null;
+  /** The `policies:` mapping in force, as plain data (see {@link document}). */
+  private current: unknown;
   private closed = false;
 
   /** @throws SluiceError CONFIG for a malformed `redis.cluster` list. */
@@ -124,6 +126,16 @@ export class PolicyReloader {
     if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
+    this.current = policiesOf(o.startup?.raw);
+  }
+
+  /**
+   * The `policies:` mapping of the document in force, as plain data (JSON-safe): the start-up file's, then
+   * that of each document applied since. `undefined` when the reloader was not given the start-up config and
+   * has applied nothing. (A document whose rules were already in force does not replace it.)
+   */
+  get document(): unknown {
+    return this.current;
   }
 
   /**
@@ -154,7 +166,7 @@ export class PolicyReloader {
    * logged when they differ from the start-up configuration).
    *
    * @param doc the document: YAML (or JSON) text of a whole policies file, or the parsed document as plain
-   *   data (`{ policies: { <name>: <policy>, ... }, engine?, server? }`).
+   *   data (`{ policies: { <name>: <policy>, ... }, engine?, server? }`); anything else is a CONFIG error.
    * @param source what asked for the reload, for logs and metrics.
    * @param file the name error messages start with (default: the watched file's path for `file` and
    *   `signal`, else `<api>` or `<peer>`).
@@ -164,7 +176,7 @@ export class PolicyReloader {
    *   transition the engine refuses, such as a pinned `version` on a Redis-backed policy whose numbers
    *   changed); the rules in force stay. CLOSED after {@link close} or once the limiter is closed.
    */
-  async apply(doc: string | object, source: ReloadSource, file?: string): Promise<ReloadResult> {
+  async apply(doc: unknown, source: ReloadSource, file?: string): Promise<ReloadResult> {
     const name = file ?? (source === 'file' || source === 'signal' ? this.file ?? '<file>' : `<${source}>`);
     try {
       if (this.closed) throw new SluiceError('CLOSED', 'policy reloader is closed');
@@ -178,6 +190,7 @@ export class PolicyReloader {
       }
       this.warnStartupOnly(config, name);
       const result = await this.limiter.reload(config.policies);
+      this.current = policiesOf(config.raw);
       this.metrics?.reloaded(source, 'ok');
       this.log?.info({ source, file: name, version: result.version, previous, added: result.added, removed: result.removed, changed: result.changed }, 'policies reloaded');
       if (source !== 'peer') this.announce({ origin: this.instanceId, version: result.version, policies: policiesOf(config.raw) });

@@ -9,12 +9,15 @@
  */
 import os from 'node:os';
 import path from 'node:path';
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { policySetVersion } from '../../src/config/policies.js';
 import { send, spawnServe, type Answer, type ServeProcess } from '../helpers/server.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { ManualClock } from '../helpers/clock.js';
+import { createLimiter, type Limiter } from '../../src/index.js';
+import { startServer } from '../../src/server/http.js';
 
 let tmp: string;
 beforeAll(() => {
@@ -168,6 +171,39 @@ describe.each([
   });
 });
 
+describe.each([0, 2])('a check in flight across a reload (shards %i, in-process server)', (shards) => {
+  it('is answered whole under the set it was issued under: its decision and its RateLimit-Policy header', async () => {
+    const clock = new ManualClock();
+    const real = await createLimiter({ policies: parseConfig(OLD, 'old').policies, shards, clock: clock.now, maxKeys: 1024 });
+    // The reload happens right after the first check is issued, before it is decided and answered: the window
+    // the load test above can only hit by chance (a check in flight at the moment of the reload), made certain.
+    let reloading: Promise<unknown> | null = null;
+    const limiter = Object.assign(Object.create(real) as Limiter, {
+      check(req: Parameters<Limiter['check']>[0]) {
+        const decided = real.check(req);
+        reloading ??= real.reload(parseConfig(NEW, 'new').policies);
+        return decided;
+      },
+    });
+    const server = await startServer({ limiter, host: '127.0.0.1', port: 0, stream: false });
+    try {
+      const url = `http://127.0.0.1:${server.port}/v1/check?policy=api&key=k`;
+      const first = await send(url);
+      expect([first.status, first.headers.get('ratelimit-policy'), first.json]).toStrictEqual([200, HEADER[1000], {
+        allowed: true, limit: 1000, remaining: 999, resetAfterMs: 86_400_000, retryAfterMs: 0, policy: 'api',
+      }]);
+      await reloading;
+      const second = await send(url);
+      expect([second.status, second.headers.get('ratelimit-policy'), second.json]).toStrictEqual([200, HEADER[2000], {
+        allowed: true, limit: 2000, remaining: 1999, resetAfterMs: 86_400_000, retryAfterMs: 0, policy: 'api',
+      }]);
+    } finally {
+      await server.close();
+      await real.close();
+    }
+  });
+});
+
 describe('invalid files and signals', () => {
   it('an invalid file (bad YAML; valid YAML with a bad period) leaves the old rules in force and logs why', async () => {
     const file = configFile(OLD);
@@ -204,6 +240,33 @@ describe('invalid files and signals', () => {
       allowed: true, limit: 2000, remaining: 1999, resetAfterMs: 86_400_000, retryAfterMs: 0, policy: 'api',
     });
     expect(await reloads(p)).toStrictEqual({ 'file/rejected': 2, 'file/ok': 1 });
+  });
+
+  it('a Kubernetes ConfigMap update (the ..data symlink swapped to a new directory) is seen, and the next one too', async () => {
+    // <dir>/policies.yaml -> ..data/policies.yaml, ..data -> ..v1: what kubelet lays out for a mounted ConfigMap.
+    const dir = mkdtempSync(path.join(tmp, 'configmap-'));
+    const version = (name: string, text: string): void => {
+      mkdirSync(path.join(dir, name));
+      writeFileSync(path.join(dir, name, 'policies.yaml'), text);
+    };
+    const swap = (name: string): void => {
+      symlinkSync(name, path.join(dir, '..data_tmp'));
+      renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+    };
+    version('..v1', OLD);
+    symlinkSync('..v1', path.join(dir, '..data'));
+    symlinkSync('..data/policies.yaml', path.join(dir, 'policies.yaml'));
+    const p = await serve(['--config', path.join(dir, 'policies.yaml')]);
+    expect(await readyVersion(p)).toBe(versionOf(OLD));
+    version('..v2', NEW);
+    swap('..v2');
+    rmSync(path.join(dir, '..v1'), { recursive: true });
+    await until(() => readyVersion(p), (v) => v === versionOf(NEW), 5000, 'the first swap');
+    version('..v3', OLD);
+    swap('..v3');
+    rmSync(path.join(dir, '..v2'), { recursive: true });
+    await until(() => readyVersion(p), (v) => v === versionOf(OLD), 5000, 'the second swap');
+    expect(await reloads(p)).toStrictEqual({ 'file/ok': 2 });
   });
 
   it('SIGHUP re-reads the file (the same rules: nothing reloaded, counted as a signal)', async () => {
