@@ -1,0 +1,160 @@
+/**
+ * PolicyReloader in-process: apply() (the entry the admin API calls), its errors and counts, and the pub/sub
+ * side against a redis-server of the test's own: announcements of local reloads, peers' applied, and what is
+ * ignored (our own origin, the version in force, junk). The file watch and SIGHUP are tested through
+ * `sluice serve` in test/integration/reload.test.ts.
+ */
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createLimiter, type Limiter } from '../../../src/index.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { policySetVersion } from '../../../src/config/policies.js';
+import { PolicyReloader, type ReloadSource } from '../../../src/server/reloader.js';
+import { isSluiceError } from '../../../src/util/errors.js';
+import { startRedis, type TestRedis } from '../../helpers/redis.js';
+import { ManualClock } from '../../helpers/clock.js';
+
+const OLD = 'policies:\n  api: { algorithm: fixed_window, limit: 5, period: 1h }\n';
+const NEW = 'policies:\n  api: { algorithm: fixed_window, limit: 7, period: 1h }\n  paid: { algorithm: token_bucket, limit: 100, period: 1m }\n';
+const version = (text: string): string => policySetVersion(parseConfig(text, 't').policies);
+
+interface Harness {
+  limiter: Limiter;
+  reloader: PolicyReloader;
+  logs: Array<Record<string, any>>;
+  counts: string[];
+}
+
+const open: Harness[] = [];
+afterEach(async () => {
+  for (const h of open.splice(0)) {
+    await h.reloader.close();
+    await h.limiter.close();
+  }
+});
+
+async function harness(o: { redis?: string; instanceId?: string } = {}): Promise<Harness> {
+  const clock = new ManualClock();
+  const startup = parseConfig(OLD, 'policies.yaml');
+  const limiter = await createLimiter({ policies: startup.policies, clock: clock.now, maxKeys: 1024 });
+  const logs: Array<Record<string, any>> = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, any>);
+      done();
+    },
+  });
+  const counts: string[] = [];
+  const reloader = new PolicyReloader({
+    limiter, logger: pino({ level: 'info' }, sink), signal: null, startup,
+    metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`) },
+    ...(o.redis ? { redis: { url: o.redis } } : {}),
+    ...(o.instanceId ? { instanceId: o.instanceId } : {}),
+  });
+  await reloader.start();
+  const h = { limiter, reloader, logs, counts };
+  open.push(h);
+  return h;
+}
+
+async function until(cond: () => boolean, what: string, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+describe('PolicyReloader.apply', () => {
+  it('applies YAML text or a document, reports what changed, and keeps the document in force', async () => {
+    const h = await harness();
+    expect(h.reloader.document).toStrictEqual({ api: { algorithm: 'fixed_window', limit: 5, period: '1h' } });
+    const r = await h.reloader.apply(NEW, 'api');
+    expect(r).toStrictEqual({ version: version(NEW), added: ['paid'], removed: [], changed: ['api'] });
+    expect(h.limiter.version).toBe(version(NEW));
+    expect((await h.limiter.check({ policy: 'api', key: 'k', cost: 1 })).limit).toBe(7);
+    expect(h.reloader.document).toStrictEqual({
+      api: { algorithm: 'fixed_window', limit: 7, period: '1h' }, paid: { algorithm: 'token_bucket', limit: 100, period: '1m' },
+    });
+    const back = await h.reloader.apply({ policies: { api: { algorithm: 'fixed_window', limit: 5, period: '1h' } } }, 'api');
+    expect(back).toStrictEqual({ version: version(OLD), added: [], removed: ['paid'], changed: ['api'] });
+    expect(h.counts).toStrictEqual(['api/ok', 'api/ok']);
+    expect(h.logs.filter((l) => l.msg === 'policies reloaded').map((l) => [l.source, l.file, l.version, l.previous]))
+      .toStrictEqual([['api', '<api>', version(NEW), version(OLD)], ['api', '<api>', version(OLD), version(NEW)]]);
+  });
+
+  it('the rules already in force: nothing reloaded, empty lists, counted ok', async () => {
+    const h = await harness();
+    expect(await h.reloader.apply(OLD, 'api')).toStrictEqual({ version: version(OLD), added: [], removed: [], changed: [] });
+    expect(h.counts).toStrictEqual(['api/ok']);
+    expect(h.logs.map((l) => l.msg)).toStrictEqual(['policies unchanged']);
+  });
+
+  it.each([
+    ['bad YAML', 'policies:\n  api: [unclosed\n', /^<api>: line 3, column 1: invalid YAML: /, undefined],
+    ['a bad period', OLD.replace('1h', '10x'), /^<api>: policies\.api\.period: must be a positive integer of ms or a duration string such as "1m" \(got "10x"\)$/, 'policies.api.period'],
+    ['not a document', 42, /^<api>: \(root\): must be a mapping with a top-level "policies" key \(got 42\)$/, '(root)'],
+    ['no policies', { engine: {} }, /^<api>: policies: is required: a mapping of policy names to policies$/, 'policies'],
+  ])('%s: throws CONFIG with the reason, logs it, counts it, keeps the old rules', async (_what, doc, message, field) => {
+    const h = await harness();
+    const e = await h.reloader.apply(doc, 'api').then(() => null, (x: unknown) => x);
+    expect(isSluiceError(e) && [e.code, e.field]).toStrictEqual(['CONFIG', field]);
+    expect((e as Error).message).toMatch(message);
+    expect(h.limiter.version).toBe(version(OLD));
+    expect(h.counts).toStrictEqual(['api/rejected']);
+    const logged = h.logs.find((l) => l.msg === 'policy reload rejected')!;
+    expect([logged.level, logged.file, logged.source, logged.err.message]).toStrictEqual([50, '<api>', 'api', (e as Error).message]);
+  });
+
+  it('after close(): CLOSED', async () => {
+    const h = await harness();
+    await h.reloader.close();
+    const e = await h.reloader.apply(NEW, 'api').then(() => null, (x: unknown) => x);
+    expect(isSluiceError(e) && e.code).toBe('CLOSED');
+  });
+});
+
+describe('PolicyReloader over Redis pub/sub', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('announces a local reload, and a peer applies it (not announcing it again)', async () => {
+    const a = await harness({ redis: redis.url, instanceId: 'a' });
+    const b = await harness({ redis: redis.url, instanceId: 'b' });
+    await a.reloader.apply(NEW, 'api');
+    await until(() => b.limiter.version === version(NEW), 'b to follow');
+    expect(b.counts).toStrictEqual(['peer/ok']);
+    expect(b.logs.filter((l) => l.msg === 'policies reloaded').map((l) => [l.source, l.file])).toStrictEqual([['peer', '<peer a>']]);
+    expect(b.logs.some((l) => l.msg === 'policy reload announced')).toBe(false);
+    expect(a.logs.filter((l) => l.msg === 'policy reload announced').map((l) => [l.version, l.receivers])).toStrictEqual([[version(NEW), 2]]);
+    expect(a.counts).toStrictEqual(['api/ok']);
+  });
+
+  it('ignores its own origin, the version in force and junk; rejects an invalid peer set and keeps its rules', async () => {
+    const h = await harness({ redis: redis.url, instanceId: 'me' });
+    const publish = (m: unknown): Promise<number> => redis.client.publish('sluice:policies', typeof m === 'string' ? m : JSON.stringify(m));
+    const doc = { api: { algorithm: 'fixed_window', limit: 7, period: '1h' }, paid: { algorithm: 'token_bucket', limit: 100, period: '1m' } };
+    await publish({ origin: 'me', version: version(NEW), policies: doc });
+    await publish({ origin: 'other', version: version(OLD), policies: doc }); // claims the version in force
+    await publish('not json');
+    await publish({ hello: 1 });
+    await publish({ origin: 'other', version: 'ffffffffffff', policies: { api: { algorithm: 'fixed_window', limit: 7, period: '10x' } } });
+    await until(() => h.counts.length === 1, 'the invalid set rejected');
+    expect(h.counts).toStrictEqual(['peer/rejected']);
+    expect(h.limiter.version).toBe(version(OLD));
+    expect(h.logs.find((l) => l.msg === 'policy reload rejected')!.err.message)
+      .toBe('<peer other>: policies.api.period: must be a positive integer of ms or a duration string such as "1m" (got "10x")');
+    expect(h.logs.filter((l) => l.level === 40).map((l) => l.msg))
+      .toStrictEqual(['policy channel: not JSON, ignored', 'policy channel: not an announcement, ignored']);
+    // The same set from another origin is applied.
+    await publish({ origin: 'other', version: version(NEW), policies: doc });
+    await until(() => h.limiter.version === version(NEW), 'the peer set applied');
+    expect(h.counts).toStrictEqual(['peer/rejected', 'peer/ok']);
+  });
+});
