@@ -2,13 +2,14 @@ import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
 import { defaultConfig } from '../config/default.js';
 import type { SluiceConfig } from '../config/schema.js';
-import { formatReplay, replayFile } from './replay.js';
+import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
+import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
   sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-timeout MS] [--sync-interval MS]
                 [--admin-port N --admin-token T [--admin-host H]]
   sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
-  sluice replay TRACE.csv [--config FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
+  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
 
 environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_URL, LOG_LEVEL`;
 
@@ -60,11 +61,26 @@ async function replayCommand(argv: string[]): Promise<number> {
       top: { type: 'string' },
       shards: { type: 'string' },
       json: { type: 'boolean' },
+      compare: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw new Error('replay takes one trace file\n' + USAGE);
   const file = positionals[0];
   const config = await configFrom(values.config);
+  if (values.compare !== undefined) {
+    const other = await loadConfigFile(values.compare);
+    const rows = await replayCompare({
+      csv: await readFile(file, 'utf8'), file, a: config.policies, b: other.policies,
+      only: values.policy,
+      keyColumn: values['key-column'],
+      shards: intArg(values.shards, '--shards', 0, 64) ?? 0,
+    });
+    const fileA = values.config ?? process.env.SLUICE_CONFIG ?? '(built-in default)';
+    process.stdout.write((values.json
+      ? JSON.stringify({ trace: file, a: fileA, b: values.compare, policies: rows }, null, 2)
+      : formatCompare(rows, file, fileA, values.compare)) + '\n');
+    return 0;
+  }
   const results = await replayFile(file, {
     policies: config.policies,
     only: values.policy,

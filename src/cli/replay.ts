@@ -6,7 +6,10 @@ import type { CheckRequest } from '../types.js';
 import { SluiceError } from '../util/errors.js';
 import { keyOf } from '../keys/derive.js';
 
-/** Counts for one policy over a trace. */
+/**
+ * Counts for one policy over a trace. A shadow policy, which never denies, is counted by its evaluation: its
+ * would-denies count as denied, so a replay shows what it would do if it enforced.
+ */
 export interface PolicyReplay {
   policy: string;
   admitted: number;
@@ -72,7 +75,7 @@ async function replayPolicy(rows: Row[], policy: CompiledPolicy, o: ReplayOption
       decisions.forEach((d, k) => {
         const key = keyOf(policy, reqs[k].key, reqs[k].descriptors);
         const c = perKey.get(key) ?? { admitted: 0, denied: 0 };
-        if (d.allowed) { c.admitted++; admitted++; } else c.denied++;
+        if (d.shadow?.allowed ?? d.allowed) { c.admitted++; admitted++; } else c.denied++;
         perKey.set(key, c);
       });
       i = j;
@@ -138,4 +141,84 @@ export function formatReplay(results: PolicyReplay[], file: string): string {
 
 export async function replayFile(file: string, o: Omit<ReplayOptions, 'csv' | 'file'>): Promise<PolicyReplay[]> {
   return replay({ ...o, csv: await readFile(file, 'utf8'), file });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Two configs side by side (sluice replay --compare)
+// ---------------------------------------------------------------------------------------------------------
+
+/** One side's counts for a policy: checks admitted and denied, and the deny rate (denied / checks, 0 to 1). */
+export interface SideCounts {
+  admitted: number;
+  denied: number;
+  /** denied / (admitted + denied); 0 for an empty trace. */
+  denyRate: number;
+}
+
+/** One policy under config A and config B; a side is null when that config has no such policy. */
+export interface PolicyComparison {
+  policy: string;
+  a: SideCounts | null;
+  b: SideCounts | null;
+  /** B minus A (deny rate as a fraction: -0.125 is 12.5 points fewer denied); null unless both sides exist. */
+  diff: SideCounts | null;
+}
+
+export interface CompareOptions extends Omit<ReplayOptions, 'policies' | 'only'> {
+  /** Config A's and config B's policies. */
+  a: ReadonlyMap<string, CompiledPolicy>;
+  b: ReadonlyMap<string, CompiledPolicy>;
+  /**
+   * Policies to compare; each must exist in A or B. Default: every policy of A, then those only in B, that is
+   * not only some other policy's guard.
+   */
+  only?: string[];
+}
+
+/**
+ * Replays one trace under two policy sets, each exactly as {@link replay} does, and pairs the counts by
+ * policy name.
+ * @throws SluiceError UNKNOWN_POLICY for a name in `only` that neither set has; as {@link replay} otherwise.
+ */
+export async function replayCompare(o: CompareOptions): Promise<PolicyComparison[]> {
+  const wanted = (m: ReadonlyMap<string, CompiledPolicy>): string[] => [...m.values()].filter((p) => !isOnlyGuard(p, m)).map((p) => p.name);
+  const names = o.only ?? [...new Set([...wanted(o.a), ...wanted(o.b)])];
+  for (const n of names) {
+    if (!o.a.has(n) && !o.b.has(n)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(n)} (in neither config)`, 'policy');
+  }
+  const side = async (policies: ReadonlyMap<string, CompiledPolicy>): Promise<Map<string, SideCounts>> => {
+    const only = names.filter((n) => policies.has(n));
+    const results = only.length === 0 ? [] : await replay({ ...o, policies, only });
+    return new Map(results.map((r) => [r.policy, counts(r.admitted, r.denied)]));
+  };
+  const a = await side(o.a);
+  const b = await side(o.b);
+  return names.map((policy) => {
+    const ca = a.get(policy) ?? null;
+    const cb = b.get(policy) ?? null;
+    const diff = ca && cb ? { admitted: cb.admitted - ca.admitted, denied: cb.denied - ca.denied, denyRate: cb.denyRate - ca.denyRate } : null;
+    return { policy, a: ca, b: cb, diff };
+  });
+}
+
+function counts(admitted: number, denied: number): SideCounts {
+  const total = admitted + denied;
+  return { admitted, denied, denyRate: total === 0 ? 0 : denied / total };
+}
+
+/** A comparison as an aligned table: A's and B's admitted, denied and deny rate per policy, and B − A. */
+export function formatCompare(rows: PolicyComparison[], trace: string, fileA: string, fileB: string): string {
+  const pct = (r: number): string => `${(100 * r).toFixed(1)}%`;
+  const signed = (n: number, text: string): string => (n > 0 ? `+${text}` : text);
+  const cells = (c: SideCounts | null): string[] => (c === null ? ['-', '-', '-'] : [String(c.admitted), String(c.denied), pct(c.denyRate)]);
+  const header = ['policy', 'A admitted', 'A denied', 'A deny', 'B admitted', 'B denied', 'B deny', 'B-A admitted', 'B-A denied', 'B-A deny'];
+  const table = rows.map((r) => [
+    r.policy, ...cells(r.a), ...cells(r.b),
+    ...(r.diff === null ? ['-', '-', '-']
+      : [signed(r.diff.admitted, String(r.diff.admitted)), signed(r.diff.denied, String(r.diff.denied)),
+        signed(r.diff.denyRate, `${(100 * r.diff.denyRate).toFixed(1)} pts`)]),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
+  const line = (row: string[]): string => row.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  return [`replay of ${trace}`, `A: ${fileA}`, `B: ${fileB}`, '', line(header), ...table.map(line)].join('\n');
 }

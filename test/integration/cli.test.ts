@@ -167,6 +167,16 @@ describe('sluice replay', () => {
       ].join('\n'),
     });
   }, 60_000);
+
+  it('--compare FILE --json: both configs per policy and the difference', async () => {
+    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml',
+      '--compare', 'examples/trace-per-client-candidate.yaml', '--json'], { timeoutMs: 60_000 });
+    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
+    const out = JSON.parse(r.stdout) as { trace: string; a: string; b: string; policies: Array<Record<string, any>> };
+    expect(out).toMatchObject({ trace: '../shared/data/access-trace.csv', a: 'examples/trace-per-client.yaml', b: 'examples/trace-per-client-candidate.yaml' });
+    expect(out.policies.map((p) => [p.policy, p.a.admitted, p.a.denied, p.b.admitted, p.b.denied, p.diff.admitted, p.diff.denied]))
+      .toStrictEqual([['per-client', 8509, 1490, 8626, 1373, 117, -117]]);
+  }, 60_000);
 });
 
 describe('bad config files', () => {

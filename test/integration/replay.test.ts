@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { replay } from '../../src/cli/replay.js';
+import { formatCompare, replay, replayCompare } from '../../src/cli/replay.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ReferenceModel } from '../helpers/model.js';
 
@@ -52,5 +52,70 @@ describe('sluice replay on the shared access trace (token bucket 10/min, burst 1
   it('refuses a row whose ts_ms is not integer ms, naming the row', async () => {
     await expect(replay({ csv: 'ts_ms,client\n12,a\n1.5,b\n', file: 'bad.csv', policies: config.policies }))
       .rejects.toThrow('bad.csv: row 3: ts_ms must be integer Unix ms (got "1.5")');
+  });
+});
+
+describe('sluice replay --compare: two configs side by side', () => {
+  // a: 3 checks at 0 and one at 100 ms, then one each at 1 s (a, b) and 2 s (a); b: one at 100 ms and one at 1 s
+  const small = 'ts_ms,client\n0,a\n0,a\n0,a\n100,b\n100,a\n1000,a\n1000,b\n2000,a\n';
+  const A = parseConfig('policies:\n  w: { algorithm: fixed_window, limit: 2, period: 1s, descriptors: [client] }\n', 'a.yaml').policies;
+  const B = parseConfig([
+    'policies:',
+    '  w: { algorithm: fixed_window, limit: 3, period: 1s, descriptors: [client] }',
+    '  strict: { algorithm: fixed_window, limit: 1, period: 1m, descriptors: [client] }',
+  ].join('\n') + '\n', 'b.yaml').policies;
+
+  for (const shards of [0, 2]) {
+    it(`gives each side's exact counts and the difference (shards ${shards})`, async () => {
+      const rows = await replayCompare({ csv: small, file: 'small.csv', a: A, b: B, shards });
+      expect(rows).toEqual([
+        // A: window [0, 1 s): a admits 2 of 4, b 1 of 1; then 3 of 3. B: a admits 3 of 4; then 3 of 3.
+        { policy: 'w', a: { admitted: 6, denied: 2, denyRate: 0.25 }, b: { admitted: 7, denied: 1, denyRate: 0.125 }, diff: { admitted: 1, denied: -1, denyRate: -0.125 } },
+        // only in B: one per client a minute, a 1 of 6, b 1 of 2
+        { policy: 'strict', a: null, b: { admitted: 2, denied: 6, denyRate: 0.75 }, diff: null },
+      ]);
+    });
+  }
+
+  it('prints them side by side', async () => {
+    const rows = await replayCompare({ csv: small, file: 'small.csv', a: A, b: B });
+    expect(formatCompare(rows, 'small.csv', 'a.yaml', 'b.yaml')).toBe([
+      'replay of small.csv',
+      'A: a.yaml',
+      'B: b.yaml',
+      '',
+      'policy  A admitted  A denied  A deny  B admitted  B denied  B deny  B-A admitted  B-A denied   B-A deny',
+      'w                6         2   25.0%           7         1   12.5%            +1          -1  -12.5 pts',
+      'strict           -         -       -           2         6   75.0%             -           -          -',
+    ].join('\n'));
+  });
+
+  it('on the shared trace, each side equals the reference model', async () => {
+    const model = (limit: number, burst: number): { admitted: number; denied: number } => {
+      const m = new ReferenceModel({ 'per-client': { algorithm: 'token_bucket', limit, period: 60_000, burst } });
+      let admitted = 0, denied = 0;
+      for (const line of csv.trim().split('\n').slice(1)) {
+        const [ts, client] = line.split(',');
+        if (m.check('per-client', client, 1, Number(ts)).allowed) admitted++;
+        else denied++;
+      }
+      return { admitted, denied };
+    };
+    const candidate = parseConfig(readFileSync(resolve(process.cwd(), 'examples/trace-per-client-candidate.yaml'), 'utf8'), 'candidate.yaml');
+    const [row] = await replayCompare({ csv, file: 'access-trace.csv', a: config.policies, b: candidate.policies });
+    expect(row.a).toMatchObject(model(10, 10));
+    expect(row.b).toMatchObject(model(20, 10));
+    expect(row).toMatchObject({ policy: 'per-client', a: { admitted: 8509, denied: 1490 }, b: { admitted: 8626, denied: 1373 }, diff: { admitted: 117, denied: -117 } });
+  });
+
+  it('counts a shadow policy by its evaluation (would-denies as denied)', async () => {
+    const shadowed = parseConfig('policies:\n  w: { algorithm: fixed_window, limit: 2, period: 1s, descriptors: [client], shadow: true }\n', 's.yaml').policies;
+    const [row] = await replayCompare({ csv: small, file: 'small.csv', a: A, b: shadowed });
+    expect(row.b).toEqual(row.a);
+  });
+
+  it('refuses a policy neither config has', async () => {
+    await expect(replayCompare({ csv: small, file: 'small.csv', a: A, b: B, only: ['nope'] }))
+      .rejects.toThrow('policy: unknown policy "nope" (in neither config)');
   });
 });
