@@ -256,11 +256,13 @@ export function policySpecOf(p: CompiledPolicy): PolicySpec {
   if (p.descriptors.length > 0) spec.descriptors = p.descriptors.map((d) => (d.header === null ? d.name : { name: d.name, header: d.header }));
   if (p.versionGiven) spec.version = p.version;
   if (p.guard !== null) spec.guard = p.guard;
-  if (p.consistency !== 'local') {
-    spec.consistency = p.consistency;
-    spec.onStoreError = p.onStoreError;
-  }
+  if (p.consistency !== 'local') spec.consistency = p.consistency;
+  if (p.onStoreError !== 'local') spec.onStoreError = p.onStoreError;
   if (p.carryOver) spec.carryOver = true;
+  if (p.shadow) spec.shadow = true;
+  if (p.shadowOf !== null) spec.shadowOf = p.shadowOf;
+  if (p.allow.length > 0) spec.allow = [...p.allow];
+  if (p.deny.length > 0) spec.deny = [...p.deny];
   return spec;
 }
 
