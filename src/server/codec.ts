@@ -152,8 +152,9 @@ export function decisionJson(d: Decision): string {
   const reason = d.reason === undefined ? '' : `,"reason":${JSON.stringify(d.reason)}`;
   const degraded = d.degraded === true ? ',"degraded":true' : '';
   const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
+  const shadow = d.shadow === undefined ? '' : `,"shadow":${JSON.stringify(d.shadow)}`;
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +
-    `"retryAfterMs":${d.retryAfterMs},"policy":${jsonString(d.policy)}${reason}${degraded}${stale}}`;
+    `"retryAfterMs":${d.retryAfterMs},"policy":${jsonString(d.policy)}${reason}${degraded}${stale}${shadow}}`;
 }
 
 /** `JSON.stringify` of a limit name, computed once per name (names come from the policy set). */

@@ -193,6 +193,12 @@ describe('shadow mode over HTTP', () => {
     for (let i = 0; i < 7; i++) {
       const a = await send(`${s.url}/v1/check?policy=trial&key=acme`);
       expect(a.json.allowed).toBe(true);
+      if (i === 5) {
+        expect(a.json).toEqual({
+          allowed: true, limit: 5, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'trial',
+          shadow: { allowed: false, remaining: 0, retryAfterMs: 60_000 },
+        });
+      }
     }
     const m = parseMetrics((await send(`${s.url}/metrics`)).text);
     expect(m.get('sluice_shadow_decisions_total{policy="next",result="allow"}')).toBe(2);
