@@ -39,11 +39,12 @@ type Kind = 'strict' | 'rlf' | 'evalsha' | 'sync' | 'local';
 interface Spec {
   kind: Kind;
   port: number;
-  concurrency: number;
 }
 
 interface RoundQ {
   ms: number;
+  /** Checks kept in flight. */
+  concurrency: number;
 }
 
 interface RoundR {
@@ -195,7 +196,7 @@ async function setup(s: Spec) {
           if (inFlight === 0) finish();
         });
       };
-      for (let i = 0; i < s.concurrency; i++) one();
+      for (let i = 0; i < q.concurrency; i++) one();
       await new Promise((r) => setTimeout(r, q.ms));
       running = false;
       if (inFlight === 0) finish();
@@ -355,20 +356,21 @@ export const redisScenario: Scenario = {
     }
     ctx.progress(`redis: redis-server ${redis.version} on 127.0.0.1:${redis.port}`);
     try {
+      // One resident child per subject for every level (the level is a round parameter), all started at once.
+      const all = await startAll(ctx, SUBJECTS.filter((s) => plan.some((p) => p.subs.some((x) => x.kind === s.kind))), (s) => s.kind,
+        (s) => startRoundChild<RoundQ, RoundR>(FILE, { kind: s.kind, port: redis.port } satisfies Spec, { setupTimeoutMs: 30_000 }),
+        strict.notes);
       for (const { c, subs } of plan) {
-        if (subs.length === 0) continue;
-        const children = await startAll(ctx, subs, (s) => s.id,
-          (s) => startRoundChild<RoundQ, RoundR>(FILE, { kind: s.kind, port: redis.port, concurrency: c } satisfies Spec,
-            { setupTimeoutMs: 30_000 }), strict.notes);
+        const children = all.filter((x) => subs.some((y) => y.kind === x.s.kind)).map((x) => ({ ...x, s: subs.find((y) => y.kind === x.s.kind)! }));
+        if (children.length === 0) continue;
         const results = await alternate(ctx, children, rounds, (x) => x.s.id, async (x, r, warmup) => {
           if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject}, ${c} in flight (round ${r + 1}/${rounds})`);
           const r0 = redis.cpuMicros();
-          const res = await x.child.round({ ms: warmup ? 300 : roundMs }, roundMs + 30_000);
+          const res = await x.child.round({ ms: warmup ? 300 : roundMs, concurrency: c }, roundMs + 30_000);
           const r1 = redis.cpuMicros();
           if (!warmup) ctx.progress(`  ${Math.round((res.done * 1000) / res.elapsedMs)}/s, p50 ${res.p50.toFixed(3)} ms, p99 ${res.p99.toFixed(3)} ms`);
           return { ...res, redisCpu: r1 - r0 };
         }, strict.notes);
-        await stopAll(children);
         children.forEach((x, i) => {
           const runs = results[i];
           if (runs.length === 0) return;
@@ -395,6 +397,7 @@ export const redisScenario: Scenario = {
           (x.s.kind === 'sync' || x.s.kind === 'local' ? sync : strict).rows.push(row);
         });
       }
+      await stopAll(all);
     } finally {
       await redis.stop();
     }

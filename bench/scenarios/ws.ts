@@ -13,11 +13,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
-import { createLimiter } from '../../src/index.js';
 import type { Decision } from '../../src/index.js';
-import { startServer } from '../../src/server/http.js';
 import {
   ANSWER_HEAD, FRAME_ANSWERS, FRAME_CHECKS, FRAME_HEADER, CHECK_HEAD, FrameWriter, KIND_ALLOWED,
 } from '../../src/server/binary.js';
@@ -60,7 +57,11 @@ interface RoundR {
   allowed: number;
 }
 
+// The engine, the server and uWS are imported where they are used, so a load-client child loads none of them.
+
 async function startSluice(port: number): Promise<{ port: number; close(): Promise<void> }> {
+  const { createLimiter } = await import('../../src/index.js');
+  const { startServer } = await import('../../src/server/http.js');
   const limiter = await createLimiter({ policies: POLICIES, shards: 0, maxKeys: KEYS * 2 });
   const srv = await startServer({ limiter, host: '127.0.0.1', port });
   return {
@@ -73,7 +74,8 @@ async function startSluice(port: number): Promise<{ port: number; close(): Promi
 }
 
 /** The transport's ceiling: answers every checks frame with the same number of fixed answer records. */
-function startBareWs(port: number): Promise<{ port: number; close(): void }> {
+async function startBareWs(port: number): Promise<{ port: number; close(): void }> {
+  const uWS = (await import('uWebSockets.js')).default;
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
   const w = new FrameWriter(FRAME_ANSWERS, 1 << 20);
   for (let i = 0; i < FRAME; i++) w.answer(i, KIND_ALLOWED, 0, 0, 1e9, 999_999_999, 60, 0, POLICY, '', '');
@@ -287,6 +289,7 @@ async function clientSetup(spec: Extract<Spec, { role: 'client' }>) {
 
 /** The engine without a socket: the same keys as Promise.all batches of FRAME checks, WINDOW·connections in flight. */
 async function inprocSetup() {
+  const { createLimiter } = await import('../../src/index.js');
   const lim = await createLimiter({ policies: POLICIES, shards: 0, maxKeys: KEYS * 2 });
   const next = xorshift32(0xbeef);
   const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
@@ -407,12 +410,15 @@ export const wsScenario: Scenario = {
       }
     }
     try {
-      for (const { c, subs } of plan) {
-        if (subs.length === 0) continue;
-        const children = await startAll(ctx, subs.filter((s) => s.server === null || servers.has(s.server)), (s) => s.id,
-          (s) => startRoundChild<RoundQ, RoundR>(FILE, s.server === null ? { role: 'inproc' } satisfies Spec
-            : { role: 'client', port: servers.get(s.server)!.port, connections: c.connections, encoding: s.encoding! } satisfies Spec,
-          { setupTimeoutMs: 60_000 }), sec.notes);
+      // Every case's children start at once (set-ups overlap, untimed); each case then runs its rounds.
+      const all = await startAll(ctx, plan.flatMap(({ c, subs }) => subs.filter((s) => s.server === null || servers.has(s.server))
+        .map((s) => ({ ...s, c }))), (s) => s.id,
+      (s) => startRoundChild<RoundQ, RoundR>(FILE, s.server === null ? { role: 'inproc' } satisfies Spec
+        : { role: 'client', port: servers.get(s.server)!.port, connections: s.c.connections, encoding: s.encoding! } satisfies Spec,
+      { setupTimeoutMs: 60_000 }), sec.notes);
+      for (const { c } of plan) {
+        const children = all.filter((x) => x.s.c === c);
+        if (children.length === 0) continue;
         const results = await alternate(ctx, children, rounds, (x) => x.s.id, async (x, r, warmup) => {
           const srv = x.s.server === null ? null : servers.get(x.s.server)!;
           if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject}, ${c.label} (round ${r + 1}/${rounds})`);
@@ -423,7 +429,6 @@ export const wsScenario: Scenario = {
           if (!warmup) ctx.progress(`  ${(res.decisions / res.elapsedMs / 1000).toFixed(3)} M/s`);
           return out;
         }, sec.notes);
-        await stopAll(children);
         children.forEach((x, i) => {
           const runs = results[i];
           if (runs.length === 0) return;
@@ -457,6 +462,7 @@ export const wsScenario: Scenario = {
           sec.rows.push(row);
         });
       }
+      await stopAll(all);
     } finally {
       await Promise.all([...servers.values()].map((s) => s.stop()));
     }
