@@ -204,8 +204,9 @@ export class PolicyReloader {
 
   /**
    * Reads the policies file and applies it ({@link apply}). From the watch (`file`), content whose hash equals
-   * the last read is skipped; a signal always applies. A file that cannot be read is a rejected reload.
-   * Never throws: the outcome is logged and counted.
+   * the last read is skipped, and a missing file is only a warning (an editor's rename in progress); a signal
+   * always applies, and a file it cannot read is a rejected reload. Never throws: the outcome is logged and
+   * counted.
    * @returns the reload's result; `null` when skipped, rejected, or there is no file.
    */
   reloadFile(source: 'file' | 'signal'): Promise<ReloadResult | null> {
@@ -219,8 +220,13 @@ export class PolicyReloader {
       try {
         text = await readFile(this.file, 'utf8');
       } catch (e) {
+        if (source === 'file' && (e as NodeJS.ErrnoException).code === 'ENOENT') {
+          // Gone between an editor's rename and its write, or deleted: the watch reads it when it is back.
+          this.log?.warn({ file: this.file }, 'policies file missing; the rules in force stay');
+          return null;
+        }
         this.metrics?.reloaded(source, 'rejected');
-        this.log?.error({ err: e, file: this.file, source }, 'policy reload rejected');
+        this.log?.error({ err: new SluiceError('CONFIG', `${this.file}: cannot read: ${(e as Error).message}`), file: this.file, source }, 'policy reload rejected');
         return null;
       }
       const hash = createHash('sha256').update(text).digest('hex');

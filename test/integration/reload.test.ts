@@ -269,7 +269,7 @@ describe('invalid files and signals', () => {
     expect(await reloads(p)).toStrictEqual({ 'file/ok': 2 });
   });
 
-  it('SIGHUP re-reads the file (the same rules: nothing reloaded, counted as a signal)', async () => {
+  it('SIGHUP re-reads the file (the same rules: nothing reloaded, counted as a signal); a missing file keeps the rules', async () => {
     const file = configFile(OLD);
     const p = await serve(['--config', file]);
     expect((await check(p, 'k')).json.remaining).toBe(999);
@@ -279,6 +279,16 @@ describe('invalid files and signals', () => {
     expect(await reloads(p)).toStrictEqual({ 'signal/ok': 1 });
     expect((await check(p, 'k')).json.remaining).toBe(998);
     expect(p.child.exitCode).toBe(null);
+
+    // A file that is gone: the watch only warns (an editor may be renaming); SIGHUP is a rejected reload.
+    rmSync(file);
+    await until(() => logsWith(p, 'policies file missing; the rules in force stay'), (ls) => ls.length === 1, 5000, 'the warning');
+    p.child.kill('SIGHUP');
+    const gone = (await until(() => logsWith(p, 'policy reload rejected'), (ls) => ls.length === 1, 5000, 'the rejection'))[0];
+    expect([gone.source, gone.err.code]).toStrictEqual(['signal', 'CONFIG']);
+    expect(gone.err.message).toMatch(new RegExp(`^${escape(file)}: cannot read: ENOENT`));
+    expect(await reloads(p)).toStrictEqual({ 'signal/ok': 1, 'signal/rejected': 1 });
+    expect([await readyVersion(p), (await check(p, 'k')).json.remaining]).toStrictEqual([versionOf(OLD), 997]);
   });
 
   it('/readyz and /metrics report the version in force, and only that one', async () => {
