@@ -13,6 +13,7 @@ import { policySetVersion } from '../../../src/config/policies.js';
 import { PolicyReloader, type ReloadSource } from '../../../src/server/reloader.js';
 import { isSluiceError } from '../../../src/util/errors.js';
 import { startRedis, type TestRedis } from '../../helpers/redis.js';
+import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
 import { ManualClock } from '../../helpers/clock.js';
 
 const OLD = 'policies:\n  api: { algorithm: fixed_window, limit: 5, period: 1h }\n';
@@ -34,7 +35,7 @@ afterEach(async () => {
   }
 });
 
-async function harness(o: { redis?: string; instanceId?: string } = {}): Promise<Harness> {
+async function harness(o: { redis?: string; cluster?: string[]; instanceId?: string } = {}): Promise<Harness> {
   const clock = new ManualClock();
   const startup = parseConfig(OLD, 'policies.yaml');
   const limiter = await createLimiter({ policies: startup.policies, clock: clock.now, maxKeys: 1024 });
@@ -49,7 +50,7 @@ async function harness(o: { redis?: string; instanceId?: string } = {}): Promise
   const reloader = new PolicyReloader({
     limiter, logger: pino({ level: 'info' }, sink), signal: null, startup,
     metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`) },
-    ...(o.redis ? { redis: { url: o.redis } } : {}),
+    ...(o.redis ? { redis: { url: o.redis } } : o.cluster ? { redis: { cluster: o.cluster } } : {}),
     ...(o.instanceId ? { instanceId: o.instanceId } : {}),
   });
   await reloader.start();
@@ -156,5 +157,23 @@ describe('PolicyReloader over Redis pub/sub', () => {
     await publish({ origin: 'other', version: version(NEW), policies: doc });
     await until(() => h.limiter.version === version(NEW), 'the peer set applied');
     expect(h.counts).toStrictEqual(['peer/rejected', 'peer/ok']);
+  });
+});
+
+describe('PolicyReloader over a Redis Cluster', () => {
+  let cluster: TestCluster;
+  beforeAll(async () => {
+    cluster = await startCluster();
+  }, 30_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('a reload announced through one master reaches an instance subscribed through another', async () => {
+    const a = await harness({ cluster: [cluster.nodes[0]], instanceId: 'a' });
+    const b = await harness({ cluster: [cluster.nodes[2]], instanceId: 'b' });
+    await a.reloader.apply(NEW, 'api');
+    await until(() => b.limiter.version === version(NEW), 'b to follow');
+    expect([a.counts, b.counts]).toStrictEqual([['api/ok'], ['peer/ok']]);
   });
 });
