@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { packageRoot } from './lib/harness.js';
 import { FULL_TIMING, QUICK_TIMING } from './lib/measure.js';
 import { computeRatios, markdown, table, type RunMeta } from './lib/report.js';
+import { checkTargets, targetsMarkdown } from './lib/targets.js';
 import type { Ctx, Scenario, Section } from './lib/types.js';
 import { engine } from './scenarios/engine.js';
 import { http, wrkVersion } from './scenarios/http.js';
@@ -25,9 +26,9 @@ const SCENARIOS: Scenario[] = [engine, http, wsScenario, redisScenario, replaySc
 function usage(): string {
   return [
     'usage: npm run bench [-- [--quick] [--list] [filter...]]',
-    '  --quick   shorter rounds (engine/replay ~0.3 s rounds, HTTP ~2 s runs) for a smoke run',
+    '  --quick   shorter and fewer rounds (under 3 minutes here): a smoke run',
     '  --list    print the scenarios and exit',
-    '  filter    keep jobs whose id contains it, e.g. engine, 1M, engine/memory, http/wrk, replay',
+    '  filter    keep jobs whose id contains it, e.g. engine, 1M, engine/memory, http/wrk, http/latency, ws/, redis/, replay',
     '',
     ...SCENARIOS.map((s) => `  ${s.name.padEnd(8)} ${s.summary}`),
   ].join('\n');
@@ -112,8 +113,12 @@ async function main(argv: string[]): Promise<number> {
   const dir = join(root, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const stem = date.replace(/:/g, '-').replace(/\.\d+Z$/, 'Z') + (quick ? '-quick' : '');
-  writeFileSync(join(dir, `${stem}.json`), JSON.stringify({ meta, sections }, null, 2) + '\n');
-  writeFileSync(join(dir, `${stem}.md`), markdown(meta, sections));
+  // The targets whose rows this run measured (a filtered run checks only those).
+  const targetLines = checkTargets(sections).filter((t) => t.verdict !== '–');
+  const targets = targetLines.length > 0 ? targetsMarkdown(targetLines) : undefined;
+  if (targets) process.stdout.write(`\n## Targets\n\n${targets}\n`);
+  writeFileSync(join(dir, `${stem}.json`), JSON.stringify({ meta, targets: targetLines, sections }, null, 2) + '\n');
+  writeFileSync(join(dir, `${stem}.md`), markdown(meta, sections, targets));
   ctx.progress(`done in ${(meta.durationMs / 1000).toFixed(0)} s; wrote bench/results/${stem}.json and .md`);
   return sections.some((s) => s.notes.some((n) => / failed: /.test(n))) ? 1 : 0;
 }

@@ -90,7 +90,7 @@ export interface RunMeta {
   commit: string | null;
 }
 
-export function markdown(meta: RunMeta, sections: Section[]): string {
+export function markdown(meta: RunMeta, sections: Section[], targets?: string): string {
   const lines: string[] = [
     `# sluice bench: ${meta.date} (${meta.mode})`,
     '',
@@ -105,6 +105,7 @@ export function markdown(meta: RunMeta, sections: Section[]): string {
       'run. For throughput above 1× is better; for latency, CPU and bytes below 1× is better. Ranges in ' +
       'parentheses are the slowest and fastest rounds. See bench/README.md for what each row measures.',
   ];
+  if (targets) lines.push('', '## Targets', '', targets);
   for (const s of sections) {
     lines.push('', `## ${s.title}`, '', s.method);
     if (s.rows.length > 0) lines.push('', table(s));

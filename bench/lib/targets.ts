@@ -1,0 +1,77 @@
+/**
+ * Issue #6's targets, checked against the rows of this run: each line says the figure, the ratio it is judged
+ * by, and by how much it is met or missed. Only rows measured in this run count; a target whose rows are
+ * missing (filtered out, failed) says so.
+ */
+import type { Row, Section } from './types.js';
+
+export interface TargetLine {
+  target: string;
+  measured: string;
+  verdict: string;
+}
+
+function find(sections: Section[], id: string): Row | undefined {
+  for (const s of sections) for (const r of s.rows) if (r.id === id) return r;
+  return undefined;
+}
+
+const x = (v: number): string => (v >= 10 ? `${v.toFixed(1)}×` : `${v.toFixed(2)}×`);
+
+/** "met" or "missed by N%" for a value that must be ≥ goal (or ≤ goal with `atMost`). */
+function verdict(v: number, goal: number, atMost = false): string {
+  const ok = atMost ? v <= goal : v >= goal;
+  if (ok) return 'met';
+  const by = atMost ? (v / goal - 1) * 100 : (1 - v / goal) * 100;
+  return `missed by ${by.toFixed(0)}%`;
+}
+
+export function checkTargets(sections: Section[]): TargetLine[] {
+  const out: TargetLine[] = [];
+  const ratio = (id: string, base: string, metric: string): number | undefined => {
+    const a = find(sections, id), b = find(sections, base);
+    const va = a?.values[metric], vb = b?.values[metric];
+    return va !== undefined && vb !== undefined && vb !== 0 ? va / vb : undefined;
+  };
+  const add = (target: string, v: number | undefined, goal: number, measured: (v: number) => string, atMost = false): void => {
+    out.push(v === undefined || !Number.isFinite(v)
+      ? { target, measured: 'not measured in this run', verdict: '–' }
+      : { target, measured: measured(v), verdict: verdict(v, goal, atMost) });
+  };
+
+  add('Engine, batch path ≥ 20× rlf at 1 M keys', ratio('engine/1M/kernel', 'engine/1M/rlf', 'rate'), 20,
+    (v) => `raw kernel ${x(v)} rlf`);
+  add('Engine, single check() ≥ 3× rlf at 1 M keys', ratio('engine/1M/limiter-s0', 'engine/1M/rlf', 'rate'), 3,
+    (v) => `createLimiter shards 0 ${x(v)} rlf`);
+  add('Engine, ≤ 40 bytes per key', find(sections, 'engine/memory/kernel')?.values.bytesPerKey, 40,
+    (v) => `${v.toFixed(1)} B/key`, true);
+
+  const w = 'http/wrk-10k';
+  add('HTTP (wrk), ≥ 0.9× bare uWS req/s', ratio(`${w}/sluice-s0`, `${w}/bare-uws`, 'rps'), 0.9, (v) => `sluice shards 0 ${x(v)}`);
+  add('HTTP (wrk), server CPU/req ≤ 1.3× bare uWS', ratio(`${w}/sluice-s0`, `${w}/bare-uws`, 'cpu'), 1.3, (v) => `${x(v)}`, true);
+  add('HTTP (wrk), ≥ 2× node:http + rlf req/s', ratio(`${w}/sluice-s0`, `${w}/node-rlf`, 'rps'), 2, (v) => `${x(v)}`);
+  add('HTTP (wrk), ≥ 1× uWS + rlf req/s', ratio(`${w}/sluice-s0`, `${w}/uws-rlf`, 'rps'), 1, (v) => `${x(v)}`);
+  add('HTTP (wrk), server CPU/req ≤ 1× uWS + rlf', ratio(`${w}/sluice-s0`, `${w}/uws-rlf`, 'cpu'), 1, (v) => `${x(v)}`, true);
+
+  for (const c of [64, 256]) {
+    const r = ratio(`redis/c${c}/strict`, `redis/c${c}/rlf`, 'rate');
+    const p = ratio(`redis/c${c}/strict`, `redis/c${c}/rlf`, 'p99');
+    const target = `Redis strict ≥ 2× rlf RateLimiterRedis at ≤ its p99 (${c} in flight)`;
+    if (r === undefined || p === undefined) out.push({ target, measured: 'not measured in this run', verdict: '–' });
+    else {
+      const v = [r >= 2 ? null : `throughput missed by ${((1 - r / 2) * 100).toFixed(0)}%`, p <= 1 ? null : `p99 ${((p - 1) * 100).toFixed(0)}% higher`]
+        .filter((s) => s !== null);
+      out.push({ target, measured: `${x(r)} the decisions/s at ${x(p)} the p99`, verdict: v.length === 0 ? 'met' : v.join(', ') });
+    }
+  }
+  add('WebSocket binary, one connection, ≥ 1 M decisions/s', find(sections, 'ws/1conn/sluice-binary')?.values.rate, 1e6,
+    (v) => `${(v / 1e6).toFixed(3)} M/s = ${x(v / 1e6)} the target`);
+  return out;
+}
+
+export function targetsMarkdown(lines: TargetLine[]): string {
+  const rows = [['target (issue #6)', 'measured in this run', 'verdict'], ...lines.map((l) => [l.target, l.measured, l.verdict])];
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  const fmt = (r: string[]): string => `| ${r.map((v, c) => v.padEnd(widths[c])).join(' | ')} |`;
+  return [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)].join('\n');
+}
