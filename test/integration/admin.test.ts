@@ -127,6 +127,16 @@ describe('admin API: authentication and separation', () => {
     expect(await p.exited).toStrictEqual({ code: 0, signal: null });
   });
 
+  it('takes the admin port and host from server.admin in the policies file', async () => {
+    const file = writeTmp('file-admin.yaml', `server:\n  admin: { port: 0, host: 127.0.0.1 }\n${CONFIG}`);
+    const p = await spawnServe(['--config', file], { env: { SLUICE_ADMIN_TOKEN: TOKEN } });
+    running.push(p);
+    const line = p.logs().find((l) => l.msg === 'admin API listening')!;
+    expect(line.host).toBe('127.0.0.1');
+    const r = await send(`http://127.0.0.1:${line.port as number}/v1/policies`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(Object.keys(r.json.policies)).toStrictEqual(['free', 'tenant']);
+  });
+
   it('answers 404 and 405 like the public server', async () => {
     const { call } = await serveAdmin();
     const nf = await call('GET', '/v1/nope');
