@@ -122,6 +122,22 @@ describe.each([0, 2])('shadow mode with %i shards', (shards) => {
   });
 });
 
+describe('shadow mode across a reload', () => {
+  it('a candidate added by a reload is evaluated from then on; its counts outlive its removal', async () => {
+    const clock = new ManualClock();
+    const limiter = await make({ free: FREE }, 0, clock);
+    const check = (): Promise<Decision> => limiter.check({ policy: 'free', descriptors: { tenant: 'acme', action: 'a' }, cost: 1 });
+    expect((await check()).allowed).toBe(true);
+    await limiter.reload({ free: FREE, next: NEXT });
+    expect((await check()).allowed).toBe(true); // the live bucket: 2nd of 2
+    expect((await check()).allowed).toBe(false);
+    expect((await limiter.stats()).shadow).toEqual({ next: { allow: 2, wouldDeny: 0 } });
+    await limiter.reload({ free: FREE });
+    expect((await check()).allowed).toBe(false);
+    expect((await limiter.stats()).shadow).toEqual({ next: { allow: 2, wouldDeny: 0 } });
+  });
+});
+
 describe('shadow mode: logs', () => {
   it('logs a would-deny at most once a second per shadow policy, with the count since the last line', async () => {
     const clock = new ManualClock();
