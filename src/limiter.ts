@@ -48,7 +48,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   // With shards, this thread's kernel only hashes: keep its table tiny.
   const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity });
   const hasher = new Hasher(kernel, MAX_BATCH);
-  const store = needsStore ? RedisStore.create(opts.redis) : null;
+  // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
+  const store = opts.redis !== undefined ? RedisStore.create(opts.redis) : null;
   // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
   // not stop the limiter from starting (each policy's onStoreError covers it).
   await store?.connected(STORE_CONNECT_WAIT_MS);

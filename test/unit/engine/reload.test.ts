@@ -169,3 +169,22 @@ describe('LimitTable', () => {
     expect(() => t.plan(compilePolicies({ a: { ...FREE, limit: 7 } }))).toThrow(/no room for more distinct limits \(3 ids/);
   });
 });
+
+describe('reload with the redis option', () => {
+  it('adds a strict policy to a limiter that started with local policies only', async () => {
+    const { startRedis, keysUnder } = await import('../../helpers/redis.js');
+    const redis = await startRedis();
+    try {
+      const clock = new ManualClock();
+      limiter = await createLimiter({ policies: { free: FREE }, clock: clock.now, redis: { url: redis.url, prefix: 'rl:', clock: 'limiter' } });
+      expect(limiter.storeStatus()).toBe('connected');
+      await limiter.reload({ free: FREE, shared: { algorithm: 'token_bucket', limit: 3, period: '1m', consistency: 'strict' } });
+      expect(await spend(limiter, 'shared', 'acme', 5)).toBe(3);
+      expect((await keysUnder(redis.client, 'rl:')).length).toBe(1);
+      await limiter.close();
+      limiter = undefined;
+    } finally {
+      await redis.stop();
+    }
+  });
+});
