@@ -418,7 +418,8 @@ export const http: Scenario = {
         .filter((j) => ctx.want(j.id)),
     }));
     const rates = q ? [5_000] : [2_000, 8_000];
-    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1');
+    // Latency: sluice shards 0 against the two uWS baselines; node:http + rlf too in a full run.
+    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1' && !(q && t.tag === 'node-rlf'));
     const latJobs = KEYSETS.flatMap((k) => rates.map((rate) => ({
       k, rate,
       jobs: latTargets.map((t) => ({
