@@ -156,7 +156,7 @@ function toCompiled(p: LimiterOptions['policies']): ReadonlyMap<string, Compiled
 function checkTransition(before: ReadonlyMap<string, CompiledPolicy>, after: ReadonlyMap<string, CompiledPolicy>, hasStore: boolean): void {
   for (const p of after.values()) {
     if (p.consistency === 'local') continue;
-    if (!hasStore) throw configError(`policy "${p.name}"`, 'consistency', `is ${p.consistency}, but this limiter has no Redis: start it with the redis option`);
+    if (!hasStore) throw configError(`policy "${p.name}"`, 'consistency', `is ${p.consistency}, but this limiter has no Redis: start it with the redis option (sluice serve --redis URL or --redis-cluster)`);
     const old = before.get(p.name);
     if (old && old.consistency !== 'local' && old.versionGiven && p.versionGiven && old.version === p.version && numbers(old) !== numbers(p)) {
       throw configError(`policy "${p.name}"`, 'version', `its limits changed but its version "${p.version}" did not: its Redis keys carry the version, so bump it (or leave version out to derive it from the numbers)`);

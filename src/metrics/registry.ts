@@ -41,7 +41,7 @@
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
  * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
  *
- * and, when some policy is `consistency: sync`, the write-behind's:
+ * and the write-behind's (sync policies; 0 until one exists):
  *
  * | sluice_sync_merges_total | counter | merges into Redis done |
  * | sluice_sync_failures_total | counter | merges that failed or timed out (retried) |
@@ -307,7 +307,8 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       'Redis script calls (decisions and merges, failed ones included), in seconds.',
       () => store()?.latency,
     ) as unknown as Metric);
-    if ([...limiter.policies.values()].some((p) => p.consistency === 'sync')) {
+    // Registered with every store, not only when a sync policy exists at start: a reload may add one.
+    {
       type SyncStats = NonNullable<NonNullable<LimiterStats['store']>['sync']>;
       const syncCounter = (name: string, help: string, read: (s: SyncStats) => number): void => {
         new Counter({
