@@ -266,11 +266,11 @@ export class Front {
       for (const r of rejects) r(err);
     } finally {
       // The queues are reused: nothing above keeps them, and settling a promise runs no code synchronously.
-      rts.length = 0;
-      costs.length = 0;
-      keys.length = 0;
-      resolves.length = 0;
-      rejects.length = 0;
+      empty(rts);
+      empty(costs);
+      empty(keys);
+      empty(resolves);
+      empty(rejects);
       this.legs = 0;
       this.stored = 0;
       hasher.reset();
@@ -518,6 +518,15 @@ export class Front {
     if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
     await this.sync?.close();
   }
+}
+
+/**
+ * Empties a reused queue. A turn often holds one or a few checks (an HTTP request is a turn of its own):
+ * pop() is inlined, while setting `length` calls into the runtime, ~600 instructions each, five per turn.
+ */
+function empty(a: unknown[]): void {
+  if (a.length > 32) a.length = 0;
+  else while (a.length > 0) a.pop();
 }
 
 function emptyBatch(): Batch {
