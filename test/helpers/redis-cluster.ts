@@ -1,10 +1,11 @@
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
+import { exited, freePort, launchRedis } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -24,17 +25,6 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
 /** A cluster bus listens on port + 10000: take a free port whose bus port is free too. */
 async function freeClusterPort(taken: Set<number>): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
@@ -50,28 +40,12 @@ async function freeClusterPort(taken: Set<number>): Promise<number> {
   throw new Error('no free port pair for a cluster node');
 }
 
+/** A cluster-enabled redis-server on `port`, its nodes file in `dir`. */
 function launch(port: number, dir: string): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', [
-      '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-      '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
-      '--cluster-node-timeout', '5000', '--save', '', '--appendonly', 'no',
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server (cluster) did not start: ${out}`)), 5000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-    child.on('error', (e) => { clearTimeout(timer); reject(e); });
-  });
-}
-
-function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+  return launchRedis(port, [
+    '--dir', dir, '--cluster-enabled', 'yes', '--cluster-config-file', path.join(dir, `nodes-${port}.conf`),
+    '--cluster-node-timeout', '5000',
+  ]);
 }
 
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -20,7 +20,8 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 right now. */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.listen(0, '127.0.0.1', () => {
@@ -31,10 +32,15 @@ function freePort(): Promise<number> {
   });
 }
 
-function launch(port: number): Promise<ChildProcess> {
+/**
+ * Starts a redis-server on `port` (127.0.0.1, no persistence) with `extraArgs` after the defaults, and
+ * resolves with its process once it accepts connections (rejects after 5 s).
+ */
+export function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env,
     });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
@@ -49,13 +55,14 @@ function launch(port: number): Promise<ChildProcess> {
   });
 }
 
-function exited(child: ChildProcess): Promise<void> {
+/** Resolves once `child` has exited (at once if it already has). */
+export function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 }
 
 export async function startRedis(): Promise<TestRedis> {
   const port = await freePort();
-  let child = await launch(port);
+  let child = await launchRedis(port);
   const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
   client.on('error', () => undefined);
   const kill = async (): Promise<void> => {
@@ -71,7 +78,7 @@ export async function startRedis(): Promise<TestRedis> {
     kill,
     async restart() {
       await kill();
-      child = await launch(port);
+      child = await launchRedis(port);
     },
     async stop() {
       client.disconnect();

@@ -25,9 +25,8 @@
  * cc): no key ever expires, and Redis state lives exactly as long as the kernel's. Expiry itself is tested
  * against real time in test/integration/redis-strict.test.ts (case 03 and 05).
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
@@ -35,6 +34,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
+import { exited, freePort, launchRedis } from '../helpers/redis.js';
 import { checkInput, loadCases, missingMentions, pickExpected, type Case } from '../helpers/cases.js';
 import type { ModelLimit } from '../helpers/model.js';
 import {
@@ -79,17 +79,6 @@ interface FrozenRedis {
   stop(): Promise<void>;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
 async function startFrozenRedis(): Promise<FrozenRedis> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-frozen-'));
   const src = path.join(dir, 'frozen.c');
@@ -97,26 +86,7 @@ async function startFrozenRedis(): Promise<FrozenRedis> {
   writeFileSync(src, FROZEN_C);
   execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', lib, src], { stdio: 'pipe' });
   const port = await freePort();
-  const child: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LD_PRELOAD: lib } },
-  );
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
+  const child = await launchRedis(port, [], { ...process.env, LD_PRELOAD: lib });
   const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
   client.on('error', () => undefined);
   return {
@@ -124,11 +94,8 @@ async function startFrozenRedis(): Promise<FrozenRedis> {
     client,
     async stop() {
       client.disconnect();
-      if (child.exitCode === null && child.signalCode === null) {
-        const gone = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await gone;
-      }
+      child.kill('SIGKILL');
+      await exited(child);
       rmSync(dir, { recursive: true, force: true });
     },
   };
