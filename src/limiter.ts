@@ -5,7 +5,7 @@ import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable } from './engine/limits.js';
-import { Front } from './engine/front.js';
+import { CHECK_NOW, Front } from './engine/front.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { configError, SluiceError } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
@@ -133,6 +133,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },
+    // Internal: the HTTP front's synchronous path (Front.checkNow).
+    ...{ [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) },
   };
 }
 

@@ -18,6 +18,12 @@ import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './sh
 
 const RESOLVED = Promise.resolve();
 
+/**
+ * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
+ * for callers that can answer synchronously (the HTTP front).
+ */
+export const CHECK_NOW = Symbol.for('sluice.checkNow');
+
 /** Clock values the kernel keeps exactly (last-seen times are stored in 48 bits). */
 const MAX_TIME = 2 ** 48 - 1;
 
@@ -129,12 +135,30 @@ export class Front {
 
   /** Queues one check; validation errors reject at once and name the field. */
   check(req: CheckRequest): Promise<Decision> {
+    return this.submit(req, false) as Promise<Decision>;
+  }
+
+  /**
+   * Decides one check at once when it can be decided on this thread (no shard pool; a policy not decided in
+   * Redis), together with whatever this turn has queued, in order, in one batch. Returns undefined when it
+   * cannot; use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no
+   * microtask, no abort handler.
+   * @throws SluiceError what check() would reject with.
+   */
+  checkNow(req: CheckRequest): Decision | undefined {
+    if (this.o.pool !== null) return undefined;
+    return this.submit(req, true) as Decision | undefined;
+  }
+
+  /** check() (`now` false) or checkNow(). */
+  private submit(req: CheckRequest, now: boolean): Promise<Decision> | Decision | undefined {
     let rt: PolicyRuntime;
     let key: string;
     let cost: number;
     try {
       if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
       rt = this.policyOf(req);
+      if (now && rt.stored) return undefined;
       // read once: a getter must not hand the kernel a value other than the one validated
       cost = (req as { cost?: unknown }).cost as number;
       if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
@@ -144,12 +168,13 @@ export class Front {
       // lists answer before any kernel or store work (and before the queue bound: they cost nothing)
       if (rt.lists !== null) {
         const d = this.fromLists(rt, key, cost);
-        if (d !== null) return Promise.resolve(d);
+        if (d !== null) return now ? d : Promise.resolve(d);
       }
       if (this.pending >= this.o.maxPending) {
         throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
       }
     } catch (e) {
+      if (now) throw e;
       return Promise.reject(e);
     }
     this.o.hasher.add(key, rt.seedLo, rt.seedHi);
@@ -158,11 +183,33 @@ export class Front {
     this.keys.push(key);
     if (rt.stored) this.stored++;
     this.legs += rt.legCount;
+    if (now) {
+      this.resolves.push(this.tookNow);
+      this.rejects.push(this.failedNow);
+      if (rt.shadows !== null) this.addShadows(rt, key, cost);
+      this.flush();
+      const d = this.nowDecision;
+      const e = this.nowError;
+      this.nowDecision = null;
+      this.nowError = null;
+      if (e !== null) throw e;
+      return d!;
+    }
     const decision = new Promise<Decision>(this.enqueue);
     if (rt.shadows !== null) this.addShadows(rt, key, cost);
     this.schedule();
     return decision;
   }
+
+  /** Where the flush inside checkNow() leaves its check's outcome (settling it runs no other code). */
+  private nowDecision: Decision | null = null;
+  private nowError: Error | null = null;
+  private readonly tookNow = (d: Decision): void => {
+    this.nowDecision = d;
+  };
+  private readonly failedNow = (e: Error): void => {
+    this.nowError = e;
+  };
 
   /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
   private schedule(): void {

@@ -9,6 +9,7 @@ import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument } from '../util/errors.js';
+import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 
 export interface ServerOptions {
@@ -60,8 +61,9 @@ interface Exchange {
 
 /**
  * The HTTP front on uWebSockets.js: `GET|POST /v1/check`, `/v1/auth` (any method), `/healthz`, `/readyz`, `/metrics`.
- * Reads every request fully before the first await, registers `onAborted`, and writes every answer
- * after async work inside `cork`.
+ * A check the limiter decides synchronously (shards 0, a policy not in Redis) is answered inside uWS's
+ * callback. Otherwise: reads every request fully before the first await, registers `onAborted`, and writes
+ * the answer after async work inside `cork`.
  */
 export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
@@ -110,15 +112,21 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const reply = (x: Exchange, write: (res: HttpResponse) => void): void => {
     if (x.aborted) return;
     x.aborted = true; // answered: a later abort must not count twice
-    written = 200;
-    x.res.cork(() => write(x.res));
-    metrics.response(written);
+    replyNow(x.res, write);
     finish();
   };
-  const fail = (x: Exchange, e: unknown): void => {
+  /** Writes an answer inside uWS's callback for the request (no exchange: nothing was awaited). */
+  const replyNow = (res: HttpResponse, write: (res: HttpResponse) => void): void => {
+    written = 200;
+    res.cork(() => write(res));
+    metrics.response(written);
+  };
+  const fail = (x: Exchange, e: unknown): void => reply(x, problemWriter(e));
+  const failNow = (res: HttpResponse, e: unknown): void => replyNow(res, problemWriter(e));
+  const problemWriter = (e: unknown): ((res: HttpResponse) => void) => {
     const p = problemOf(e);
     if (p.status >= 500) log?.warn({ err: e }, 'check failed');
-    reply(x, (res) => writeProblem(res, p));
+    return (res) => writeProblem(res, p);
   };
 
   // The answer to a check is written by one shared function through these, so that an answer allocates no
@@ -149,44 +157,72 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const answer = (x: Exchange, d: Decision, req: CheckRequest, auth: number, set: ReadonlyMap<string, CompiledPolicy>): void => {
     if (x.aborted) return;
     x.aborted = true; // answered: a later abort must not count twice
-    wRes = x.res;
+    answerNow(x.res, d, req, auth, set);
+    finish();
+  };
+  /** {@link answer} inside uWS's callback for the request. */
+  const answerNow = (res: HttpResponse, d: Decision, req: CheckRequest, auth: number, set: ReadonlyMap<string, CompiledPolicy>): void => {
+    wRes = res;
     wDecision = d;
     wCheck = req;
     wSet = set;
     wStatus = auth;
     try {
-      x.res.cork(writeDecisionNow);
+      res.cork(writeDecisionNow);
     } finally {
       wRes = wDecision = wCheck = wSet = null;
     }
     metrics.response(auth === 0 ? 200 : auth);
-    finish();
   };
 
-  /** Decides `req` and answers it (`auth`: see {@link answer}), counting the check in the metrics. */
-  const runCheck = (x: Exchange, req: CheckRequest, auth = 0): void => {
+  /**
+   * The limiter's synchronous path, when it has one (shards 0: see Front.checkNow): a check decided there is
+   * answered inside uWS's callback, with no promise, microtask, abort handler or exchange.
+   */
+  const checkNow = (raw as unknown as { [CHECK_NOW]?: (req: CheckRequest) => Decision | undefined })[CHECK_NOW];
+
+  /**
+   * Decides `req` and answers it (`auth`: see {@link answer}), counting the check in the metrics. `x` null:
+   * called inside uWS's callback for the request with no exchange begun; one is begun on `res` only if the
+   * check has to be awaited.
+   */
+  const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
     const started = metrics.started();
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
+    if (checkNow !== undefined) {
+      let d: Decision | undefined;
+      try {
+        d = checkNow(req);
+      } catch (e) {
+        metrics.failed(req.policy, e, started);
+        return x === null ? failNow(res, e) : fail(x, e);
+      }
+      if (d !== undefined) {
+        metrics.decided(req.policy, d, started);
+        const status = auth === 0 ? 0 : d.allowed ? 200 : auth;
+        return x === null ? answerNow(res, d, req, status, set) : answer(x, d, req, status, set);
+      }
+    }
+    const ex = x ?? begin(res);
     raw.check(req).then((d) => {
       metrics.decided(req.policy, d, started);
-      answer(x, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
+      answer(ex, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
     }, (e: unknown) => {
       metrics.failed(req?.policy, e, started);
-      fail(x, e);
+      fail(ex, e);
     });
   };
 
   const app: TemplatedApp = uWS.App();
 
   app.get('/v1/check', (res, req) => {
-    const x = begin(res);
     let check: CheckRequest;
     try {
       check = checkFromQuery(req.getQuery() ?? '');
     } catch (e) {
-      return fail(x, e);
+      return failNow(res, e);
     }
-    runCheck(x, check);
+    runCheck(res, null, check);
   });
 
   app.post('/v1/check', (res, req) => {
@@ -215,7 +251,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
         } catch (e) {
           return fail(x, e);
         }
-        return runCheck(x, check);
+        return runCheck(x.res, x, check);
       }
       batch(x, parsed as Record<string, unknown>);
     });
@@ -254,14 +290,13 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   });
 
   app.any('/v1/auth', (res, req) => {
-    const x = begin(res);
     let check: CheckRequest;
     try {
       check = authCheck(req, limiter.policies);
     } catch (e) {
-      return fail(x, e);
+      return failNow(res, e);
     }
-    runCheck(x, check, denyStatus);
+    runCheck(res, null, check, denyStatus);
   });
 
   app.get('/healthz', (res) => {
