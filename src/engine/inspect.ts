@@ -20,6 +20,7 @@ import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
 import { shardOf } from '../shard/router.js';
 import { keyOf, describe } from '../keys/derive.js';
 import { storeKey } from '../keys/store-key.js';
+import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 
@@ -35,9 +36,6 @@ export interface KeyAdminDeps {
   /** True once the limiter is closing. */
   closed: () => boolean;
 }
-
-/** Clock values the kernel keeps exactly (as the front checks). */
-const MAX_TIME = 2 ** 48 - 1;
 
 /** One key of one policy, located: its runtime, key, and each leg's hash and owner. */
 interface Located {
@@ -60,7 +58,7 @@ export class KeyAdmin {
   async inspect(req: KeyRequest): Promise<KeyState> {
     const at = this.locate(req);
     const { rt } = at;
-    const now = this.readClock();
+    const now = readClock(this.d.clock);
     const own = rt.saltLo.length;
     const out: KeyState = { policy: rt.policy.name, key: at.key, version: rt.policy.version, source: 'local', limits: [] };
     let rows: ArrayLike<number>;
@@ -253,19 +251,6 @@ export class KeyAdmin {
     const last = rt.guardStoreKeys![rt.guardStoreKeys!.length - 1];
     const tag = hashTag(last);
     return hashTag(key) === tag ? key : placedKey(this.d.store!.prefix, tag, key);
-  }
-
-  private readClock(): number {
-    let now: unknown;
-    try {
-      now = this.d.clock();
-    } catch (e) {
-      throw new SluiceError('CLOCK', `clock threw: ${(e as Error)?.message ?? String(e)}`);
-    }
-    if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
-      throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
-    }
-    return now;
   }
 }
 
