@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
 import { storeKey } from '../../src/keys/store-key.js';
 import { ManualClock, EPOCH_MINUTE } from '../helpers/clock.js';
+import { spend } from '../helpers/limiter.js';
 import { connected, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
 
 const T0 = EPOCH_MINUTE;
@@ -33,12 +34,6 @@ async function limiter(policies: Record<string, PolicySpec>, clock: ManualClock,
   open.push(l);
   await connected(l);
   return l;
-}
-
-async function spend(l: Limiter, policy: string, key: string, n: number): Promise<number> {
-  let admitted = 0;
-  for (let i = 0; i < n; i++) if ((await l.check({ policy, key, cost: 1 })).allowed) admitted++;
-  return admitted;
 }
 
 describe.each([0, 2])('Redis-backed inspect and reset, %i shards', (shards) => {

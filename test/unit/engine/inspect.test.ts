@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, isSluiceError, type Limiter, type PolicySpec } from '../../../src/index.js';
 import { EPOCH_MINUTE, ManualClock } from '../../helpers/clock.js';
+import { spend } from '../../helpers/limiter.js';
 
 const T0 = EPOCH_MINUTE;
 const FREE: PolicySpec = { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100 };
@@ -15,12 +16,6 @@ afterEach(async () => {
   await limiter?.close();
   limiter = undefined;
 });
-
-async function spend(l: Limiter, policy: string, key: string, n: number, cost = 1): Promise<number> {
-  let admitted = 0;
-  for (let i = 0; i < n; i++) if ((await l.check({ policy, key, cost })).allowed) admitted++;
-  return admitted;
-}
 
 async function start(policies: Record<string, PolicySpec>, shards: number, clock = new ManualClock()): Promise<[Limiter, ManualClock]> {
   limiter = await createLimiter({ policies, shards, clock: clock.now, maxKeys: 4096 });

@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../../src/index.js';
 import { compilePolicies } from '../../../src/config/policies.js';
 import { createMetrics } from '../../../src/metrics/registry.js';
-import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { configError } from '../../helpers/limiter.js';
 import { send, ServerPool } from '../../helpers/server.js';
 import { parseMetrics } from '../../fault/support.js';
 
@@ -139,16 +139,6 @@ describe('allow and deny lists: metrics and HTTP', () => {
 
 describe('allow and deny lists: validation', () => {
   const T = { algorithm: 'token_bucket', limit: 1, period: 1000 };
-  function configError(policies: Record<string, unknown>): SluiceError {
-    try {
-      compilePolicies(policies);
-    } catch (e) {
-      expect(isSluiceError(e) && e.code === 'CONFIG').toBe(true);
-      return e as SluiceError;
-    }
-    throw new Error('expected a CONFIG error');
-  }
-
   it.each<[unknown, string, string]>([
     [{ allow: ['a', '10.0.0.0/8', '10.0.0.0/33'] }, 'allow[2]', 'is not a valid CIDR range: the prefix length must be 0 to 32 for IPv4 (got "10.0.0.0/33")'],
     [{ deny: ['2001:db8::/129'] }, 'deny[0]', 'is not a valid CIDR range: the prefix length must be 0 to 128 for IPv6 (got "2001:db8::/129")'],

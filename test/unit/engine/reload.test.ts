@@ -7,6 +7,7 @@ import { createLimiter, type Limiter, type PolicySpec } from '../../../src/index
 import { LimitTable } from '../../../src/engine/limits.js';
 import { compilePolicies } from '../../../src/config/policies.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { spend } from '../../helpers/limiter.js';
 
 const FREE: PolicySpec = { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100 };
 const PAID: PolicySpec = { algorithm: 'token_bucket', limit: 10_000, period: '1m', burst: 2000 };
@@ -17,12 +18,6 @@ afterEach(async () => {
   await limiter?.close();
   limiter = undefined;
 });
-
-async function spend(l: Limiter, policy: string, key: string, n: number, cost = 1): Promise<number> {
-  let admitted = 0;
-  for (let i = 0; i < n; i++) if ((await l.check({ policy, key, cost })).allowed) admitted++;
-  return admitted;
-}
 
 describe.each([0, 2])('limiter.reload with %i shards', (shards) => {
   it('keeps the state of a policy whose numbers did not change, exactly', async () => {

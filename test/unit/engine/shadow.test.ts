@@ -7,8 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../../src/index.js';
 import { compilePolicies } from '../../../src/config/policies.js';
 import { createMetrics } from '../../../src/metrics/registry.js';
-import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { configError } from '../../helpers/limiter.js';
 import { send, ServerPool } from '../../helpers/server.js';
 import { parseMetrics } from '../../fault/support.js';
 
@@ -29,16 +29,6 @@ async function make(policies: Record<string, PolicySpec>, shards: number, clock:
   const l = await createLimiter({ policies, shards, clock: clock.now, maxKeys: 1024, logger });
   limiters.push(l);
   return l;
-}
-
-function configError(policies: Record<string, unknown>): SluiceError {
-  try {
-    compilePolicies(policies);
-  } catch (e) {
-    expect(isSluiceError(e) && e.code === 'CONFIG').toBe(true);
-    return e as SluiceError;
-  }
-  throw new Error('expected a CONFIG error');
 }
 
 describe.each([0, 2])('shadow mode with %i shards', (shards) => {
