@@ -414,7 +414,8 @@ export const http: Scenario = {
     }));
     const wrkKeysets = q ? KEYSETS.slice(0, 1) : KEYSETS;
     const wrkJobs = wrkKeysets.map((k) => ({
-      k, jobs: TARGETS.map((t) => ({ id: `http/wrk-${k.tag}/${t.tag}`, kase: `wrk -t1 -c100, ${k.label}`, target: t }))
+      k, jobs: TARGETS.filter((t) => !(q && t.tag === 'sluice-s1'))
+        .map((t) => ({ id: `http/wrk-${k.tag}/${t.tag}`, kase: `wrk -t1 -c100, ${k.label}`, target: t }))
         .filter((j) => ctx.want(j.id)),
     }));
     const rates = q ? [5_000] : [2_000, 8_000];
