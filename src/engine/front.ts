@@ -5,6 +5,7 @@ import type { PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import { compose } from './decision.js';
 import { keyOf, describe } from '../keys/derive.js';
+import { readClock } from './clock.js';
 import { shardOf } from '../shard/router.js';
 import { GROUP_SHIFT, LEG_IN, MAX_GROUP } from '../shard/protocol.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
@@ -23,9 +24,6 @@ const RESOLVED = Promise.resolve();
  * for callers that can answer synchronously (the HTTP front).
  */
 export const CHECK_NOW = Symbol.for('sluice.checkNow');
-
-/** Clock values the kernel keeps exactly (last-seen times are stored in 48 bits). */
-const MAX_TIME = 2 ** 48 - 1;
 
 type Resolve = (d: Decision) => void;
 type Reject = (e: Error) => void;
@@ -238,7 +236,7 @@ export class Front {
       this.addShadows(rt, key, cost);
       this.schedule();
     }
-    return rt.shadow ? this.counters.shadowed(rt, d, this.readClock()) : d;
+    return rt.shadow ? this.counters.shadowed(rt, d, readClock(this.o.clock)) : d;
   }
 
   /**
@@ -262,7 +260,7 @@ export class Front {
         const list = listed(rt.lists, k);
         if (list !== null) {
           this.counters.listed(rt.policy.name, list);
-          this.counters.shadowed(rt, list === 'allow' ? allowlisted(rt) : denylisted(rt), this.readClock());
+          this.counters.shadowed(rt, list === 'allow' ? allowlisted(rt) : denylisted(rt), readClock(this.o.clock));
           continue;
         }
       }
@@ -302,7 +300,7 @@ export class Front {
     const hasher = this.o.hasher;
     try {
       // the clock is the caller's code: read it before counting, so a check it issues joins this batch
-      const now = this.readClock();
+      const now = readClock(this.o.clock);
       const n = rts.length;
       hasher.run();
       const all: Batch = { n, rts, costs, keys, hashes: this.o.kernel.hashOut, resolves, rejects };
@@ -322,19 +320,6 @@ export class Front {
       this.stored = 0;
       hasher.reset();
     }
-  }
-
-  private readClock(): number {
-    let now: unknown;
-    try {
-      now = this.o.clock();
-    } catch (e) {
-      throw new SluiceError('CLOCK', `clock threw: ${(e as Error)?.message ?? String(e)}`);
-    }
-    if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
-      throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
-    }
-    return now;
   }
 
   private decideLocally(b: Batch, now: number): void {
