@@ -133,8 +133,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },
-    // Internal: the HTTP front's synchronous path (Front.checkNow).
-    ...{ [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) },
+    // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).
+    ...(pool === null ? { [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) } : {}),
   };
 }
 

@@ -96,10 +96,15 @@ export interface ServerMetrics {
    * {@link failed}.
    */
   started(): number;
-  /** Counts a check's decision under `policy` (the check's), started at {@link started}. */
-  decided(policy: unknown, d: Decision, started: number): void;
+  /**
+   * The clock of {@link started}, read now: for a caller that times a check decided synchronously itself
+   * (two reads, no per-turn caching and its microtasks), passing `ended`.
+   */
+  now(): number;
+  /** Counts a check's decision under `policy` (the check's), started at {@link started}, `ended` or now. */
+  decided(policy: unknown, d: Decision, started: number, ended?: number): void;
   /** Counts a check that failed with `e`: only a 5xx is the engine failing to decide. */
-  failed(policy: unknown, e: unknown, started: number): void;
+  failed(policy: unknown, e: unknown, started: number, ended?: number): void;
   /** Counts one HTTP response by its status class. */
   response(status: number): void;
   /** Counts one policy reload (`sluice_policy_reloads_total`) by what started it and whether it was applied. */
@@ -398,22 +403,25 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     decided.set(policy, counts);
     return counts;
   };
-  const count = (policy: unknown, r: number, started: number): void => {
+  const count = (policy: unknown, r: number, started: number, ended?: number): void => {
     const counts = typeof policy === 'string' ? decided.get(policy) ?? addPolicy(policy) : undefined;
     if (counts === undefined) return;
     counts[r]++;
-    if (settled < 0) {
-      settled = monotonicMs();
-      void RESOLVED.then(forgetSettled);
+    if (ended === undefined) {
+      if (settled < 0) {
+        settled = monotonicMs();
+        void RESOLVED.then(forgetSettled);
+      }
+      ended = settled;
     }
-    latency.observe((settled - started) / 1000);
+    latency.observe((ended - started) / 1000);
   };
-  const countDecision = (policy: unknown, d: Decision, started: number): void =>
-    count(policy, d.allowed ? 0 : d.retryAfterMs === null ? 2 : 1, started);
-  const countFailure = (policy: unknown, e: unknown, started: number): void => {
+  const countDecision = (policy: unknown, d: Decision, started: number, ended?: number): void =>
+    count(policy, d.allowed ? 0 : d.retryAfterMs === null ? 2 : 1, started, ended);
+  const countFailure = (policy: unknown, e: unknown, started: number, ended?: number): void => {
     // A 4xx is the caller's mistake, not a decision; a 5xx is the engine failing to decide.
     if (isSluiceError(e) && e.status >= 500) {
-      count(policy, 3, started);
+      count(policy, 3, started, ended);
       if (e.code === 'SHARD_FAILED') shardFailures++;
       else if (e.code === 'OVERLOADED') overloads++;
     }
@@ -442,6 +450,7 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       return Object.assign(Object.create(inner) as Limiter, { check, checkMany });
     },
     started: enteredAt,
+    now: monotonicMs,
     decided: countDecision,
     failed: countFailure,
     reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void {

@@ -160,15 +160,19 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     answerNow(x.res, d, req, auth, set);
     finish();
   };
-  /** {@link answer} inside uWS's callback for the request. */
-  const answerNow = (res: HttpResponse, d: Decision, req: CheckRequest, auth: number, set: ReadonlyMap<string, CompiledPolicy>): void => {
+  /**
+   * {@link answer} with no exchange. `inHandler`: called from the route's handler itself, where uWS has the
+   * socket corked already (as bare uWS servers answer), so the writes need no cork() call of their own.
+   */
+  const answerNow = (res: HttpResponse, d: Decision, req: CheckRequest, auth: number, set: ReadonlyMap<string, CompiledPolicy>, inHandler = false): void => {
     wRes = res;
     wDecision = d;
     wCheck = req;
     wSet = set;
     wStatus = auth;
     try {
-      res.cork(writeDecisionNow);
+      if (inHandler) writeDecisionNow();
+      else res.cork(writeDecisionNow);
     } finally {
       wRes = wDecision = wCheck = wSet = null;
     }
@@ -187,23 +191,24 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
    * check has to be awaited.
    */
   const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
-    const started = metrics.started();
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
     if (checkNow !== undefined) {
+      const begun = metrics.now();
       let d: Decision | undefined;
       try {
         d = checkNow(req);
       } catch (e) {
-        metrics.failed(req.policy, e, started);
+        metrics.failed(req.policy, e, begun, metrics.now());
         return x === null ? failNow(res, e) : fail(x, e);
       }
       if (d !== undefined) {
-        metrics.decided(req.policy, d, started);
+        metrics.decided(req.policy, d, begun, metrics.now());
         const status = auth === 0 ? 0 : d.allowed ? 200 : auth;
-        return x === null ? answerNow(res, d, req, status, set) : answer(x, d, req, status, set);
+        return x === null ? answerNow(res, d, req, status, set, true) : answer(x, d, req, status, set);
       }
     }
     const ex = x ?? begin(res);
+    const started = metrics.started();
     raw.check(req).then((d) => {
       metrics.decided(req.policy, d, started);
       answer(ex, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
