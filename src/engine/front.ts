@@ -1,7 +1,7 @@
 import type { CheckRequest, Decision } from '../types.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
-import type { PolicyRuntime } from './runtime.js';
+import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import { compose } from './decision.js';
 import { keyOf, describe } from '../keys/derive.js';
@@ -412,22 +412,14 @@ export class Front {
 
   private record(rt: PolicyRuntime, b: Batch, i: number, shard: number): void {
     const lo = b.hashes[2 * i], hi = b.hashes[2 * i + 1];
-    const own = rt.saltLo.length;
     for (let j = 0; j < rt.legCount; j++) {
       const l = rt.legLimits[j];
       this.sync!.record(this.legKey(rt, b.keys[i], j), b.costs[i], () => {
-        let hashLo: number, hashHi: number;
-        if (j < own) {
-          hashLo = (lo ^ rt.saltLo[j]) >>> 0;
-          hashHi = (hi ^ rt.saltHi[j]) >>> 0;
-          if (hashLo === 0 && hashHi === 0) hashLo = 1;
-        } else {
-          hashLo = rt.guardHashes![2 * (j - own)];
-          hashHi = rt.guardHashes![2 * (j - own) + 1];
-        }
+        const h = new Float64Array(2);
+        writeLegHash(rt, lo, hi, j, h, 0);
         return {
           algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst,
-          limitId: rt.limitIds[j], hashLo, hashHi, shard,
+          limitId: rt.limitIds[j], hashLo: h[0], hashHi: h[1], shard,
         };
       });
     }
@@ -464,20 +456,9 @@ export class Front {
     const rt = b.rts[i];
     const lo = b.hashes[2 * i], hi = b.hashes[2 * i + 1];
     const cost = b.costs[i];
-    const own = rt.saltLo.length;
     for (let j = 0; j < rt.legCount; j++) {
       const r = (base + j) * LEG_IN;
-      let hl: number, hh: number;
-      if (j < own) {
-        hl = (lo ^ rt.saltLo[j]) >>> 0;
-        hh = (hi ^ rt.saltHi[j]) >>> 0;
-        if (hl === 0 && hh === 0) hl = 1; // 0 marks an empty slot in the kernel
-      } else {
-        hl = rt.guardHashes![2 * (j - own)];
-        hh = rt.guardHashes![2 * (j - own) + 1];
-      }
-      legs[r] = hl;
-      legs[r + 1] = hh;
+      writeLegHash(rt, lo, hi, j, legs, r);
       legs[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
       legs[r + 3] = cost;
     }

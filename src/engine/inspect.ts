@@ -10,7 +10,7 @@
  */
 import { Cluster, type Redis } from 'ioredis';
 import type { Front } from './front.js';
-import type { PolicyRuntime } from './runtime.js';
+import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
@@ -37,12 +37,13 @@ export interface KeyAdminDeps {
   closed: () => boolean;
 }
 
-/** One key of one policy, located: its runtime, key, and each leg's hash and owner. */
+/** One key of one policy, located: its runtime, key, hash and owner. */
 interface Located {
   rt: PolicyRuntime;
   key: string;
-  /** Leg hashes (lo, hi interleaved), own legs then guard legs. */
-  hashes: Uint32Array;
+  /** The key's hash under the policy's seed (each leg's hash comes from it: writeLegHash). */
+  lo: number;
+  hi: number;
   /** The shard that owns the key's legs (-1: this thread). */
   shard: number;
 }
@@ -173,24 +174,9 @@ export class KeyAdmin {
     // Checks queued this turn go out first (under the hasher they share); then the hasher is free.
     this.d.front.flush();
     const [lo, hi] = this.d.hasher.hashOne(key, rt.seedLo, rt.seedHi);
-    const own = rt.saltLo.length;
-    const hashes = new Uint32Array(rt.legCount * 2);
-    for (let j = 0; j < rt.legCount; j++) {
-      let hl: number, hh: number;
-      if (j < own) {
-        hl = (lo ^ rt.saltLo[j]) >>> 0;
-        hh = (hi ^ rt.saltHi[j]) >>> 0;
-        if (hl === 0 && hh === 0) hl = 1; // 0 marks an empty slot in the kernel
-      } else {
-        hl = rt.guardHashes![2 * (j - own)];
-        hh = rt.guardHashes![2 * (j - own) + 1];
-      }
-      hashes[2 * j] = hl;
-      hashes[2 * j + 1] = hh;
-    }
     const pool = this.d.pool;
     const shard = pool === null ? -1 : shardOf(rt.guardHashes === null ? hi : rt.guardHashes[1], pool.size);
-    return { rt, key, hashes, shard };
+    return { rt, key, lo, hi, shard };
   }
 
   /**
@@ -201,8 +187,7 @@ export class KeyAdmin {
     const { rt } = at;
     const legs = new Float64Array(rt.legCount * LEG_IN);
     for (let j = 0; j < rt.legCount; j++) {
-      legs[j * LEG_IN] = at.hashes[2 * j];
-      legs[j * LEG_IN + 1] = at.hashes[2 * j + 1];
+      writeLegHash(rt, at.lo, at.hi, j, legs, j * LEG_IN);
       legs[j * LEG_IN + 2] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
       legs[j * LEG_IN + 3] = 0;
     }

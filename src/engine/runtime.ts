@@ -39,6 +39,26 @@ export interface PolicyRuntime {
   shadows: ShadowLink[] | null;
 }
 
+/**
+ * Leg `j`'s hash for a key whose hash under the policy's seed is (lo, hi), written to out[at] (low half) and
+ * out[at + 1] (high half): an own leg XORs its salt into the key's hash (0 becomes 1: it marks an empty slot
+ * in the kernel), a guard leg is the guard key's fixed hash.
+ */
+export function writeLegHash(rt: PolicyRuntime, lo: number, hi: number, j: number, out: Float64Array, at: number): void {
+  const own = rt.saltLo.length;
+  let hl: number, hh: number;
+  if (j < own) {
+    hl = (lo ^ rt.saltLo[j]) >>> 0;
+    hh = (hi ^ rt.saltHi[j]) >>> 0;
+    if (hl === 0 && hh === 0) hl = 1;
+  } else {
+    hl = rt.guardHashes![2 * (j - own)];
+    hh = rt.guardHashes![2 * (j - own) + 1];
+  }
+  out[at] = hl;
+  out[at + 1] = hh;
+}
+
 /** A candidate policy (`shadowOf`) and how its key comes from the live check's key. */
 export interface ShadowLink {
   rt: PolicyRuntime;
