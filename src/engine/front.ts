@@ -175,12 +175,7 @@ export class Front {
       if (now) throw e;
       return Promise.reject(e);
     }
-    this.o.hasher.add(key, rt.seedLo, rt.seedHi);
-    this.rts.push(rt);
-    this.costs.push(cost);
-    this.keys.push(key);
-    if (rt.stored) this.stored++;
-    this.legs += rt.legCount;
+    this.queue(rt, key, cost);
     if (now) {
       this.resolves.push(this.tookNow);
       this.rejects.push(this.failedNow);
@@ -197,6 +192,16 @@ export class Front {
     if (rt.shadows !== null) this.addShadows(rt, key, cost);
     this.schedule();
     return decision;
+  }
+
+  /** Adds one check to this turn's batch; the caller pushes its resolve and reject. */
+  private queue(rt: PolicyRuntime, key: string, cost: number): void {
+    this.o.hasher.add(key, rt.seedLo, rt.seedHi);
+    this.rts.push(rt);
+    this.costs.push(cost);
+    this.keys.push(key);
+    if (rt.stored) this.stored++;
+    this.legs += rt.legCount;
   }
 
   /** Where the flush inside checkNow() leaves its check's outcome (settling it runs no other code). */
@@ -265,12 +270,7 @@ export class Front {
         }
       }
       if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
-      this.o.hasher.add(k, rt.seedLo, rt.seedHi);
-      this.rts.push(rt);
-      this.costs.push(cost);
-      this.keys.push(k);
-      if (rt.stored) this.stored++;
-      this.legs += rt.legCount;
+      this.queue(rt, k, cost);
       this.resolves.push(IGNORE);
       this.rejects.push(IGNORE);
     }
