@@ -12,7 +12,7 @@ import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 import type { RedisStore } from '../store/redis.js';
 import { storeKey } from '../keys/store-key.js';
 import { degraded } from './degraded.js';
-import { SyncWriter, type SyncEntry } from '../store/sync.js';
+import { SyncWriter, type SyncLeg } from '../store/sync.js';
 import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
@@ -85,6 +85,13 @@ export class Front {
 
   /** Write-behind for `sync` policies; null until a policy set has one. */
   private sync: SyncWriter | null = null;
+  /** A leg's hash, for the write-behind (reused: see record()). */
+  private readonly legHash = new Float64Array(2);
+  /** Numbers for the (policy, version) parts of Redis keys, and each runtime's per leg (see namespaces()). */
+  private readonly nsIds = new Map<string, number>();
+  private readonly legNs = new WeakMap<PolicyRuntime, Int32Array>();
+  private nsRt: PolicyRuntime | null = null;
+  private nsOfRt: Int32Array = new Int32Array(0);
   /** The policies checks are decided under; replaced whole by {@link setRuntimes}. */
   private runtimes: Map<string, PolicyRuntime>;
   /** Shadow evaluations and list matches, by policy name. */
@@ -410,23 +417,53 @@ export class Front {
     b.resolves[i](rt.shadow ? this.counters.shadowed(rt, d, now) : d);
   }
 
+  /**
+   * Adds check i's admitted cost to each of its legs' deltas, found by the leg's kernel hash: no string, object
+   * or closure per check. Only a leg the writer does not know yet is described, with its Redis key.
+   */
   private record(rt: PolicyRuntime, b: Batch, i: number, shard: number): void {
+    const sync = this.sync!;
     const lo = b.hashes[2 * i], hi = b.hashes[2 * i + 1];
+    const cost = b.costs[i];
+    const ns = this.namespaces(rt);
+    const h = this.legHash;
     for (let j = 0; j < rt.legCount; j++) {
+      writeLegHash(rt, lo, hi, j, h, 0);
+      if (sync.bump(h[0], h[1], rt.limitIds[j], ns[j], cost)) continue;
       const l = rt.legLimits[j];
-      this.sync!.record(this.legKey(rt, b.keys[i], j), b.costs[i], () => {
-        const h = new Float64Array(2);
-        writeLegHash(rt, lo, hi, j, h, 0);
-        return {
-          algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst,
-          limitId: rt.limitIds[j], hashLo: h[0], hashHi: h[1], shard,
-        };
-      });
+      sync.add({
+        redisKey: this.legKey(rt, b.keys[i], j), algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs,
+        burst: l.burst, limitId: rt.limitIds[j], hashLo: h[0], hashHi: h[1], shard, ns: ns[j],
+      }, cost);
     }
   }
 
+  /**
+   * A number per leg of `rt` for what its Redis key holds beyond the leg's hash and limit id: its policy's name
+   * and version (the guard's, for a guard leg). A reload that changes a derived version (another limit's
+   * numbers, say) keeps a leg's hash and limit id but not its Redis key, and so gets other numbers.
+   */
+  private namespaces(rt: PolicyRuntime): Int32Array {
+    if (rt === this.nsRt) return this.nsOfRt;
+    let ns = this.legNs.get(rt);
+    if (ns === undefined) {
+      ns = new Int32Array(rt.legCount);
+      const own = rt.saltLo.length;
+      for (let j = 0; j < rt.legCount; j++) {
+        const text = j < own ? `${rt.policy.name}\u0000${rt.policy.version}` : `\u0000${rt.guardStoreKeys![j - own]}`;
+        let id = this.nsIds.get(text);
+        if (id === undefined) this.nsIds.set(text, (id = this.nsIds.size));
+        ns[j] = id;
+      }
+      this.legNs.set(rt, ns);
+    }
+    this.nsRt = rt;
+    this.nsOfRt = ns;
+    return ns;
+  }
+
   /** Installs merged states into the kernels that own them: this thread's, or each shard's in order. */
-  private async install(entries: SyncEntry[], states: number[], now: number): Promise<void> {
+  private async install(entries: SyncLeg[], states: number[], now: number): Promise<void> {
     const byShard = new Map<number, number[]>();
     entries.forEach((e, i) => {
       let rows = byShard.get(e.shard);

@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisStore } from './redis.js';
 
-/** One key's write-behind record: the leg it belongs to and the tokens consumed since the last sync. */
-export interface SyncEntry {
+/**
+ * One leg as the caller describes it the first time the writer sees it: its Redis key and limit, and where its
+ * kernel state lives. The writer keeps it (and its key string) while the leg keeps being touched.
+ */
+export interface SyncLeg {
   redisKey: string;
   algorithmCode: number;
   limit: number;
@@ -13,11 +16,15 @@ export interface SyncEntry {
   hashLo: number;
   hashHi: number;
   shard: number;
-  delta: number;
+  /**
+   * The caller's number for the rest of what the Redis key is made of (its policy and version): a leg is
+   * identified by (hashLo, hashHi, limitId, ns), so two legs with one identity must have one Redis key.
+   */
+  ns: number;
 }
 
-/** Installs merged states: 3 numbers per entry (w0, w1, lastSeen), at the merge's time. */
-export type Install = (entries: SyncEntry[], states: number[], nowMs: number) => Promise<void> | void;
+/** Installs merged states: 3 numbers per leg (w0, w1, lastSeen), at the merge's time. */
+export type Install = (legs: SyncLeg[], states: number[], nowMs: number) => Promise<void> | void;
 
 export interface SyncOptions {
   /** How often touched keys are merged, in ms. Default 20. */
@@ -26,6 +33,18 @@ export interface SyncOptions {
   maxKeys?: number;
 }
 
+/** A merge as sent (and, if its outcome is unknown, as sent again): its legs and each one's delta. */
+interface Batch {
+  id: string;
+  legs: SyncLeg[];
+  deltas: number[];
+}
+
+/** Slots of the leg table: (hashLo, hashHi, limitId, ns, index + 1), 0 in the last for an empty slot. */
+const STRIDE = 5;
+/** Legs the table has room for before it first grows, and below which it is never swept. */
+const MIN_LEGS = 1024;
+
 /**
  * Write-behind for `sync` policies, coalescing by key (as gubernator and envoy's ratelimit do): admitted
  * costs are summed per key, and a timer armed by the first one sends every touched key's delta in one script
@@ -33,10 +52,29 @@ export interface SyncOptions {
  * deltas reach Redis in order. A merge that fails or times out may still run in Redis later, so it is retried
  * as it was, under the same id, which the script applies at most once; newer deltas wait behind it. An
  * outage therefore loses nothing and counts nothing twice (up to maxKeys distinct keys waiting).
+ *
+ * Per admitted check the caller calls {@link bump} per leg, with the leg's kernel hash: an open-addressing
+ * table of typed arrays finds the leg, and its delta is added to, with no allocation and no string. Only a
+ * leg the writer does not know (new, or untouched for a while) is described by the caller ({@link add}),
+ * Redis key included; legs touched again and again keep their description from merge to merge.
  */
 export class SyncWriter {
-  private pending = new Map<string, SyncEntry>();
+  /** Known legs, by index; a leg's delta and the interval it is pending in live at the same index. */
+  private legs: SyncLeg[] = [];
+  private deltas = new Float64Array(MIN_LEGS);
+  /** The interval a leg was last made pending in ({@link interval}: pending now; 0: never, or forgotten). */
+  private marks = new Float64Array(MIN_LEGS);
+  /** Indexes of the legs pending in this interval. */
+  private pending: number[] = [];
+  /** Numbers the intervals: one per batch of pending legs taken for a merge. */
+  private interval = 1;
+  /** The open-addressing table from a leg's identity to its index; capacity a power of 2, at most half full. */
+  private slots = new Uint32Array(2 * MIN_LEGS * STRIDE);
+  private mask = 2 * MIN_LEGS - 1;
+  /** Legs kept by the last sweep. */
+  private kept = 0;
   private timer: NodeJS.Timeout | null = null;
+  private readonly tick = (): void => void this.flush();
   private running: Promise<void> | null = null;
   private readonly intervalMs: number;
   private readonly maxKeys: number;
@@ -52,7 +90,7 @@ export class SyncWriter {
    * A merge whose outcome is unknown (it failed or timed out, but may yet run in Redis). It is retried as it
    * is, under the same id, before anything newer is sent, so its deltas count exactly once.
    */
-  private inDoubt: { id: string; entries: SyncEntry[] } | null = null;
+  private inDoubt: Batch | null = null;
 
   constructor(
     private readonly store: RedisStore,
@@ -65,13 +103,128 @@ export class SyncWriter {
     this.lastMerge = clock();
   }
 
-  /** Adds `cost` to a leg's delta; `make` describes the leg the first time it is seen. */
-  record(redisKey: string, cost: number, make: () => Omit<SyncEntry, 'delta' | 'redisKey'>): void {
-    const e = this.pending.get(redisKey);
-    if (e !== undefined) e.delta += cost;
-    else if (this.pending.size >= this.maxKeys) this.dropped++;
-    else this.pending.set(redisKey, { ...make(), redisKey, delta: cost });
-    this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
+  /**
+   * Adds `cost` to the delta of the leg (hashLo, hashHi, limitId, ns: unsigned 32-bit integers) and returns true (also when the delta is
+   * dropped: maxKeys legs already pending). Returns false when the writer does not know the leg: call
+   * {@link add} with its description.
+   */
+  bump(hashLo: number, hashHi: number, limitId: number, ns: number, cost: number): boolean {
+    if (this.timer === null) this.timer = setTimeout(this.tick, this.intervalMs);
+    const i = this.find(hashLo, hashHi, limitId, ns);
+    if (i >= 0) {
+      this.touch(i, cost);
+      return true;
+    }
+    if (this.pending.length < this.maxKeys) return false;
+    this.dropped++;
+    return true;
+  }
+
+  /** Adds `cost` to the delta of `leg`, which {@link bump} did not know. */
+  add(leg: SyncLeg, cost: number): void {
+    if (this.timer === null) this.timer = setTimeout(this.tick, this.intervalMs);
+    let i = this.find(leg.hashLo, leg.hashHi, leg.limitId, leg.ns);
+    if (i < 0) {
+      if (this.pending.length >= this.maxKeys) {
+        this.dropped++;
+        return;
+      }
+      i = this.legs.length;
+      if (2 * (i + 1) > this.mask + 1) this.resize(2 * (this.mask + 1));
+      this.legs.push(leg);
+      if (i >= this.deltas.length) this.growArrays();
+      this.marks[i] = 0;
+      this.put(leg, i);
+    }
+    this.touch(i, cost);
+  }
+
+  /** Adds `cost` to leg i's delta, making it pending (delta 0) first if it is not. */
+  private touch(i: number, cost: number): void {
+    if (this.marks[i] === this.interval) {
+      this.deltas[i] += cost;
+    } else if (this.pending.length >= this.maxKeys) {
+      this.dropped++;
+    } else {
+      this.marks[i] = this.interval;
+      this.deltas[i] = cost;
+      this.pending.push(i);
+    }
+  }
+
+  /** The index of a leg, or −1. */
+  private find(lo: number, hi: number, limitId: number, ns: number): number {
+    const s = this.slots, mask = this.mask;
+    // as the table holds them (a caller's signed or fractional number would never be found)
+    lo >>>= 0;
+    hi >>>= 0;
+    limitId >>>= 0;
+    ns >>>= 0;
+    for (let p = slotOf(lo, hi, limitId, ns) & mask; ; p = (p + 1) & mask) {
+      const o = p * STRIDE;
+      const v = s[o + 4];
+      if (v === 0) return -1;
+      if (s[o] === lo && s[o + 1] === hi && s[o + 2] === limitId && s[o + 3] === ns) return v - 1;
+    }
+  }
+
+  /** Puts leg `i` (not in the table) in the table. */
+  private put(leg: SyncLeg, i: number): void {
+    const s = this.slots, mask = this.mask;
+    let p = slotOf(leg.hashLo, leg.hashHi, leg.limitId, leg.ns) & mask;
+    while (s[p * STRIDE + 4] !== 0) p = (p + 1) & mask;
+    const o = p * STRIDE;
+    s[o] = leg.hashLo;
+    s[o + 1] = leg.hashHi;
+    s[o + 2] = leg.limitId;
+    s[o + 3] = leg.ns;
+    s[o + 4] = i + 1;
+  }
+
+  /** A table of `cap` slots (a power of 2) holding every known leg. */
+  private resize(cap: number): void {
+    this.slots = new Uint32Array(cap * STRIDE);
+    this.mask = cap - 1;
+    for (let i = 0; i < this.legs.length; i++) this.put(this.legs[i], i);
+  }
+
+  private growArrays(): void {
+    const n = 2 * this.deltas.length;
+    const deltas = new Float64Array(n), marks = new Float64Array(n);
+    deltas.set(this.deltas);
+    marks.set(this.marks);
+    this.deltas = deltas;
+    this.marks = marks;
+  }
+
+  /**
+   * Forgets the legs untouched in the last two intervals, when the legs known have doubled since the last
+   * sweep (and every 256 intervals): the legs kept stay within a few times the keys touched per interval.
+   * Nothing is pending when it runs.
+   */
+  private sweep(): void {
+    const n = this.legs.length;
+    if (n <= MIN_LEGS || (n <= 2 * this.kept && this.interval % 256 !== 0)) return;
+    const since = this.interval - 2;
+    const kept: SyncLeg[] = [];
+    for (let i = 0; i < n; i++) {
+      if (this.marks[i] >= since) {
+        this.marks[kept.length] = this.marks[i];
+        kept.push(this.legs[i]);
+      }
+    }
+    this.legs = kept;
+    this.kept = kept.length;
+    this.marks.fill(0, kept.length);
+    let len = MIN_LEGS;
+    while (len < kept.length) len *= 2;
+    if (len < this.deltas.length) {
+      this.deltas = new Float64Array(len);
+      this.marks = this.marks.slice(0, len);
+    }
+    let cap = 2 * MIN_LEGS;
+    while (cap < 2 * kept.length) cap *= 2;
+    this.resize(cap);
   }
 
   /** Ms since the last successful merge: how old this instance's view of other instances' spending is. */
@@ -80,10 +233,10 @@ export class SyncWriter {
   }
 
   stats(): { merges: number; failures: number; dropped: number; pendingKeys: number; lagMs: number } {
-    const inDoubt = this.inDoubt?.entries.length ?? 0;
+    const inDoubt = this.inDoubt?.legs.length ?? 0;
     return {
       merges: this.merges, failures: this.failures, dropped: this.dropped,
-      pendingKeys: this.pending.size + inDoubt, lagMs: this.staleness(this.clock()),
+      pendingKeys: this.pending.length + inDoubt, lagMs: this.staleness(this.clock()),
     };
   }
 
@@ -92,10 +245,10 @@ export class SyncWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     while (this.running) await this.running;
-    if (this.pending.size === 0 && this.inDoubt === null) return;
+    if (this.pending.length === 0 && this.inDoubt === null) return;
     this.running = this.step().finally(() => {
       this.running = null;
-      if (this.pending.size > 0 || this.inDoubt !== null) this.timer ??= setTimeout(() => void this.flush(), this.intervalMs);
+      if (this.pending.length > 0 || this.inDoubt !== null) this.timer ??= setTimeout(this.tick, this.intervalMs);
     });
     await this.running;
   }
@@ -104,20 +257,34 @@ export class SyncWriter {
   private async step(): Promise<void> {
     if (this.inDoubt !== null && !(await this.merge(this.inDoubt))) return;
     this.inDoubt = null;
-    if (this.pending.size === 0) return;
-    const batch = { id: `${this.instance}:${++this.seq}`, entries: [...this.pending.values()] };
-    this.pending = new Map();
+    const n = this.pending.length;
+    if (n === 0) return;
+    const batch: Batch = { id: `${this.instance}:${++this.seq}`, legs: new Array<SyncLeg>(n), deltas: new Array<number>(n) };
+    for (let k = 0; k < n; k++) {
+      const i = this.pending[k];
+      batch.legs[k] = this.legs[i];
+      batch.deltas[k] = this.deltas[i];
+    }
+    this.pending = [];
+    this.interval++;
+    this.sweep();
     if (!(await this.merge(batch))) this.inDoubt = batch;
   }
 
   /** One merge call; false if its outcome is unknown. */
-  private async merge(batch: { id: string; entries: SyncEntry[] }): Promise<boolean> {
+  private async merge(batch: Batch): Promise<boolean> {
     const now = this.clock();
-    const keys: string[] = [];
-    const args: number[] = [];
-    for (const e of batch.entries) {
-      keys.push(e.redisKey);
-      args.push(e.algorithmCode, e.limit, e.periodMs, e.burst, e.delta);
+    const n = batch.legs.length;
+    const keys = new Array<string>(n);
+    const args = new Array<number>(5 * n);
+    for (let k = 0; k < n; k++) {
+      const l = batch.legs[k];
+      keys[k] = l.redisKey;
+      args[5 * k] = l.algorithmCode;
+      args[5 * k + 1] = l.limit;
+      args[5 * k + 2] = l.periodMs;
+      args[5 * k + 3] = l.burst;
+      args[5 * k + 4] = batch.deltas[k];
     }
     let states: number[];
     try {
@@ -128,7 +295,7 @@ export class SyncWriter {
     }
     this.merges++;
     this.lastMerge = now;
-    await this.install(batch.entries, states, now);
+    await this.install(batch.legs, states, now);
     return true;
   }
 
@@ -142,11 +309,28 @@ export class SyncWriter {
     while (this.running) await this.running;
     const drop = new Set(redisKeys);
     let n = 0;
-    for (const k of drop) if (this.pending.delete(k)) n++;
+    const kept: number[] = [];
+    for (const i of this.pending) {
+      if (drop.has(this.legs[i].redisKey)) {
+        this.marks[i] = 0;
+        this.deltas[i] = 0;
+        n++;
+      } else {
+        kept.push(i);
+      }
+    }
+    this.pending = kept;
     if (this.inDoubt !== null) {
-      const kept = this.inDoubt.entries.filter((e) => !drop.has(e.redisKey));
-      n += this.inDoubt.entries.length - kept.length;
-      this.inDoubt = kept.length === 0 ? null : { id: this.inDoubt.id, entries: kept };
+      const { id, legs, deltas } = this.inDoubt;
+      const keep: Batch = { id, legs: [], deltas: [] };
+      for (let k = 0; k < legs.length; k++) {
+        if (drop.has(legs[k].redisKey)) n++;
+        else {
+          keep.legs.push(legs[k]);
+          keep.deltas.push(deltas[k]);
+        }
+      }
+      this.inDoubt = keep.legs.length === 0 ? null : keep;
     }
     return n;
   }
@@ -157,4 +341,10 @@ export class SyncWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
   }
+}
+
+/** A leg's first slot (before masking): the hash's low half is already uniform; the rest is mixed in. */
+function slotOf(lo: number, hi: number, limitId: number, ns: number): number {
+  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b) ^ Math.imul(limitId + 1, 0xc2b2ae35) ^ Math.imul(ns + 1, 0x27d4eb2f), 0x9e3779b1);
+  return h ^ (h >>> 15);
 }
