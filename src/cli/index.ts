@@ -6,7 +6,7 @@ import { formatCompare, formatReplay, replayCompare, replayFile } from './replay
 import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
-  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-timeout MS] [--sync-interval MS]
+  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
                 [--admin-port N --admin-token T [--admin-host H]]
   sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
   sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]

@@ -9,7 +9,7 @@ import { configFrom, intArg } from './index.js';
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
  * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
- * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS), which wins over the file. `--redis URL` and
+ * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX), which wins over the file. `--redis URL` and
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
@@ -24,6 +24,7 @@ export async function serve(argv: string[]): Promise<number> {
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
       redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
+      'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
     },
@@ -41,10 +42,11 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
+  const prefix = redisPrefix(values['redis-prefix'] ?? (env.SLUICE_REDIS_PREFIX || undefined));
   const admin = adminTarget(values, env, config.server.admin ?? undefined);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
-    ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs } } : {}),
+    ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs, prefix } } : {}),
   });
   let server: Awaited<ReturnType<typeof startServer>>;
   try {
@@ -59,7 +61,7 @@ export async function serve(argv: string[]): Promise<number> {
   }
   // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
   const reloader = new PolicyReloader({
-    limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, redis, startup: config,
+    limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, redis, prefix, startup: config,
   });
   try {
     await reloader.start();
@@ -125,6 +127,17 @@ function adminTarget(
  * One Redis or a Cluster: a flag wins over the environment (so `--redis` overrides REDIS_CLUSTER_NODES);
  * both flags, or both variables without a flag, are an error.
  */
+/**
+ * The prefix of every Redis key and of the policies channel: deployments that share a Redis but not their
+ * quotas or policies each take their own. 1 to 64 visible ASCII characters without braces (a brace would
+ * break the keys' Cluster hash tag). Default `sluice:`.
+ */
+function redisPrefix(v: string | undefined): string {
+  if (v === undefined) return 'sluice:';
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw new Error(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  return v;
+}
+
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
   if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
   if (url === undefined && cluster === undefined) {

@@ -20,7 +20,7 @@ import type { CompiledPolicy, PolicySpec } from '../config/policies.js';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
 import { problem, problemOf, type Problem } from './problem.js';
-import { invalidArgument, isSluiceError } from '../util/errors.js';
+import { invalidArgument, isSluiceError, SluiceError } from '../util/errors.js';
 
 export interface AdminServerOptions {
   limiter: Limiter;
@@ -175,7 +175,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
       }
       let applied: Promise<ReloadResult>;
       try {
-        applied = apply(doc, 'api');
+        applied = apply(expectVersion(doc, limiter.version), 'api');
       } catch (e) {
         return fail(x, e);
       }
@@ -235,6 +235,22 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
       (app as unknown as { close(): void }).close();
     },
   };
+}
+
+/**
+ * The document `GET /v1/policies` returned, edited, comes back with its `version`: a compare-and-set. A
+ * version other than the one in force means someone changed the policies since it was read (409, nothing
+ * applied); the same version is dropped and the rest applied. A document without `version` applies as is.
+ * @throws SluiceError CONFLICT (409) or INVALID_ARGUMENT naming `version`.
+ */
+function expectVersion(doc: unknown, inForce: string): unknown {
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc) || !Object.hasOwn(doc, 'version')) return doc;
+  const { version, ...rest } = doc as Record<string, unknown>;
+  if (typeof version !== 'string') throw invalidArgument('version', `must be the version string GET /v1/policies returned (got ${JSON.stringify(version) ?? typeof version})`);
+  if (version !== inForce) {
+    throw new SluiceError('CONFLICT', `version: the policies in force are version ${inForce}, not ${version}: someone changed them since you read them; GET them again and reapply your change`, 'version');
+  }
+  return rest;
 }
 
 /**

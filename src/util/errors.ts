@@ -22,6 +22,8 @@ export const ErrorCodes = {
   CLOCK: { status: 500 },
   /** Redis failed or timed out on an admin read or write (limiter.inspect, limiter.reset). HTTP 503. */
   STORE_FAILED: { status: 503 },
+  /** A compare-and-set lost: the policies changed since the caller read them (admin PUT with a stale version). HTTP 409. */
+  CONFLICT: { status: 409 },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;

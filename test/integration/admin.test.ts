@@ -186,6 +186,25 @@ describe('admin API: policies', () => {
     expect(again.json).toStrictEqual({ version: after.version, added: [], removed: [], changed: [] });
   });
 
+  it('PUT with the version GET returned is a compare-and-set: the same version applies, a stale one is 409', async () => {
+    const { call } = await serveAdmin();
+    const read = (await call('GET', '/v1/policies')).json;
+    // GET's whole document, sent back unchanged
+    const same = await call('PUT', '/v1/policies', JSON.stringify(read));
+    expect({ status: same.status, json: same.json }).toStrictEqual({ status: 200, json: { version: read.version, added: [], removed: [], changed: [] } });
+    // edited and sent back: applied
+    const edited = { ...read, policies: { ...read.policies, free: { ...read.policies.free, limit: 7, burst: 7 } } };
+    const ok = await call('PUT', '/v1/policies', JSON.stringify(edited));
+    expect({ status: ok.status, changed: ok.json.changed }).toStrictEqual({ status: 200, changed: ['free'] });
+    // the same edit again, still carrying the version read before it: someone changed the set since
+    const stale = await call('PUT', '/v1/policies', JSON.stringify({ ...edited, policies: { ...edited.policies, free: { ...read.policies.free, limit: 9, burst: 9 } } }));
+    expect({ status: stale.status, code: stale.json.code, field: stale.json.field }).toStrictEqual({ status: 409, code: 'CONFLICT', field: 'version' });
+    expect(stale.json.detail).toBe(`version: the policies in force are version ${ok.json.version}, not ${read.version}: someone changed them since you read them; GET them again and reapply your change`);
+    expect((await call('GET', '/v1/policies')).json.policies.free.limit).toBe(7);
+    const bad = await call('PUT', '/v1/policies', JSON.stringify({ ...read, version: 3 }));
+    expect({ status: bad.status, field: bad.json.field }).toStrictEqual({ status: 400, field: 'version' });
+  });
+
   it('PUT a YAML document adds a policy', async () => {
     const { p, call } = await serveAdmin();
     const yaml = `${CONFIG}  paid:\n    algorithm: gcra\n    limit: 1000\n    period: 1d\n`;
@@ -304,5 +323,18 @@ policies:
     expect((await call('GET', '/v1/keys/api/acme')).json.limits.map((s: Record<string, unknown>) => [s.held, s.tokens ?? s.count]))
       .toStrictEqual([[false, 100], [false, 0]]);
     expect((await send(`${p.url}/v1/check?policy=api&key=acme`)).json).toMatchObject({ allowed: true, remaining: 99 });
+  });
+
+  it('--redis-prefix (or SLUICE_REDIS_PREFIX) keeps a deployment\'s keys apart in a shared Redis', async () => {
+    const config = 'policies:\n  api: { algorithm: token_bucket, limit: 100, period: 1d, consistency: strict, onStoreError: closed }\n';
+    const a = await serveAdmin(config, ['--redis', redis.url, '--redis-prefix', 'team-a:']);
+    const b = await serveAdmin(config, ['--redis', redis.url], { SLUICE_REDIS_PREFIX: 'team-b:' });
+    expect(await spend(a.p.url, 'policy=api&key=acme', 3)).toBe(3);
+    expect(await spend(b.p.url, 'policy=api&key=acme', 5)).toBe(5);
+    const version = (await a.call('GET', '/v1/keys/api/acme')).json.version as string;
+    expect(await keysUnder(redis.client, 'team-a:{')).toStrictEqual([storeKey('team-a:', 'api', version, 'acme', 0)]);
+    expect(await keysUnder(redis.client, 'team-b:{')).toStrictEqual([storeKey('team-b:', 'api', version, 'acme', 0)]);
+    expect((await send(`${a.p.url}/v1/check?policy=api&key=acme`)).json).toMatchObject({ allowed: true, remaining: 96 });
+    expect((await send(`${b.p.url}/v1/check?policy=api&key=acme`)).json).toMatchObject({ allowed: true, remaining: 94 });
   });
 });
