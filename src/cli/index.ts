@@ -11,7 +11,7 @@ const USAGE = `usage:
   sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
   sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
 
-environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_URL, LOG_LEVEL`;
+environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_URL, LOG_LEVEL`;
 
 type Command = (argv: string[]) => Promise<number | void>;
 
@@ -32,6 +32,10 @@ export async function main(argv: string[]): Promise<number | void> {
   if (!load) {
     process.stderr.write(`sluice: unknown command "${name}"\n${USAGE}\n`);
     return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(USAGE + '\n');
+    return 0;
   }
   return (await load())(rest);
 }

@@ -38,6 +38,14 @@ function exitWithin(p: ServeProcess, ms: number): Promise<{ code: number | null;
   return Promise.race([p.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms))]);
 }
 
+describe('sluice --help', () => {
+  it.each([['--help'], ['check', '--help'], ['serve', '-h'], ['replay', '--help']])('%s prints the usage and exits 0', async (...args) => {
+    const r = await runSluice(args);
+    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
+    expect(r.stdout).toMatch(/^usage:\n  sluice serve .*\n.*\n  sluice check .*\n  sluice replay /);
+  });
+});
+
 describe('sluice serve + sluice check', () => {
   it('serve --port 0 logs the chosen port; check exits 0 and prints the decision as JSON', async () => {
     const p = await serve();
