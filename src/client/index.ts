@@ -175,6 +175,8 @@ class DenialMemory {
     const d: ClientDecision = {
       ...e.d, resetAfterMs: Math.max(0, Math.ceil(e.d.resetAfterMs - elapsed)), retryAfterMs: Math.ceil(e.until - now), local: true,
     };
+    // the remembered answer's subscription belongs to the check that made it, not to this one
+    delete d.subscribed;
     return d;
   }
 

@@ -377,6 +377,10 @@ describe('createClient subscriptions (onReady)', () => {
     const d = await c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: (err, ev) => events.push([err, ev]) });
     expect(d).toStrictEqual({ ...decision(false, 0, 6000, 600), subscribed: true });
     expect(c.stats().subscriptions).toBe(1);
+    // the same check again, answered from the remembered denial: no subscription of its own
+    const repeat = await c.check({ policy: 'p', key: 'k', cost: 1 });
+    expect({ local: repeat.local, subscribed: repeat.subscribed }).toStrictEqual({ local: true, subscribed: undefined });
+    expect(c.stats().subscriptions).toBe(1);
     s.clock.advance(599);
     s.stream.tick();
     await sleep(50);
