@@ -8,7 +8,7 @@ import { SluiceError } from '../util/errors.js';
  * binding leg is reported: when denied, a leg that never admits, else the one with the longest wait; when
  * admitted, the one with the fewest tokens left (the longest reset on ties).
  */
-export function compose(out: Float64Array, base: number, rt: PolicyRuntime): Decision | SluiceError {
+export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stalenessMs = -1): Decision | SluiceError {
   let allowed = true;
   let pick = -1;
   let never = false;
@@ -37,14 +37,11 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime): Dec
   }
   const row = (base + pick) * LEG_OUT;
   const limit = rt.legLimits[pick];
-  const d: Decision = {
-    allowed,
-    limit: limit.limit,
-    remaining: out[row + 1],
-    resetAfterMs: out[row + 2],
-    retryAfterMs: allowed ? 0 : never ? null : out[row + 3],
-    policy: limit.name,
-  };
+  const retryAfterMs = allowed ? 0 : never ? null : out[row + 3];
+  // a sync policy's staleness in the literal: added afterwards, it would cost each decision a property store
+  const d: Decision = stalenessMs < 0
+    ? { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name }
+    : { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name, stalenessMs };
   if (never) d.reason = limit.limit === 0 ? 'limit is 0' : 'cost exceeds the limit\'s capacity';
   return d;
 }

@@ -408,12 +408,10 @@ export class Front {
    */
   private settleLocal(out: Float64Array, base: number, b: Batch, i: number, shard: number, now: number): void {
     const rt = b.rts[i];
-    const d = compose(out, base, rt);
+    const sync = rt.synced ? this.sync : null;
+    const d = compose(out, base, rt, sync === null ? -1 : sync.staleness(now));
     if (d instanceof Error) return b.rejects[i](d);
-    if (rt.synced && this.sync !== null) {
-      if (d.allowed && b.costs[i] > 0) this.record(rt, b, i, shard);
-      d.stalenessMs = this.sync.staleness(now);
-    }
+    if (sync !== null && d.allowed && b.costs[i] > 0) this.record(rt, b, i, shard);
     b.resolves[i](rt.shadow ? this.counters.shadowed(rt, d, now) : d);
   }
 

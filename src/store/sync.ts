@@ -59,11 +59,13 @@ const MIN_LEGS = 1024;
  * Redis key included; legs touched again and again keep their description from merge to merge.
  */
 export class SyncWriter {
-  /** Known legs, by index; a leg's delta and the interval it is pending in live at the same index. */
+  /** Known legs, by index. */
   private legs: SyncLeg[] = [];
-  private deltas = new Float64Array(MIN_LEGS);
-  /** The interval a leg was last made pending in ({@link interval}: pending now; 0: never, or forgotten). */
-  private marks = new Float64Array(MIN_LEGS);
+  /**
+   * Two numbers per known leg (one cache line): the interval it was last made pending in ({@link interval}:
+   * pending now; 0: never, or forgotten), and its delta while pending.
+   */
+  private cells = new Float64Array(2 * MIN_LEGS);
   /** Indexes of the legs pending in this interval. */
   private pending: number[] = [];
   /** Numbers the intervals: one per batch of pending legs taken for a merge. */
@@ -132,8 +134,12 @@ export class SyncWriter {
       i = this.legs.length;
       if (2 * (i + 1) > this.mask + 1) this.resize(2 * (this.mask + 1));
       this.legs.push(leg);
-      if (i >= this.deltas.length) this.growArrays();
-      this.marks[i] = 0;
+      if (2 * i >= this.cells.length) {
+        const cells = new Float64Array(2 * this.cells.length);
+        cells.set(this.cells);
+        this.cells = cells;
+      }
+      this.cells[2 * i] = 0;
       this.put(leg, i);
     }
     this.touch(i, cost);
@@ -141,13 +147,14 @@ export class SyncWriter {
 
   /** Adds `cost` to leg i's delta, making it pending (delta 0) first if it is not. */
   private touch(i: number, cost: number): void {
-    if (this.marks[i] === this.interval) {
-      this.deltas[i] += cost;
+    const c = this.cells;
+    if (c[2 * i] === this.interval) {
+      c[2 * i + 1] += cost;
     } else if (this.pending.length >= this.maxKeys) {
       this.dropped++;
     } else {
-      this.marks[i] = this.interval;
-      this.deltas[i] = cost;
+      c[2 * i] = this.interval;
+      c[2 * i + 1] = cost;
       this.pending.push(i);
     }
   }
@@ -188,15 +195,6 @@ export class SyncWriter {
     for (let i = 0; i < this.legs.length; i++) this.put(this.legs[i], i);
   }
 
-  private growArrays(): void {
-    const n = 2 * this.deltas.length;
-    const deltas = new Float64Array(n), marks = new Float64Array(n);
-    deltas.set(this.deltas);
-    marks.set(this.marks);
-    this.deltas = deltas;
-    this.marks = marks;
-  }
-
   /**
    * Forgets the legs untouched in the last two intervals, when the legs known have doubled since the last
    * sweep (and every 256 intervals): the legs kept stay within a few times the keys touched per interval.
@@ -207,21 +205,19 @@ export class SyncWriter {
     if (n <= MIN_LEGS || (n <= 2 * this.kept && this.interval % 256 !== 0)) return;
     const since = this.interval - 2;
     const kept: SyncLeg[] = [];
+    const c = this.cells;
     for (let i = 0; i < n; i++) {
-      if (this.marks[i] >= since) {
-        this.marks[kept.length] = this.marks[i];
+      if (c[2 * i] >= since) {
+        c[2 * kept.length] = c[2 * i];
         kept.push(this.legs[i]);
       }
     }
     this.legs = kept;
     this.kept = kept.length;
-    this.marks.fill(0, kept.length);
+    c.fill(0, 2 * kept.length);
     let len = MIN_LEGS;
     while (len < kept.length) len *= 2;
-    if (len < this.deltas.length) {
-      this.deltas = new Float64Array(len);
-      this.marks = this.marks.slice(0, len);
-    }
+    if (2 * len < c.length) this.cells = c.slice(0, 2 * len);
     let cap = 2 * MIN_LEGS;
     while (cap < 2 * kept.length) cap *= 2;
     this.resize(cap);
@@ -263,7 +259,7 @@ export class SyncWriter {
     for (let k = 0; k < n; k++) {
       const i = this.pending[k];
       batch.legs[k] = this.legs[i];
-      batch.deltas[k] = this.deltas[i];
+      batch.deltas[k] = this.cells[2 * i + 1];
     }
     this.pending = [];
     this.interval++;
@@ -312,8 +308,8 @@ export class SyncWriter {
     const kept: number[] = [];
     for (const i of this.pending) {
       if (drop.has(this.legs[i].redisKey)) {
-        this.marks[i] = 0;
-        this.deltas[i] = 0;
+        this.cells[2 * i] = 0;
+        this.cells[2 * i + 1] = 0;
         n++;
       } else {
         kept.push(i);
