@@ -6,6 +6,7 @@ import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
+import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { configError, SluiceError } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
@@ -135,6 +136,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     ...{ [Symbol.for('sluice.pool')]: pool },
     // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).
     ...(pool === null ? { [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) } : {}),
+    // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
+    ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };
 }
 

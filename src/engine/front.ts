@@ -16,6 +16,7 @@ import { SyncWriter, type SyncLeg } from '../store/sync.js';
 import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
+import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
 
 const RESOLVED = Promise.resolve();
 
@@ -153,6 +154,97 @@ export class Front {
   checkNow(req: CheckRequest): Decision | undefined {
     if (this.o.pool !== null) return undefined;
     return this.submit(req, true) as Decision | undefined;
+  }
+
+  /** The chunk checkBatch() decides on this thread's kernel (made on first use; no shard pool only). */
+  private direct: DirectBatch | null = null;
+
+  /**
+   * Decides checks [from, to) of `src` in order, writing check i's outcome into `out` at i − from: the batch
+   * path of a binary `/v1/stream` frame (the limiter's CHECK_BATCH). With no shard pool, a check on a local
+   * policy with no shadows and no sync bookkeeping goes to the kernel in a chunk, from the arrays to the
+   * kernel's input and from its output rows to `out`, with no promise, object or closure per check. Every
+   * other check is queued as check() queues it (one closure for its outcome) and decided with the turn's
+   * batch: before this returns when nothing of it leaves the thread. Checks queued before the call are decided
+   * before its checks. Errors (validation, overload, the clock, a failed kernel, shard or store) go to `out`
+   * per check, as check() would reject them.
+   * @returns null when every outcome is written, else one promise for the call, resolved once they all are.
+   */
+  checkBatch(src: BatchInput, from: number, to: number, out: BatchOutcomes): Promise<void> | null {
+    const here = this.o.pool === null;
+    const chunk = here ? (this.direct ??= new DirectBatch(this.o.kernel, this.o.hasher, this.o.maxBatch)) : null;
+    let wait: BatchWait | null = null;
+    if (here && this.rts.length > 0) this.flush();
+    const { policies, costs, keyBytes, keyAt, keyLen } = src;
+    let lastName: unknown;
+    let lastRt: PolicyRuntime | undefined;
+    for (let i = from; i < to; i++) {
+      const at = i - from;
+      const name = policies[i];
+      if (name !== lastName) {
+        lastName = name;
+        lastRt = typeof name === 'string' ? this.runtimes.get(name) : undefined;
+      }
+      const rt = lastRt;
+      /** The key as a string, when the check needs one (else the kernel takes its bytes). */
+      let key: string | null = null;
+      let cost: number;
+      let direct: boolean;
+      try {
+        if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
+        if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
+        if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+        direct = chunk !== null && isDirect(rt);
+        // the open chunk holds the hasher: decide it before anything else may queue a check
+        if (!direct && chunk !== null && chunk.n > 0) chunk.decide(out);
+        cost = costs[i];
+        if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+          throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
+        }
+        if (!direct || rt.lists !== null || !keyLengthOk(keyLen[i])) key = keyOf(rt.policy, src.key(i), undefined);
+        if (rt.lists !== null) {
+          const d = this.fromLists(rt, key!, cost);
+          if (d !== null) {
+            out.put(at, d);
+            continue;
+          }
+        }
+        if (this.pending + (chunk === null ? 0 : chunk.n) >= this.o.maxPending) {
+          throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
+        }
+        if (direct && chunk!.n === 0) {
+          // checks queued so far go first; then the chunk's clock, read once before its first key
+          if (this.rts.length > 0) this.flush();
+          chunk!.now = readClock(this.o.clock);
+          if (this.rts.length > 0) this.flush();
+        }
+      } catch (e) {
+        out.fail(at, e as Error);
+        continue;
+      }
+      if (direct) {
+        const full = key === null ? chunk!.addBytes(rt!, keyBytes, keyAt[i], keyLen[i], cost, at, MAX_GROUP)
+          : chunk!.add(rt!, key, cost, at, MAX_GROUP);
+        if (full) chunk!.decide(out);
+        continue;
+      }
+      const w = (wait ??= new BatchWait());
+      w.left++;
+      const settle = (x: Decision | Error): void => {
+        out.settle(at, x);
+        w.settled();
+      };
+      this.queue(rt!, key!, cost);
+      this.resolves.push(settle);
+      this.rejects.push(settle);
+      if (rt!.shadows !== null) this.addShadows(rt!, key!, cost);
+      this.schedule();
+    }
+    if (chunk !== null && chunk.n > 0) chunk.decide(out);
+    if (here && this.rts.length > 0) this.flush();
+    if (wait === null || wait.left === 0) return null;
+    const w = wait;
+    return new Promise<void>((resolve) => (w.done = resolve));
   }
 
   /** check() (`now` false) or checkNow(). */

@@ -34,6 +34,25 @@ export class Hasher {
     return row;
   }
 
+  /**
+   * Queues a validated key given as its UTF-8 bytes (`len` bytes of `src` at `at`), without a string: the
+   * same row as add() of the string they encode.
+   */
+  addBytes(src: Uint8Array, at: number, len: number, seedLo: number, seedHi: number): number {
+    const row = this.n++;
+    const into = this.kernel.keyBytes;
+    const o = this.offset;
+    if (len <= 64) for (let i = 0; i < len; i++) into[o + i] = src[at + i];
+    else into.set(src.subarray(at, at + len), o);
+    const h = this.kernel.hashIn;
+    h[row * 4] = o;
+    h[row * 4 + 1] = len;
+    h[row * 4 + 2] = seedLo;
+    h[row * 4 + 3] = seedHi;
+    this.offset = o + len;
+    return row;
+  }
+
   /** Hashes every queued key; read results with lo(row)/hi(row) until reset(). */
   run(): void {
     if (this.n > 0) this.kernel.hash(this.n);

@@ -147,19 +147,10 @@ export type CheckSink = (id: number, policy: string | null, key: string | null, 
  * @returns null when every record was read, else what is wrong with the frame.
  */
 export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): string | null {
-  if (count === 0) return 'count is 0 (a checks frame holds at least one check)';
-  const n = bytes.byteLength;
-  // Pass 1: structure only, so that a malformed frame decides nothing.
+  const bad = checkStructure(bytes, count);
+  if (bad !== null) return bad;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let at = FRAME_HEADER;
-  for (let i = 0; i < count; i++) {
-    if (at + CHECK_HEAD > n) return `record ${i}: truncated (frame ends at byte ${n})`;
-    const len = bytes[at + 13] + (bytes[at + 14] | (bytes[at + 15] << 8));
-    at += CHECK_HEAD + len;
-    if (at > n) return `record ${i}: policy and key run past the end of the frame (byte ${n})`;
-  }
-  if (at !== n) return `${n - at} bytes after the last of ${count} records`;
-  const view = new DataView(bytes.buffer, bytes.byteOffset, n);
-  at = FRAME_HEADER;
   for (let i = 0; i < count; i++) {
     const id = view.getUint32(at, true);
     const cost = view.getFloat64(at + 4, true);
@@ -171,6 +162,117 @@ export function readChecks(bytes: Uint8Array, count: number, sink: CheckSink): s
     at = p + pl + kl;
   }
   return null;
+}
+
+/**
+ * What is wrong with the structure of a type-1 frame of `count` records (truncated, trailing bytes, count 0),
+ * or null: the records add up to the frame.
+ */
+function checkStructure(bytes: Uint8Array, count: number): string | null {
+  if (count === 0) return 'count is 0 (a checks frame holds at least one check)';
+  const n = bytes.byteLength;
+  let at = FRAME_HEADER;
+  for (let i = 0; i < count; i++) {
+    if (at + CHECK_HEAD > n) return `record ${i}: truncated (frame ends at byte ${n})`;
+    const len = bytes[at + 13] + (bytes[at + 14] | (bytes[at + 15] << 8));
+    at += CHECK_HEAD + len;
+    if (at > n) return `record ${i}: policy and key run past the end of the frame (byte ${n})`;
+  }
+  if (at !== n) return `${n - at} bytes after the last of ${count} records`;
+  return null;
+}
+
+/**
+ * Checks decoded as columns: check i is (ids[i], policies[i], key i, costs[i], flags[i]). Key i is keyLen[i]
+ * bytes of well-formed UTF-8 at keyAt[i] in the caller's copy of the frame; keys[i] holds it as a string when
+ * one was made (a key that is not ASCII is decoded to check it), else null.
+ */
+export interface CheckColumns {
+  readonly capacity: number;
+  readonly ids: Uint32Array;
+  readonly costs: Float64Array;
+  readonly flags: Uint8Array;
+  readonly policies: string[];
+  readonly keys: Array<string | null>;
+  readonly keyAt: Int32Array;
+  readonly keyLen: Uint16Array;
+}
+
+/** What {@link readCheckColumns} calls for a record it cannot hand over: its id, the field at fault and why. */
+export type RecordFault = (id: number, field: 'flags' | 'policy' | 'key', detail: string) => void;
+
+/**
+ * Reads the check records of a type-1 frame into columns, from index `at` on, with no object and (for ASCII
+ * keys) no string per record: the structure is checked first, as {@link readChecks} does (a malformed frame
+ * appends nothing and faults nothing). A record with unknown flag bits, or a policy or key that is not
+ * well-formed UTF-8, goes to `fault` instead (in that order of precedence). A policy repeated from the record
+ * before is decoded once: records of one policy share one string. Keys are located at `base` + their offset
+ * in the frame: where the caller keeps a copy of it. `cols` must have room for `count` more records.
+ * @returns how many records were appended, or what is wrong with the frame.
+ */
+export function readCheckColumns(bytes: Uint8Array, count: number, cols: CheckColumns, at: number, base: number,
+  fault: RecordFault): number | string {
+  const bad = checkStructure(bytes, count);
+  if (bad !== null) return bad;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const { ids, costs, flags: flagCol, policies, keys, keyAt, keyLen } = cols;
+  let k = at;
+  let p = FRAME_HEADER;
+  let lastAt = -1, lastLen = -1;
+  let lastPolicy: string | null = null;
+  for (let i = 0; i < count; i++) {
+    const id = bytes[p] | (bytes[p + 1] << 8) | (bytes[p + 2] << 16) | (bytes[p + 3] << 24);
+    const flags = bytes[p + 12];
+    const pl = bytes[p + 13];
+    const kl = bytes[p + 14] | (bytes[p + 15] << 8);
+    const s = p + CHECK_HEAD;
+    const cost = view.getFloat64(p + 4, true);
+    p = s + pl + kl;
+    let policy: string | null;
+    if (pl === lastLen && sameBytes(bytes, s, lastAt, pl)) policy = lastPolicy;
+    else {
+      policy = readUtf8(bytes, s, pl);
+      lastAt = s;
+      lastLen = pl;
+      lastPolicy = policy;
+    }
+    if ((flags & ~1) !== 0) {
+      fault(id >>> 0, 'flags', `unknown bits set (got ${flags})`);
+      continue;
+    }
+    if (policy === null) {
+      fault(id >>> 0, 'policy', 'is not well-formed UTF-8');
+      continue;
+    }
+    const ks = s + pl;
+    let key: string | null = null;
+    if (!isAscii(bytes, ks, kl)) {
+      key = readUtf8(bytes, ks, kl);
+      if (key === null) {
+        fault(id >>> 0, 'key', 'is not well-formed UTF-8');
+        continue;
+      }
+    }
+    ids[k] = id >>> 0;
+    costs[k] = cost;
+    flagCol[k] = flags;
+    policies[k] = policy;
+    keys[k] = key;
+    keyAt[k] = base + ks;
+    keyLen[k] = kl;
+    k++;
+  }
+  return k - at;
+}
+
+function isAscii(b: Uint8Array, at: number, len: number): boolean {
+  for (let i = at, end = at + len; i < end; i++) if (b[i] > 0x7f) return false;
+  return true;
+}
+
+function sameBytes(b: Uint8Array, x: number, y: number, len: number): boolean {
+  for (let i = 0; i < len; i++) if (b[x + i] !== b[y + i]) return false;
+  return true;
 }
 
 /**
@@ -299,6 +401,49 @@ export class FrameWriter {
     v.setUint16(at + 42, wt, true);
     p += wn + wf + wt;
     this.at = p;
+    this.n++;
+  }
+
+  /** The last name {@link decision} encoded, and its bytes (cut to 255). */
+  private lastName: string | null = null;
+  private lastNameBytes: Uint8Array = new Uint8Array(0);
+
+  /**
+   * Appends a decision answer (kind KIND_DENIED or KIND_ALLOWED: no status, no field), as {@link answer}
+   * does; a `name` equal to the previous call's is copied from its encoded bytes.
+   */
+  decision(id: number, kind: number, flags: number, limit: number, remaining: number, resetAfterMs: number,
+    retryAfterMs: number | null, name: string, text: string): void {
+    if (name !== this.lastName) {
+      const bytes = new Uint8Array(Math.min(utf8Length(name), 255));
+      // whole characters only, as answer() cuts
+      const written = bytes.byteLength === 0 ? 0 : UTF8_ENCODER.encodeInto(name, bytes).written;
+      this.lastName = name;
+      this.lastNameBytes = bytes.subarray(0, written);
+    }
+    const nameBytes = this.lastNameBytes;
+    const nb = nameBytes.byteLength;
+    const tb = text.length === 0 ? 0 : Math.min(utf8Length(text), 65_535);
+    this.room(ANSWER_HEAD + nb + tb);
+    const at = this.at;
+    const v = this.view;
+    const b = this.buf;
+    v.setUint32(at, id >>> 0, true);
+    b[at + 4] = kind;
+    b[at + 5] = flags;
+    b[at + 6] = 0;
+    b[at + 7] = 0;
+    v.setFloat64(at + 8, limit, true);
+    v.setFloat64(at + 16, remaining, true);
+    v.setFloat64(at + 24, resetAfterMs, true);
+    v.setFloat64(at + 32, retryAfterMs === null ? -1 : retryAfterMs, true);
+    const p = at + ANSWER_HEAD;
+    for (let i = 0; i < nb; i++) b[p + i] = nameBytes[i];
+    const wt = tb === 0 ? 0 : this.strCut(text, p + nb, tb);
+    b[at + 40] = nb;
+    b[at + 41] = 0;
+    v.setUint16(at + 42, wt, true);
+    this.at = p + nb + wt;
     this.n++;
   }
 

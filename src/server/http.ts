@@ -329,7 +329,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
-  const stream = o.stream === false ? undefined : registerStream(app, limiter, o.stream, log);
+  const stream = o.stream === false ? undefined : registerStream(app, limiter, o.stream, log, { raw, metrics });
 
   app.any('/*', (res, req) => {
     const x = begin(res);

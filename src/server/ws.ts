@@ -24,9 +24,14 @@ import { checkFromJson, decisionJson } from './codec.js';
 import { errorItem } from './problem.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 import {
-  ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_CHECKS, FRAME_UNSUBSCRIBE,
-  FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readChecks, readHeader, readUnsubscribe,
+  ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
+  FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
+  type CheckColumns,
 } from './binary.js';
+import {
+  BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
+} from '../engine/batch.js';
+import type { ServerMetrics } from '../metrics/registry.js';
 
 /** WebSocket close codes sluice sends (RFC 6455 §7.4.1). */
 export const CLOSE_GOING_AWAY = 1001;
@@ -124,6 +129,71 @@ class Item {
   ) {}
 }
 
+/**
+ * Binary checks of a connection, as columns: [head, n) wait for the engine, [0, head) were handed to it.
+ * A frame's checks go in whole; a segment with checks in flight is not reused until they land.
+ */
+class BinSeg implements CheckColumns, BatchInput {
+  n = 0;
+  head = 0;
+  /** Checks of this segment handed to the engine and not answered yet. */
+  inFlight = 0;
+  /** In its connection's queue (it may take more checks, or still has some waiting). */
+  inQueue = false;
+  readonly ids: Uint32Array;
+  readonly costs: Float64Array;
+  readonly flags: Uint8Array;
+  readonly policies: string[];
+  readonly keys: Array<string | null>;
+  readonly keyAt: Int32Array;
+  readonly keyLen: Uint16Array;
+  /** Copies of the frames the checks came in (keys are read from here), `used` bytes of it. */
+  keyBytes: Uint8Array;
+  used = 0;
+  constructor(readonly capacity: number) {
+    this.ids = new Uint32Array(capacity);
+    this.costs = new Float64Array(capacity);
+    this.flags = new Uint8Array(capacity);
+    this.policies = new Array<string>(capacity).fill('');
+    this.keys = new Array<string | null>(capacity).fill(null);
+    this.keyAt = new Int32Array(capacity);
+    this.keyLen = new Uint16Array(capacity);
+    this.keyBytes = new Uint8Array(capacity * 32);
+  }
+
+  /** Copies a frame in (uWS reuses its memory after the callback); returns where it starts. */
+  copy(frame: Uint8Array): number {
+    const at = this.used;
+    if (at + frame.byteLength > this.keyBytes.byteLength) {
+      let size = this.keyBytes.byteLength * 2;
+      while (size < at + frame.byteLength) size *= 2;
+      const next = new Uint8Array(size);
+      next.set(this.keyBytes.subarray(0, at));
+      this.keyBytes = next;
+    }
+    this.keyBytes.set(frame, at);
+    this.used = at + frame.byteLength;
+    return at;
+  }
+
+  /** Key i as a string. */
+  key(i: number): string {
+    return (this.keys[i] ??= readUtf8(this.keyBytes, this.keyAt[i], this.keyLen[i]) ?? '');
+  }
+
+  /** Empties the segment for reuse. */
+  reset(): void {
+    this.n = this.head = this.used = 0;
+  }
+}
+
+/** What the server hands the stream besides the (instrumented) limiter: the bare limiter and the metrics it counts in. */
+export interface StreamEngine {
+  /** The limiter without the metrics wrapper; binary checks are counted per batch in `metrics` instead. */
+  raw: Limiter;
+  metrics: Pick<ServerMetrics, 'now' | 'tally' | 'failed'>;
+}
+
 /** An armed (or firing) subscription. */
 class Sub {
   due = 0;
@@ -148,9 +218,14 @@ class Sub {
  */
 interface Conn {
   ws: WebSocket<Conn> | null;
-  queue: Array<Item | undefined>;
-  /** Index of the first waiting check in `queue`. */
+  /** Waiting checks: JSON ones one by one, binary ones by segment. */
+  queue: Array<Item | BinSeg | undefined>;
+  /** Index of the first entry in `queue` with waiting checks. */
   head: number;
+  /** Checks waiting in `queue`. */
+  queued: number;
+  /** A binary segment out of the queue with nothing in flight, for the next frame. */
+  spare: BinSeg | null;
   inFlight: number;
   paused: boolean;
   closed: boolean;
@@ -165,21 +240,21 @@ interface Conn {
 
 function newConn(): Conn {
   return {
-    ws: null, queue: [], head: 0, inFlight: 0, paused: false, closed: false, json: [], bin: null,
+    ws: null, queue: [], head: 0, queued: 0, spare: null, inFlight: 0, paused: false, closed: false, json: [], bin: null,
     flushScheduled: false, pumpScheduled: false, subs: null,
   };
 }
 
 /** Checks received on a connection and waiting for the engine. */
 function queuedOf(c: Conn): number {
-  return c.queue.length - c.head;
+  return c.queued;
 }
 
 /**
  * Registers `/v1/stream` on a uWS app (call before listen) and returns its endpoint.
  * @throws RangeError on an option that is not a positive integer (or 0 where allowed).
  */
-export function registerStream(app: TemplatedApp, limiter: Limiter, options: StreamOptions = {}, log?: Logger): StreamEndpoint {
+export function registerStream(app: TemplatedApp, limiter: Limiter, options: StreamOptions = {}, log?: Logger, engine?: StreamEngine): StreamEndpoint {
   const o = { ...DEFAULTS, ...definedOnly(options) };
   for (const k of Object.keys(DEFAULTS) as Array<keyof typeof DEFAULTS>) {
     const v = o[k];
@@ -189,6 +264,32 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   if (o.lowWaterBytes > o.highWaterBytes) throw new RangeError('stream.lowWaterBytes: must not exceed highWaterBytes');
   const clock = options.clock ?? Date.now;
   const conns = new Set<Conn>();
+  // Binary checks are decided a batch at a time: through the bare limiter's batch path (Front.checkBatch: no
+  // promise or object per check with shards 0, one promise per batch otherwise), counted per batch in the
+  // server's metrics. Without it (no engine given, or a Limiter of another make), through check() per check.
+  const metrics = engine?.metrics ?? null;
+  const decider: Limiter = engine?.raw ?? limiter;
+  const batch: CheckBatch = (engine === undefined ? undefined : (decider as unknown as { [CHECK_BATCH]?: CheckBatch })[CHECK_BATCH])
+    ?? ((src, from, to, out) => {
+      const all: Array<Promise<void>> = [];
+      for (let i = from; i < to; i++) {
+        const at = i - from;
+        all.push(decider.check({ policy: src.policies[i], key: src.key(i), cost: src.costs[i] })
+          .then((d) => out.put(at, d), (e: unknown) => out.fail(at, e as Error)));
+      }
+      return Promise.all(all).then(() => undefined);
+    });
+  /** Outcome arrays by size class (2^k entries), reused: a batch decided at once gives its own back before the next. */
+  const spareOutcomes: BatchOutcomes[][] = [];
+  const takeOutcomes = (n: number): BatchOutcomes => {
+    const k = 32 - Math.clz32(n - 1);
+    const list = spareOutcomes[k];
+    return list !== undefined && list.length > 0 ? list.pop()! : new BatchOutcomes(2 ** k);
+  };
+  const giveOutcomes = (out: BatchOutcomes): void => {
+    const list = (spareOutcomes[31 - Math.clz32(out.capacity)] ??= []);
+    if (list.length < 4) list.push(out);
+  };
   /** Limits by name for the policy set in force, rebuilt when a reload replaces the set. */
   let limitsByName = new Map<string, CompiledLimit>();
   let limitsOf: Limiter['policies'] | null = null;
@@ -306,6 +407,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       return true;
     }
     c.queue.push(it);
+    c.queued++;
     return true;
   };
 
@@ -324,12 +426,31 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     if (!c.paused && c.ws.getBufferedAmount() > o.highWaterBytes) c.paused = true;
     if (c.paused) return;
     const q = c.queue;
-    while (c.head < q.length && c.inFlight < o.maxInFlight) {
-      const it = q[c.head]!;
+    // At most maxInFlight checks go to the engine per round, whether decided at once or not: a connection with
+    // a long queue yields to the others between rounds (the flush of its answers schedules the next).
+    let budget = o.maxInFlight;
+    while (c.head < q.length && c.inFlight < o.maxInFlight && budget > 0) {
+      const e = q[c.head]!;
+      if (e instanceof BinSeg) {
+        const from = e.head;
+        const k = Math.min(e.n - from, o.maxInFlight - c.inFlight, budget);
+        e.head += k;
+        if (e.head === e.n) {
+          q[c.head++] = undefined;
+          e.inQueue = false;
+        }
+        if (k === 0) continue;
+        c.queued -= k;
+        budget -= k;
+        decideBinary(c, e, from, from + k);
+        continue;
+      }
       q[c.head++] = undefined;
+      c.queued--;
+      budget--;
       c.inFlight++;
       inFlightTotal++;
-      limiter.check(it.req).then((d) => decided(c, it, d), (e: unknown) => failed(c, it, e));
+      limiter.check(e.req).then((d) => decided(c, e, d), (err: unknown) => failed(c, e, err));
     }
     if (c.head === q.length) {
       q.length = 0;
@@ -338,6 +459,83 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       c.queue = q.slice(c.head);
       c.head = 0;
     }
+  };
+
+  /** Hands checks [from, to) of a binary segment to the engine as one batch. */
+  const decideBinary = (c: Conn, seg: BinSeg, from: number, to: number): void => {
+    const k = to - from;
+    c.inFlight += k;
+    inFlightTotal += k;
+    seg.inFlight += k;
+    const out = takeOutcomes(k);
+    const started = metrics === null ? 0 : metrics.now();
+    let p: Promise<void> | null;
+    try {
+      p = batch(seg, from, to, out);
+    } catch (e) {
+      for (let j = 0; j < k; j++) out.fail(j, e as Error);
+      p = null;
+    }
+    if (p === null) binaryDecided(c, seg, from, to, out, started);
+    else {
+      p.then(() => binaryDecided(c, seg, from, to, out, started), (e: unknown) => {
+        for (let j = 0; j < k; j++) out.fail(j, e as Error);
+        binaryDecided(c, seg, from, to, out, started);
+      });
+    }
+  };
+
+  /**
+   * A binary batch's outcomes: counted in the metrics (per run of one policy), then answered straight from the
+   * outcome arrays into the connection's answers frame, arming the subscriptions asked for.
+   */
+  const binaryDecided = (c: Conn, seg: BinSeg, from: number, to: number, out: BatchOutcomes, started: number): void => {
+    const k = to - from;
+    const ended = metrics === null ? 0 : metrics.now();
+    c.inFlight -= k;
+    inFlightTotal -= k;
+    seg.inFlight -= k;
+    const w = c.closed ? null : writer(c);
+    let run: string | null = null;
+    let allowed = 0, denied = 0, never = 0;
+    let decisions = 0;
+    for (let i = from; i < to; i++) {
+      const j = i - from;
+      const code = out.code[j];
+      const policy = seg.policies[i];
+      if (code === OUTCOME_ERROR) {
+        const e = out.error[j]!;
+        metrics?.failed(policy, e, started, ended);
+        if (w === null) continue;
+        if (!isSluiceError(e) || e.status >= 500) log?.warn({ err: e }, 'stream check failed');
+        answerError(c, true, seg.ids[i], null, e);
+        continue;
+      }
+      const retry = out.retryAfterMs[j];
+      if (metrics !== null) {
+        if (policy !== run) {
+          if (run !== null) metrics.tally(run, allowed, denied, never, started, ended);
+          run = policy;
+          allowed = denied = never = 0;
+        }
+        if (code === OUTCOME_ALLOWED) allowed++;
+        else if (retry < 0) never++;
+        else denied++;
+      }
+      if (w === null) continue;
+      let flags = out.degraded[j] === 1 ? ANSWER_DEGRADED : 0;
+      if ((seg.flags[i] & CHECK_SUBSCRIBE) !== 0 && code !== OUTCOME_ALLOWED && retry >= 0
+        && arm(c, true, seg.ids[i], '', policy, seg.key(i), undefined, seg.costs[i], retry)) flags |= ANSWER_SUBSCRIBED;
+      w.decision(seg.ids[i], code === OUTCOME_ALLOWED ? KIND_ALLOWED : KIND_DENIED, flags, out.limit[j], out.remaining[j],
+        out.resetAfterMs[j], retry < 0 ? null : retry, out.name[j], out.reason[j]);
+      decisions++;
+    }
+    if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
+    giveOutcomes(out);
+    answered += decisions;
+    if (decisions > 0) scheduleFlush(c);
+    if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.spare = seg;
+    if (inFlightTotal === 0 && onIdle !== null) onIdle();
   };
 
   const landed = (c: Conn): void => {
@@ -350,7 +548,10 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     landed(c);
     if (c.closed) return;
     let subscribed: boolean | undefined;
-    if (it.subscribe) subscribed = !d.allowed && d.retryAfterMs !== null && arm(c, it, d.retryAfterMs);
+    if (it.subscribe) {
+      const r = it.req;
+      subscribed = !d.allowed && d.retryAfterMs !== null && arm(c, it.bin, it.id, it.idJson, r.policy, r.key, r.descriptors, r.cost, d.retryAfterMs);
+    }
     answerDecision(c, it, d, subscribed);
   };
 
@@ -471,32 +672,87 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       }
       return scheduleFlush(c);
     }
-    let open = true;
-    const bad = readChecks(bytes, h.count, (id, policy, key, cost, flags) => {
-      if (!open) return;
-      if ((flags & ~CHECK_SUBSCRIBE) !== 0) return answerError(c, true, id, null, invalidArgument('flags', `unknown bits set (got ${flags})`));
-      if (policy === null) return answerError(c, true, id, null, invalidArgument('policy', 'is not well-formed UTF-8'));
-      if (key === null) return answerError(c, true, id, null, invalidArgument('key', 'is not well-formed UTF-8'));
-      open = enqueue(c, new Item(true, id, '', { policy, key, cost }, (flags & CHECK_SUBSCRIBE) !== 0));
-    });
-    if (bad !== null) answerError(c, true, null, null, invalidArgument('frame', bad));
+    // The frame's checks go straight into columns (a record that cannot be read is answered at once), then
+    // into the queue as one run; the pump hands them to the engine as batches.
+    const seg = segFor(c, h.count);
+    const at = seg.n;
+    const used = seg.used;
+    const got = readCheckColumns(bytes, h.count, seg, at, seg.copy(bytes),
+      (id, field, detail) => answerError(c, true, id, null, invalidArgument(field, detail)));
+    if (typeof got === 'string') {
+      seg.used = used;
+      answerError(c, true, null, null, invalidArgument('frame', got));
+      return spareIfIdle(c, seg);
+    }
+    admit(c, seg, at, got);
+  };
+
+  /** A segment with room for `count` more checks: the queue's last one, the connection's spare, or a new one. */
+  const segFor = (c: Conn, count: number): BinSeg => {
+    const q = c.queue;
+    const tail = q.length > c.head ? q[q.length - 1] : undefined;
+    if (tail instanceof BinSeg && tail.capacity - tail.n >= count) return tail;
+    const spare = c.spare;
+    if (spare !== null && spare.capacity >= count) {
+      c.spare = null;
+      spare.reset();
+      return spare;
+    }
+    return new BinSeg(count <= 16 ? 16 : 2 ** (32 - Math.clz32(count - 1)));
+  };
+
+  /** Keeps a segment that holds nothing waiting or in flight for the connection's next frame. */
+  const spareIfIdle = (c: Conn, seg: BinSeg): void => {
+    if (!seg.inQueue && seg.inFlight === 0 && !c.closed && (c.spare === null || c.spare.capacity < seg.capacity)) {
+      seg.reset();
+      c.spare = seg;
+    }
+  };
+
+  /**
+   * Queues the `m` checks just read into `seg` at `at`, within the connection's bound: past it, OVERLOADED
+   * answers for the excess, or, on a paused connection, a close with 1008. While the server closes: CLOSED.
+   */
+  const admit = (c: Conn, seg: BinSeg, at: number, m: number): void => {
+    let keep = m;
+    if (closing) {
+      const shutdown = new SluiceError('CLOSED', 'server is shutting down');
+      for (let i = at; i < at + m; i++) answerError(c, true, seg.ids[i], null, shutdown);
+      keep = 0;
+    } else if (c.queued + m > o.maxQueued) {
+      if (c.paused) {
+        closedBackpressure++;
+        end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
+        return;
+      }
+      keep = Math.max(0, o.maxQueued - c.queued);
+      const over = new SluiceError('OVERLOADED', `more than ${o.maxQueued} checks queued on this connection`);
+      for (let i = at + keep; i < at + m; i++) answerError(c, true, seg.ids[i], null, over);
+    }
+    seg.n = at + keep;
+    if (keep === 0) return spareIfIdle(c, seg);
+    c.queued += keep;
+    if (!seg.inQueue) {
+      seg.inQueue = true;
+      c.queue.push(seg);
+    }
   };
 
   // Subscriptions ----------------------------------------------------------------------------------------
 
   /** Arms a subscription for a denied check; false when the connection has no room for another. */
-  const arm = (c: Conn, it: Item, retryAfterMs: number): boolean => {
-    const key = it.bin ? 'b' + it.id : 'j' + it.idJson;
+  const arm = (c: Conn, bin: boolean, id: number, idJson: string, policy: string, key: string | undefined,
+    descriptors: CheckRequest['descriptors'], cost: number, retryAfterMs: number): boolean => {
+    const mapKey = bin ? 'b' + id : 'j' + idJson;
     const subs = (c.subs ??= new Map());
-    const old = subs.get(key);
+    const old = subs.get(mapKey);
     if (old !== undefined) kill(old);
     else if (subs.size >= o.maxSubscriptions) return false;
-    const r = it.req;
-    const peek: CheckRequest = { policy: r.policy, cost: 0 };
-    if (r.key !== undefined) peek.key = r.key;
-    if (r.descriptors !== undefined) peek.descriptors = r.descriptors;
-    const s = new Sub(c, key, it.bin, it.id, it.idJson, peek, r.cost);
-    subs.set(key, s);
+    const peek: CheckRequest = { policy, cost: 0 };
+    if (key !== undefined) peek.key = key;
+    if (descriptors !== undefined) peek.descriptors = descriptors;
+    const s = new Sub(c, mapKey, bin, id, idJson, peek, cost);
+    subs.set(mapKey, s);
     subCount++;
     s.due = clock() + retryAfterMs;
     heap.push(s);
@@ -639,6 +895,8 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       conns.delete(c);
       c.queue.length = 0;
       c.head = 0;
+      c.queued = 0;
+      c.spare = null;
       c.json.length = 0;
       if (c.subs !== null) for (const s of [...c.subs.values()]) kill(s);
     },
@@ -675,11 +933,16 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       const shutdown = new SluiceError('CLOSED', 'server is shutting down');
       for (const c of conns) {
         for (let i = c.head; i < c.queue.length; i++) {
-          const it = c.queue[i]!;
-          answerError(c, it.bin, it.id, it.idJson, shutdown);
+          const e = c.queue[i]!;
+          if (e instanceof BinSeg) {
+            for (let j = e.head; j < e.n; j++) answerError(c, true, e.ids[j], null, shutdown);
+            e.head = e.n;
+            e.inQueue = false;
+          } else answerError(c, e.bin, e.id, e.idJson, shutdown);
         }
         c.queue.length = 0;
         c.head = 0;
+        c.queued = 0;
       }
       if (inFlightTotal > 0) await new Promise<void>((r) => (onIdle = r));
       for (const c of [...conns]) {

@@ -1,0 +1,259 @@
+/**
+ * The batch path of the front ({@link Front.checkBatch}): checks given as parallel arrays, outcomes written
+ * into parallel arrays, with no promise, object or closure per check on the common path (shards 0, a local
+ * policy). `/v1/stream`'s binary frames use it: a frame's checks go from the frame to the kernel's input
+ * and from the kernel's output to the answers frame.
+ */
+import type { Decision } from '../types.js';
+import { writeLegHash, type PolicyRuntime } from './runtime.js';
+import { MAX_KEY_BYTES, type Kernel } from '../shard/kernel.js';
+import type { Hasher } from '../keys/hasher.js';
+import { CODE_ALLOW, CODE_DENY, CODE_NEVER, GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import { SluiceError, isSluiceError } from '../util/errors.js';
+
+/** The key of a limiter's `checkBatch` (internal, not part of the Limiter interface): {@link Front.checkBatch}. */
+export const CHECK_BATCH = Symbol.for('sluice.checkBatch');
+
+/**
+ * The checks of a batch, as parallel arrays (one index per check). Keys come as UTF-8 bytes, so that a check
+ * decided in the kernel needs no string: key i is keyLen[i] bytes of keyBytes at keyAt[i], well-formed UTF-8
+ * (the caller's to check). key(i) makes the string when one is needed (lists, the store, sync, shadows).
+ */
+export interface BatchInput {
+  policies: ArrayLike<string>;
+  costs: ArrayLike<number>;
+  keyBytes: Uint8Array;
+  keyAt: ArrayLike<number>;
+  keyLen: ArrayLike<number>;
+  key(i: number): string;
+}
+
+/** A key of this many bytes of (well-formed) UTF-8 is valid as it is: what validateKey (keys/derive.ts) admits. */
+export function keyLengthOk(len: number): boolean {
+  return len >= 1 && len <= MAX_KEY_BYTES;
+}
+
+/** `checkBatch(src, from, to, out)`: see {@link Front.checkBatch}. */
+export type CheckBatch = (src: BatchInput, from: number, to: number, out: BatchOutcomes) => Promise<void> | null;
+
+/** Outcome codes ({@link BatchOutcomes.code}). */
+export const OUTCOME_DENIED = 0;
+export const OUTCOME_ALLOWED = 1;
+export const OUTCOME_ERROR = 2;
+
+/**
+ * Outcomes of a batch's checks as parallel arrays, a decision's fields or an error per index. Reusable: a
+ * writer overwrites every field of an index it writes.
+ */
+export class BatchOutcomes {
+  readonly capacity: number;
+  /** OUTCOME_DENIED, OUTCOME_ALLOWED or OUTCOME_ERROR. */
+  readonly code: Uint8Array;
+  readonly limit: Float64Array;
+  readonly remaining: Float64Array;
+  readonly resetAfterMs: Float64Array;
+  /** −1: null (can never pass). */
+  readonly retryAfterMs: Float64Array;
+  /** 1 when the decision is a degraded one (the store failed: see onStoreError). */
+  readonly degraded: Uint8Array;
+  /** The binding limit's name. */
+  readonly name: string[];
+  /** The decision's reason, '' when it has none. */
+  readonly reason: string[];
+  /** The error of an OUTCOME_ERROR index. */
+  readonly error: Array<Error | null>;
+
+  constructor(capacity: number) {
+    this.capacity = capacity;
+    this.code = new Uint8Array(capacity);
+    this.limit = new Float64Array(capacity);
+    this.remaining = new Float64Array(capacity);
+    this.resetAfterMs = new Float64Array(capacity);
+    this.retryAfterMs = new Float64Array(capacity);
+    this.degraded = new Uint8Array(capacity);
+    this.name = new Array<string>(capacity).fill('');
+    this.reason = new Array<string>(capacity).fill('');
+    this.error = new Array<Error | null>(capacity).fill(null);
+  }
+
+  /** Writes a decision made as an object (lists, shadows, the store, the queue's path). */
+  put(i: number, d: Decision): void {
+    this.code[i] = d.allowed ? OUTCOME_ALLOWED : OUTCOME_DENIED;
+    this.limit[i] = d.limit;
+    this.remaining[i] = d.remaining;
+    this.resetAfterMs[i] = d.resetAfterMs;
+    this.retryAfterMs[i] = d.retryAfterMs === null ? -1 : d.retryAfterMs;
+    this.degraded[i] = (d as { degraded?: boolean }).degraded ? 1 : 0;
+    this.name[i] = d.policy;
+    this.reason[i] = d.reason ?? '';
+    this.error[i] = null;
+  }
+
+  fail(i: number, e: Error): void {
+    this.code[i] = OUTCOME_ERROR;
+    this.error[i] = e;
+  }
+
+  /** Settles index i from a queued check's outcome (a Decision, or an Error). */
+  settle(i: number, x: Decision | Error): void {
+    if (x instanceof Error) this.fail(i, x);
+    else this.put(i, x);
+  }
+
+  /** The decision at i as an object (tests, and callers that want one). */
+  decision(i: number): Decision {
+    const d: Decision = {
+      allowed: this.code[i] === OUTCOME_ALLOWED, limit: this.limit[i], remaining: this.remaining[i],
+      resetAfterMs: this.resetAfterMs[i], retryAfterMs: this.retryAfterMs[i] < 0 ? null : this.retryAfterMs[i], policy: this.name[i],
+    };
+    if (this.reason[i] !== '') d.reason = this.reason[i];
+    return d;
+  }
+}
+
+/**
+ * The same decision as compose() (src/engine/decision.ts) from a check's legs' output rows at `base`, written
+ * into `o` at `i` instead of into a new object.
+ */
+export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, o: BatchOutcomes, i: number): void {
+  let allowed = true;
+  let pick = -1;
+  let never = false;
+  for (let j = 0; j < rt.legCount; j++) {
+    const row = (base + j) * LEG_OUT;
+    const code = out[row];
+    if (code === CODE_ALLOW) continue;
+    if (code !== CODE_DENY && code !== CODE_NEVER) {
+      o.fail(i, new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${code})`));
+      return;
+    }
+    allowed = false;
+    if (never) continue;
+    if (code === CODE_NEVER) {
+      never = true;
+      pick = j;
+    } else if (pick < 0 || out[row + 3] > out[(base + pick) * LEG_OUT + 3]) {
+      pick = j;
+    }
+  }
+  if (allowed) {
+    pick = 0;
+    for (let j = 1; j < rt.legCount; j++) {
+      const r = out[(base + j) * LEG_OUT + 1], best = out[(base + pick) * LEG_OUT + 1];
+      if (r < best || (r === best && out[(base + j) * LEG_OUT + 2] > out[(base + pick) * LEG_OUT + 2])) pick = j;
+    }
+  }
+  const row = (base + pick) * LEG_OUT;
+  const limit = rt.legLimits[pick];
+  o.code[i] = allowed ? OUTCOME_ALLOWED : OUTCOME_DENIED;
+  o.limit[i] = limit.limit;
+  o.remaining[i] = out[row + 1];
+  o.resetAfterMs[i] = out[row + 2];
+  o.retryAfterMs[i] = allowed ? 0 : never ? -1 : out[row + 3];
+  o.degraded[i] = 0;
+  o.name[i] = limit.name;
+  o.reason[i] = never ? (limit.limit === 0 ? 'limit is 0' : 'cost exceeds the limit\'s capacity') : '';
+  o.error[i] = null;
+}
+
+/**
+ * True when a check on `rt` can be decided by {@link DirectBatch} (with no shard pool): a local policy that is
+ * not a shadow, has no shadow candidates and keeps no sync bookkeeping. Others take the front's queue.
+ */
+export function isDirect(rt: PolicyRuntime): boolean {
+  return !rt.stored && !rt.synced && !rt.shadow && rt.shadows === null;
+}
+
+/**
+ * A chunk of checks decided on this thread's kernel at once: keys are added to the hasher as they are
+ * validated, then one hash call, one decide call, and outcomes composed straight from the output rows. The
+ * front owns the hasher while a chunk is open: nothing else may add to it.
+ */
+export class DirectBatch {
+  private readonly rts: PolicyRuntime[] = [];
+  private readonly costs: Float64Array;
+  /** Each check's index in the caller's outcomes. */
+  private readonly at: Int32Array;
+  n = 0;
+  legs = 0;
+  /** The clock read for this chunk (read before its first key is added). */
+  now = 0;
+
+  constructor(private readonly kernel: Kernel, private readonly hasher: Hasher, private readonly maxBatch: number) {
+    this.costs = new Float64Array(maxBatch);
+    this.at = new Int32Array(maxBatch);
+  }
+
+  /** Adds a validated check; true when the chunk is full and must be decided before the next one. */
+  add(rt: PolicyRuntime, key: string, cost: number, at: number, maxGroup: number): boolean {
+    this.hasher.add(key, rt.seedLo, rt.seedHi);
+    const k = this.n++;
+    this.rts[k] = rt;
+    this.costs[k] = cost;
+    this.at[k] = at;
+    this.legs += rt.legCount;
+    return this.hasher.full || this.legs + maxGroup > this.maxBatch || this.n === this.maxBatch;
+  }
+
+  /** add() with the key as UTF-8 bytes (validated: see {@link BatchInput}). */
+  addBytes(rt: PolicyRuntime, src: Uint8Array, keyAt: number, keyLen: number, cost: number, at: number, maxGroup: number): boolean {
+    this.hasher.addBytes(src, keyAt, keyLen, rt.seedLo, rt.seedHi);
+    const k = this.n++;
+    this.rts[k] = rt;
+    this.costs[k] = cost;
+    this.at[k] = at;
+    this.legs += rt.legCount;
+    return this.hasher.full || this.legs + maxGroup > this.maxBatch || this.n === this.maxBatch;
+  }
+
+  /** Decides the chunk into `o` and empties it (the hasher too). */
+  decide(o: BatchOutcomes): void {
+    const n = this.n;
+    const { rts, costs, at } = this;
+    const k = this.kernel;
+    try {
+      this.hasher.run();
+      const h = k.hashOut;
+      const legIn = k.legIn;
+      let base = 0;
+      for (let c = 0; c < n; c++) {
+        const rt = rts[c];
+        const lo = h[2 * c], hi = h[2 * c + 1];
+        const cost = costs[c];
+        for (let j = 0; j < rt.legCount; j++) {
+          const r = (base + j) * LEG_IN;
+          writeLegHash(rt, lo, hi, j, legIn, r);
+          legIn[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+          legIn[r + 3] = cost;
+        }
+        base += rt.legCount;
+      }
+      k.decide(base, this.now);
+      const out = k.legOut;
+      base = 0;
+      for (let c = 0; c < n; c++) {
+        const rt = rts[c];
+        composeInto(out, base, rt, o, at[c]);
+        base += rt.legCount;
+      }
+    } catch (e) {
+      const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
+      for (let c = 0; c < n; c++) o.fail(at[c], err);
+    } finally {
+      this.hasher.reset();
+      this.n = 0;
+      this.legs = 0;
+    }
+  }
+}
+
+/** The checks of one checkBatch call still queued: the call's promise resolves when the last one settles. */
+export class BatchWait {
+  left = 0;
+  done: (() => void) | null = null;
+
+  /** One queued check settled. */
+  settled(): void {
+    if (--this.left === 0) this.done?.();
+  }
+}
