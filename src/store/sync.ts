@@ -40,6 +40,12 @@ interface Batch {
   deltas: number[];
 }
 
+/**
+ * Most legs in one merge call; more pending go as several calls, each under its own id. (One call's keys and
+ * numbers are spread into function arguments on their way to Redis: past about 100,000 of them, V8 throws.)
+ */
+export const MAX_MERGE = 4096;
+
 /** Slots of the leg table: (hashLo, hashHi, limitId, ns, index + 1), 0 in the last for an empty slot. */
 const STRIDE = 5;
 /** Legs the table has room for before it first grows, and below which it is never swept. */
@@ -48,7 +54,7 @@ const MIN_LEGS = 1024;
 /**
  * Write-behind for `sync` policies, coalescing by key (as gubernator and envoy's ratelimit do): admitted
  * costs are summed per key, and a timer armed by the first one sends every touched key's delta in one script
- * call (lua/sync.lua), whose merged states then replace the local ones. One merge is in flight at a time, so
+ * call (lua/sync.lua; one per MAX_MERGE keys), whose merged states then replace the local ones. One merge is in flight at a time, so
  * deltas reach Redis in order. A merge that fails or times out may still run in Redis later, so it is retried
  * as it was, under the same id, which the script applies at most once; newer deltas wait behind it. An
  * outage therefore loses nothing and counts nothing twice (up to maxKeys distinct keys waiting).
@@ -89,10 +95,11 @@ export class SyncWriter {
   private readonly instance = randomUUID();
   private seq = 0;
   /**
-   * A merge whose outcome is unknown (it failed or timed out, but may yet run in Redis). It is retried as it
-   * is, under the same id, before anything newer is sent, so its deltas count exactly once.
+   * Merges taken from the pending legs, sent one at a time in order. The first may be in doubt (it failed or
+   * timed out, but may yet run in Redis): it is retried as it is, under the same id, before anything newer is
+   * sent, so its deltas count exactly once.
    */
-  private inDoubt: Batch | null = null;
+  private queue: Batch[] = [];
 
   constructor(
     private readonly store: RedisStore,
@@ -229,10 +236,11 @@ export class SyncWriter {
   }
 
   stats(): { merges: number; failures: number; dropped: number; pendingKeys: number; lagMs: number } {
-    const inDoubt = this.inDoubt?.legs.length ?? 0;
+    let queued = 0;
+    for (const b of this.queue) queued += b.legs.length;
     return {
       merges: this.merges, failures: this.failures, dropped: this.dropped,
-      pendingKeys: this.pending.length + inDoubt, lagMs: this.staleness(this.clock()),
+      pendingKeys: this.pending.length + queued, lagMs: this.staleness(this.clock()),
     };
   }
 
@@ -241,30 +249,48 @@ export class SyncWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     while (this.running) await this.running;
-    if (this.pending.length === 0 && this.inDoubt === null) return;
+    if (this.pending.length === 0 && this.queue.length === 0) return;
     this.running = this.step().finally(() => {
       this.running = null;
-      if (this.pending.length > 0 || this.inDoubt !== null) this.timer ??= setTimeout(this.tick, this.intervalMs);
+      if (this.pending.length > 0 || this.queue.length > 0) this.timer ??= setTimeout(this.tick, this.intervalMs);
     });
     await this.running;
   }
 
-  /** Settles the merge in doubt, if any; then sends what is pending. */
+  /** Settles the merges queued (the one in doubt first), if any; then sends what is pending. */
   private async step(): Promise<void> {
-    if (this.inDoubt !== null && !(await this.merge(this.inDoubt))) return;
-    this.inDoubt = null;
+    if (!(await this.drain())) return;
     const n = this.pending.length;
     if (n === 0) return;
-    const batch: Batch = { id: `${this.instance}:${++this.seq}`, legs: new Array<SyncLeg>(n), deltas: new Array<number>(n) };
-    for (let k = 0; k < n; k++) {
-      const i = this.pending[k];
-      batch.legs[k] = this.legs[i];
-      batch.deltas[k] = this.cells[2 * i + 1];
+    for (let at = 0; at < n; at += MAX_MERGE) {
+      const m = Math.min(MAX_MERGE, n - at);
+      const batch: Batch = { id: `${this.instance}:${++this.seq}`, legs: new Array<SyncLeg>(m), deltas: new Array<number>(m) };
+      for (let k = 0; k < m; k++) {
+        const i = this.pending[at + k];
+        batch.legs[k] = this.legs[i];
+        batch.deltas[k] = this.cells[2 * i + 1];
+      }
+      this.queue.push(batch);
     }
     this.pending = [];
     this.interval++;
     this.sweep();
-    if (!(await this.merge(batch))) this.inDoubt = batch;
+    await this.drain();
+  }
+
+  /**
+   * Sends the queued merges in order; false when one's outcome is unknown (it stays first). Once every one
+   * has merged, the view is as fresh as the time this began (read before the first call).
+   */
+  private async drain(): Promise<boolean> {
+    if (this.queue.length === 0) return true;
+    const start = this.clock();
+    while (this.queue.length > 0) {
+      if (!(await this.merge(this.queue[0]))) return false;
+      this.queue.shift();
+    }
+    this.lastMerge = start;
+    return true;
   }
 
   /** One merge call; false if its outcome is unknown. */
@@ -290,7 +316,6 @@ export class SyncWriter {
       return false;
     }
     this.merges++;
-    this.lastMerge = now;
     await this.install(batch.legs, states, now);
     return true;
   }
@@ -298,7 +323,7 @@ export class SyncWriter {
   /**
    * Drops the deltas of `redisKeys` not merged yet (a key reset: src/engine/inspect.ts), after waiting for a
    * merge in flight, so that no later merge brings the key's old spending back. A merge in doubt keeps its id
-   * and its other keys: if it already ran, Redis holds those deltas, which the caller deletes next. Returns
+   * and its other keys (as do merges queued behind it): if it already ran, Redis holds those deltas, which the caller deletes next. Returns
    * how many keys had deltas dropped.
    */
   async forget(redisKeys: readonly string[]): Promise<number> {
@@ -316,8 +341,8 @@ export class SyncWriter {
       }
     }
     this.pending = kept;
-    if (this.inDoubt !== null) {
-      const { id, legs, deltas } = this.inDoubt;
+    const queue: Batch[] = [];
+    for (const { id, legs, deltas } of this.queue) {
       const keep: Batch = { id, legs: [], deltas: [] };
       for (let k = 0; k < legs.length; k++) {
         if (drop.has(legs[k].redisKey)) n++;
@@ -326,8 +351,9 @@ export class SyncWriter {
           keep.deltas.push(deltas[k]);
         }
       }
-      this.inDoubt = keep.legs.length === 0 ? null : keep;
+      if (keep.legs.length > 0) queue.push(keep);
     }
+    this.queue = queue;
     return n;
   }
 

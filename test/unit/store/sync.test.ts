@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RedisStore } from '../../../src/store/redis.js';
-import { SyncWriter, type SyncLeg } from '../../../src/store/sync.js';
+import { MAX_MERGE, SyncWriter, type SyncLeg } from '../../../src/store/sync.js';
 
 interface Call {
   keys: string[];
@@ -12,14 +12,17 @@ interface Call {
   id: string;
 }
 
-/** A store whose merge records its calls and fails while `down` is set; states are (delta, 0, now). */
-function fakeStore(): { store: RedisStore; calls: Call[]; down: { value: boolean } } {
+/**
+ * A store whose merge records its calls and fails while `down` is set (or on call number `failAt`); states
+ * are (delta, 0, now).
+ */
+function fakeStore(): { store: RedisStore; calls: Call[]; down: { value: boolean; failAt?: number } } {
   const calls: Call[] = [];
-  const down = { value: false };
+  const down: { value: boolean; failAt?: number } = { value: false };
   const store = {
     merge: async (keys: string[], args: number[], nowMs: number, id: string): Promise<number[]> => {
       calls.push({ keys, args, id });
-      if (down.value) throw new Error('down');
+      if (down.value || calls.length === down.failAt) throw new Error('down');
       return keys.flatMap((_, k) => [args[5 * k + 4], 0, nowMs]);
     },
   } as unknown as RedisStore;
@@ -45,8 +48,8 @@ function deltas(c: Call): Record<string, number> {
   return Object.fromEntries(c.keys.map((k, i) => [k, c.args[5 * i + 4]]));
 }
 
-function writer(store: RedisStore, installed: SyncLeg[][] = [], maxKeys?: number): SyncWriter {
-  return new SyncWriter(store, () => 1_000, (legs) => void installed.push(legs), { intervalMs: 60_000, maxKeys });
+function writer(store: RedisStore, installed: SyncLeg[][] = [], maxKeys?: number, clock = (): number => 1_000): SyncWriter {
+  return new SyncWriter(store, clock, (legs) => void installed.push(legs), { intervalMs: 60_000, maxKeys });
 }
 
 describe('SyncWriter', () => {
@@ -91,7 +94,8 @@ describe('SyncWriter', () => {
     const n = 20_000;
     for (let round = 0; round < 3; round++) for (let i = 0; i < n; i++) record(w, leg(i), 1 + (i % 3));
     await w.flush();
-    const d = deltas(calls[0]);
+    const d: Record<string, number> = {};
+    for (const c of calls) Object.assign(d, deltas(c));
     expect(Object.keys(d)).toHaveLength(n);
     for (let i = 0; i < n; i++) expect(d[`k${i}`]).toBe(3 * (1 + (i % 3)));
     await w.close();
@@ -177,6 +181,32 @@ describe('SyncWriter', () => {
     expect(retry.id).toBe(calls[0].id);
     expect(deltas(retry)).toStrictEqual({ k2: 1 });
     expect(deltas(next)).toStrictEqual({ k3: 1, k1: 7 });
+    await w.close();
+  });
+
+  it('sends more than MAX_MERGE pending keys as several merges, each with its own id, retried in order', async () => {
+    const { store, calls, down } = fakeStore();
+    let now = 1_000;
+    const w = writer(store, [], undefined, () => now);
+    const n = 2 * MAX_MERGE + 10;
+    for (let i = 0; i < n; i++) record(w, leg(i), 1 + (i % 2));
+    down.failAt = 2;
+    now = 5_000;
+    await w.flush();
+    expect(calls.map((c) => c.keys.length)).toStrictEqual([MAX_MERGE, MAX_MERGE]);
+    // the second is in doubt and the third waits: not fresh yet
+    expect(w.stats()).toMatchObject({ merges: 1, failures: 1, pendingKeys: MAX_MERGE + 10 });
+    expect(w.staleness(5_000)).toBe(4_000);
+    now = 6_000;
+    await w.flush();
+    expect(calls.map((c) => c.keys.length)).toStrictEqual([MAX_MERGE, MAX_MERGE, MAX_MERGE, 10]);
+    expect(calls[2]).toStrictEqual(calls[1]);
+    expect(new Set(calls.map((c) => c.id)).size).toBe(3);
+    expect(w.staleness(6_000)).toBe(0);
+    const all: Record<string, number> = {};
+    for (const c of [calls[0], calls[2], calls[3]]) Object.assign(all, deltas(c));
+    expect(Object.keys(all)).toHaveLength(n);
+    for (let i = 0; i < n; i++) expect(all[`k${i}`]).toBe(1 + (i % 2));
     await w.close();
   });
 });
