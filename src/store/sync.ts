@@ -272,7 +272,7 @@ export class SyncWriter {
       }
       this.queue.push(batch);
     }
-    this.pending = [];
+    this.pending.length = 0; // copied into the batches: the array (and its capacity) is reused
     this.interval++;
     this.sweep();
     await this.drain();
