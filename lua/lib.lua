@@ -5,15 +5,19 @@ local ALLOW, DENY, NEVER = 0, 1, 2
 -- a leg whose stored state cannot be read (a key of another type, or a malformed value, under our prefix)
 local UNREADABLE = 4
 
+-- a % b is a − floor(a / b)·b (luai_nummod), exact below 2^53, so (a − a % b) / b is math.floor(a / b)
+-- without the call (math.floor costs a C call and a global lookup per division).
 local function fdiv(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
+  local r = a % b
+  local q = (a - r) / b
   if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   return q
 end
 
 local function cdiv(a, b)
-  local q = fdiv(a, b)
+  local r = a % b
+  local q = (a - r) / b
+  if r < 0 then q = q - 1 elseif r >= b then q = q + 1 end
   if q * b < a then q = q + 1 end
   return q
 end
@@ -26,6 +30,62 @@ local function clockMs()
     return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
   end
   return tonumber(ARGV[2])
+end
+
+-- tonumber(s), memoized: ARGV strings repeat from leg to leg (one policy's L, P, B; costs of 1), and each
+-- tonumber is a strtod.
+local NUM = {}
+local function num(s)
+  local v = NUM[s]
+  if v == nil then
+    v = tonumber(s)
+    NUM[s] = v
+  end
+  return v
+end
+
+-- A key's state (w0, w1, lastSeen), as check.lua and sync.lua store it: three little-endian doubles, 24 bytes
+-- (struct.pack '<ddd'). Lua numbers are doubles, so the packing is exact for every value a state can hold,
+-- the negative w0 of a sync debt included, and costs Redis far less than formatting and parsing decimal text.
+local function encodeState(w0, w1, last)
+  return struct.pack('<ddd', w0, w1, last)
+end
+
+-- 2^53: integers past it are not exact in a double; no state comes near it (the loader bounds B·P by 2^51).
+local MAXN = 9007199254740992
+
+-- w0, w1, lastSeen of a stored value, or nil when it is not a state (a malformed value). A packed state must
+-- hold three integers within ±2^53 (w1 and lastSeen ≥ 0): NaN and ±inf fail x % 1 == 0, and text read as
+-- doubles is never integral (its high bytes are printable ASCII: magnitudes below 2^-90). The decimal text
+-- "w0 w1 lastSeen" of earlier versions is still read, so keys they wrote stay valid until overwritten.
+local function decodeState(raw)
+  if #raw == 24 then
+    local w0, w1, last = struct.unpack('<ddd', raw)
+    if w0 % 1 == 0 and w1 % 1 == 0 and last % 1 == 0 and w0 >= -MAXN and w0 <= MAXN
+      and w1 >= 0 and w1 <= MAXN and last >= 0 and last <= MAXN then
+      return w0, w1, last
+    end
+  end
+  local s0, s1, sl = string.match(raw, '^(-?%d+) (%d+) (%d+)$')
+  if s0 then return tonumber(s0), tonumber(s1), tonumber(sl) end
+  return nil
+end
+
+-- MGET of KEYS[1..n], 512 keys a call (unpack's stack limit): a key that is absent or holds another type
+-- reads as false.
+local function readAll(n)
+  if n == 0 then return {} end
+  if n <= 512 then return redis.call('MGET', unpack(KEYS, 1, n)) end
+  local raw = {}
+  local i = 1
+  while i <= n do
+    local e = i + 511
+    if e > n then e = n end
+    local part = redis.call('MGET', unpack(KEYS, i, e))
+    for j = i, e do raw[j] = part[j - i + 1] end
+    i = e + 1
+  end
+  return raw
 end
 
 -- A sliding window's counts as of time t: k = t's window, prev = count of window k − 1, cur = of window k.

@@ -6,11 +6,15 @@
 --   ARGV[3] = n legs; then 5 per leg: algorithm, L, P, B, delta (tokens consumed since the last sync)
 --   KEYS[n + 1] = this batch's marker: a merge that timed out may still run later, and its retry carries the
 --                 same marker, so whichever runs second adds nothing and only reads the merged state.
+--   KEYS[i] = leg i's state, as check.lua stores it (lib.lua encodeState), read by one MGET up front.
 -- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
 local now = clockMs()
 local n = tonumber(ARGV[3])
 local out = {}
 local fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
+local raw = readAll(n)
+-- states written by this run, by key (a key given twice reads what the first wrote)
+local W0, W1, WL = {}, {}, {}
 
 local function merge(alg, L, P, B, d, exists, w0, w1, last, t)
   if alg == 0 then
@@ -45,20 +49,26 @@ end
 
 for j = 1, n do
   local a = 4 + (j - 1) * 5
-  local alg, L, P, B, d = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+  local alg, L, P, B, d = num(ARGV[a]), num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3]), tonumber(ARGV[a + 4])
   if not fresh then d = 0 end
-  -- a key that holds another type or a malformed value reads as absent, and the merge overwrites it: the
-  -- write-behind owns its keys, and a poisoned one must not fail every merge that carries it
-  local raw = redis.pcall('GET', KEYS[j])
+  -- a key that holds another type or a malformed value reads as absent (MGET gives false for another type),
+  -- and the merge overwrites it: the write-behind owns its keys, and a poisoned one must not fail every merge
+  -- that carries it
+  local key = KEYS[j]
   local exists, w0, w1, last = false, 0, 0, 0
-  if type(raw) == 'string' then
-    local s0, s1, sl = string.match(raw, '^(-?%d+) (%d+) (%d+)$')
-    if s0 then exists, w0, w1, last = true, tonumber(s0), tonumber(s1), tonumber(sl) end
+  if WL[key] then
+    exists, w0, w1, last = true, W0[key], W1[key], WL[key]
+  elseif raw[j] then
+    local s0, s1, sl = decodeState(raw[j])
+    if s0 then exists, w0, w1, last = true, s0, s1, sl end
   end
   local t = now
   if exists and last > t then t = last end
   local n0, n1, ttl = merge(alg, L, P, B, d, exists, w0, w1, last, t)
-  if ttl > 0 then redis.call('SET', KEYS[j], string.format('%.0f %.0f %.0f', n0, n1, t), 'PX', ttl) end
+  if ttl > 0 then
+    redis.call('SET', key, encodeState(n0, n1, t), 'PX', ttl)
+    W0[key], W1[key], WL[key] = n0, n1, t
+  end
   out[(j - 1) * 3 + 1], out[(j - 1) * 3 + 2], out[(j - 1) * 3 + 3] = n0, n1, t
 end
 return out

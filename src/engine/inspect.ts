@@ -22,6 +22,7 @@ import { keyOf, describe } from '../keys/derive.js';
 import { storeKey } from '../keys/store-key.js';
 import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
+import { decodeState } from '../store/state.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 
 /** What inspect and reset need from a limiter. */
@@ -217,13 +218,13 @@ export class KeyAdmin {
       const [rows, time, ...values] = await Promise.all([
         store.decide(keys, args, now),
         store.useRedisTime ? client.time() : Promise.resolve(null),
-        ...names.map((k) => client.get(k)),
+        ...names.map((k) => client.getBuffer(k)),
       ]);
       if (rows.some((v) => Number.isNaN(v))) throw new Error('the key\'s state could not be read (its slot did not answer, or it holds another type or a malformed value: DELETE resets it)');
       const t = time === null ? now : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-      const raw = (values as Array<string | null>).map((v): [boolean, number, number, number] => {
-        const m = v === null ? null : /^(-?\d+) (\d+) (\d+)$/.exec(v);
-        return m === null ? [false, 0, 0, 0] : [true, Number(m[1]), Number(m[2]), Number(m[3])];
+      const raw = (values as Array<Buffer | null>).map((v): [boolean, number, number, number] => {
+        const s = v === null ? null : decodeState(v);
+        return s === null ? [false, 0, 0, 0] : [true, s[0], s[1], s[2]];
       });
       return { rows, raw, t };
     } catch (e) {

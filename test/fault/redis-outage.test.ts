@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Redis } from 'ioredis';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { startRedis, type TestRedis, redisNow, insideWindow, connected } from '../helpers/redis.js';
+import { readState } from '../helpers/state.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 type Rule = 'open' | 'closed' | 'local';
@@ -124,7 +125,7 @@ async function outage(rule: Rule, breaker: BreakerOptions | undefined, recoveryL
     // what Redis holds once it has worked through what was written to it while it was stopped
     await sleep(200);
     const storedKey = (await r.client.keys('c15:*'))[0];
-    const storedAfterResume = storedKey === undefined ? null : await r.client.get(storedKey);
+    const storedAfterResume = storedKey === undefined ? null : await readState(r.client, storedKey);
 
     const recovery: Answer[] = [];
     let recoveredAfterMs = Number.POSITIVE_INFINITY;
@@ -146,7 +147,7 @@ async function outage(rule: Rule, breaker: BreakerOptions | undefined, recoveryL
     return {
       first, outage: out, recovery, recoveredAfterMs, breakerSeen: seen,
       breakerAtEnd: (await l.stats()).store!.breaker,
-      storedAfterResume, storedAtEnd: endKey === undefined ? null : await r.client.get(endKey), clientsAtEnd: clients,
+      storedAfterResume, storedAtEnd: endKey === undefined ? null : await readState(r.client, endKey), clientsAtEnd: clients,
     };
   } finally {
     if (poll) clearInterval(poll);

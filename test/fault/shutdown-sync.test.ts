@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { spawnServe } from '../helpers/server.js';
+import { readState } from '../helpers/state.js';
 
 let redis: TestRedis;
 let dir: string;
@@ -52,7 +53,7 @@ describe('SIGTERM with sync-mode deltas pending', () => {
       expect(exit).toStrictEqual({ code: 0, signal: null });
       expect(admitted).toBeGreaterThan(0);
       let stored = 0;
-      for (const key of await prefixKeys()) stored += Number((await redis.client.get(key))!.split(' ')[0]);
+      for (const key of await prefixKeys()) stored += Number((await readState(redis.client, key))!.split(' ')[0]);
       expect(stored).toBe(admitted);
     }, 30_000);
   }

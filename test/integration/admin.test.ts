@@ -14,6 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runSluice, send, spawnServe, type Answer, type ServeProcess } from '../helpers/server.js';
 import { startRedis, keysUnder, type TestRedis } from '../helpers/redis.js';
 import { storeKey } from '../../src/keys/store-key.js';
+import { readState } from '../helpers/state.js';
 
 const TOKEN = 'test-admin-token-0123456789abcdef';
 
@@ -308,7 +309,7 @@ policies:
     expect(r.json).toMatchObject({ policy: 'api', key: 'acme', source: 'redis' });
     const version = r.json.version as string;
     const keys = [0, 1].map((i) => storeKey('sluice:', 'api', version, 'acme', i));
-    const raw = await Promise.all(keys.map((k) => redis.client.get(k)));
+    const raw = await Promise.all(keys.map((k) => readState(redis.client, k)));
     const last = Number(raw[0]!.split(' ')[2]);
     expect(r.json.limits.map((s: Record<string, unknown>) => [s.name, s.held, s.lastUpdateMs, s.tokens ?? s.count, s.remaining])).toStrictEqual([
       ['api#0', true, last, 93, 93],

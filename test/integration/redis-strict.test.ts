@@ -25,6 +25,7 @@ import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { loadCases } from '../helpers/cases.js';
 import { startRedis, type TestRedis, redisNow, insideWindow, keysUnder } from '../helpers/redis.js';
 import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { readState } from '../helpers/state.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 type RedisClient = TestRedis['client'];
@@ -360,7 +361,7 @@ describe('strict mode, one Redis', () => {
     }
     expect(blocked, 'the script call was written while patched').toBe(1);
     const [key] = await keysUnder(r.client, 'bug-lag:');
-    const stored = key === undefined ? null : await r.client.get(key);
+    const stored = key === undefined ? null : await readState(r.client, key);
     expect(stored?.split(' ')[0], 'Redis decided and counted the check').toBe('1');
     expect(d, `answer ${JSON.stringify(d)} while Redis stored "${stored}"`).toMatchObject({ allowed: true, remaining: 4 });
     expect(d.degraded).toBeUndefined();
@@ -448,7 +449,7 @@ describe('case 14 across processes: 4 sluice serve instances on one Redis', () =
   async function stored(policy: string, key: string): Promise<string | undefined> {
     const keys = (await keysUnder(r.client, `sluice:{${policy}:`)).filter((k) => k.endsWith(`:${key}}:0`));
     expect(keys.length).toBeLessThanOrEqual(1);
-    return keys.length === 0 ? undefined : ((await r.client.get(keys[0])) ?? undefined);
+    return keys.length === 0 ? undefined : ((await readState(r.client, keys[0])) ?? undefined);
   }
 
   /**

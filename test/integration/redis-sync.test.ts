@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { readState } from '../helpers/state.js';
 
 let redis: TestRedis;
 beforeAll(async () => { redis = await startRedis(); });
@@ -27,7 +28,7 @@ async function instance(policies: Record<string, PolicySpec>, prefix: string, cl
 
 async function storedState(prefix: string): Promise<string[]> {
   const keys = await redis.client.keys(`${prefix}{*`); // state keys; merge markers are `${prefix}merged:<id>`
-  return Promise.all(keys.sort().map(async (k) => `${k.slice(prefix.length)} = ${await redis.client.get(k)}`));
+  return Promise.all(keys.sort().map(async (k) => `${k.slice(prefix.length)} = ${await readState(redis.client, k)}`));
 }
 
 describe('sync mode', () => {
@@ -121,7 +122,7 @@ describe('sync mode', () => {
       await merged(l, 2);
       const [key] = await redis.client.keys('s4:{*');
       // 5 before, 20 × 2 during the outage: all counted, none lost
-      expect((await redis.client.get(key))!.split(' ')[0]).toBe('45');
+      expect((await readState(redis.client, key))!.split(' ')[0]).toBe('45');
       expect((await l.stats()).store?.sync).toMatchObject({ dropped: 0, pendingKeys: 0 });
     } finally {
       redis.resume();
@@ -134,6 +135,6 @@ describe('sync mode', () => {
     for (let i = 0; i < 7; i++) await l.check({ policy: 'p', key: 'k', cost: 1 });
     await l.close();
     const [key] = await redis.client.keys('s5:{*');
-    expect((await redis.client.get(key))!.split(' ')[1]).toBe('7'); // cur = 7
+    expect((await readState(redis.client, key))!.split(' ')[1]).toBe('7'); // cur = 7
   });
 });
