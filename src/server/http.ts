@@ -57,6 +57,8 @@ function statusLine(status: number): string {
 interface Exchange {
   res: HttpResponse;
   aborted: boolean;
+  /** Begun after close() started draining: not in flight when it did, so close() does not wait for it. */
+  late: boolean;
 }
 
 /**
@@ -96,7 +98,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   let drained: (() => void) | null = null;
 
   const begin = (res: HttpResponse): Exchange => {
-    const x: Exchange = { res, aborted: false };
+    const x: Exchange = { res, aborted: false, late: draining };
     inFlight++;
     res.onAborted(() => {
       x.aborted = true;
@@ -190,7 +192,19 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
    * called inside uWS's callback for the request with no exchange begun; one is begun on `res` only if the
    * check has to be awaited.
    */
+  /**
+   * Once draining, a check whose request arrives after (on a kept-alive connection) is refused and its
+   * connection closed, not decided: close() waits only for the requests in flight when it began, so a later
+   * one could be decided (its tokens spent) and its answer cut off by the socket closing.
+   */
+  const refuseDraining = (res: HttpResponse, x: Exchange | null): void => {
+    const w = (r: HttpResponse): void => writeProblem(r, problem(503, 'server: draining (shutting down): retry on another instance', 'server', 'CLOSED'), undefined, true);
+    if (x === null) replyNow(res, w);
+    else reply(x, w);
+  };
+
   const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
+    if (x === null ? draining : x.late) return refuseDraining(res, x);
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
     if (checkNow !== undefined) {
       const begun = metrics.now();
@@ -264,6 +278,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
   /** `{checks: [...]}`: one result per item, a bad item gets its own error and the rest go on. */
   const batch = (x: Exchange, body: Record<string, unknown>): void => {
+    if (x.late) return refuseDraining(x.res, x);
     const checks = body.checks;
     const extra = Object.keys(body).find((k) => k !== 'checks');
     if (extra !== undefined) return fail(x, invalidArgument(extra, 'is not allowed beside checks'));

@@ -446,6 +446,31 @@ describe('health and readiness', () => {
     inFlight.socket.destroy();
     probe.socket.destroy();
   });
+
+  it('a check that arrives on a kept-alive connection after close() began is refused with 503, not decided', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies });
+    const holder = await rawConnection(s.port);
+    const late = await rawConnection(s.port);
+    late.socket.write('GET /v1/check?policy=free&tenant=t&action=a HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => late.received().includes('"remaining":99'), 'the first answer');
+    const body = '{"policy":"free","key":"held"}';
+    holder.socket.write(`POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    await new Promise((r) => setTimeout(r, 250));
+    const closing = s.server.close();
+    const before = late.received().length;
+    late.socket.write('GET /v1/check?policy=free&tenant=t&action=a HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => late.received().length > before && late.received().endsWith('}'), 'the late answer');
+    const answer = late.received().slice(before);
+    expect(answer).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(answer).toMatch(/\r\nRetry-After: 1\r\n/);
+    expect(JSON.parse(answer.slice(answer.indexOf('{')))).toMatchObject({ status: 503, code: 'CLOSED', field: 'server' });
+    holder.socket.write(body.slice(5));
+    await closing;
+    // the refused check spent nothing: the key still has 99 of its 100
+    expect((await s.limiter.inspect({ policy: 'free', descriptors: { tenant: 't', action: 'a' } })).limits[0]).toMatchObject({ remaining: 99 });
+    holder.socket.destroy();
+    late.socket.destroy();
+  });
 });
 
 // ---------------------------------------------------------------------------------------------------------
