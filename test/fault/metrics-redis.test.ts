@@ -15,6 +15,7 @@ import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
 import { send, ServerPool } from '../helpers/server.js';
 import { parseMetrics } from './support.js';
 import { storeKey } from '../../src/keys/store-key.js';
+import { decodeState, encodeState } from '../../src/store/state.js';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
@@ -265,6 +266,25 @@ describe('store failures by kind', () => {
     expect(await kinds(l)).toStrictEqual([0, 1, 0, 0, 1]);
     expect(await redis.client.type(poison)).toBe('list');
     expect(await redis.client.get(garbled)).toBe('not a state');
+  });
+
+  it('a packed value that is not a state is unreadable; a state in the old text format is still read', async () => {
+    const l = await strictLimiter('kf:');
+    await connected(l);
+    const [nan, fraction, inf, old] = ['nan', 'fraction', 'inf', 'old'].map((k) => stateKeyOf(l, 'kf:', k));
+    // B = 1e6 tokens, P = 1 h: x = tokens·P. lastSeen an hour ahead, so nothing refills before the check.
+    const last = Date.now() + 3_600_000;
+    await redis.client.set(nan, encodeState(NaN, 0, last), 'PX', 60_000);
+    await redis.client.set(fraction, encodeState(0.5, 0, last), 'PX', 60_000);
+    await redis.client.set(inf, encodeState(1, 0, Infinity), 'PX', 60_000);
+    await redis.client.set(old, `${(1_000_000 - 10) * 3_600_000} 0 ${last}`, 'PX', 60_000);
+    const ds = await Promise.all(['nan', 'fraction', 'inf', 'old'].map((key) => l.check({ policy: 's', key, cost: 1 })));
+    expect(ds.map((d) => d.degraded ?? false)).toStrictEqual([true, true, true, false]);
+    expect(ds[3]).toMatchObject({ allowed: true, remaining: 1_000_000 - 11 });
+    expect(await kinds(l)).toStrictEqual([0, 1, 0, 0, 1]);
+    // the unreadable ones are left as they were; the old one is rewritten packed
+    expect((await redis.client.getBuffer(nan))!.equals(encodeState(NaN, 0, last))).toBe(true);
+    expect(decodeState((await redis.client.getBuffer(old))!)).toStrictEqual([(1_000_000 - 11) * 3_600_000, 0, last]);
   });
 
   it('script errors do not open the circuit breaker: one poisoned key cannot switch Redis off for the others', async () => {
