@@ -8,7 +8,8 @@ import type { Decision } from '../types.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import { MAX_KEY_BYTES, type Kernel } from '../shard/kernel.js';
 import type { Hasher } from '../keys/hasher.js';
-import { CODE_ALLOW, CODE_DENY, CODE_NEVER, GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import { BOUND_DENIED, BOUND_NEVER, badLegError, bindingLeg, neverReason } from './decision.js';
 import { SluiceError, isSluiceError } from '../util/errors.js';
 
 /** The key of a limiter's `checkBatch` (internal, not part of the Limiter interface): {@link Front.checkBatch}. */
@@ -116,33 +117,14 @@ export class BatchOutcomes {
  * into `o` at `i` instead of into a new object.
  */
 export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, o: BatchOutcomes, i: number): void {
-  let allowed = true;
-  let pick = -1;
-  let never = false;
-  for (let j = 0; j < rt.legCount; j++) {
-    const row = (base + j) * LEG_OUT;
-    const code = out[row];
-    if (code === CODE_ALLOW) continue;
-    if (code !== CODE_DENY && code !== CODE_NEVER) {
-      o.fail(i, new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${code})`));
-      return;
-    }
-    allowed = false;
-    if (never) continue;
-    if (code === CODE_NEVER) {
-      never = true;
-      pick = j;
-    } else if (pick < 0 || out[row + 3] > out[(base + pick) * LEG_OUT + 3]) {
-      pick = j;
-    }
+  const bound = bindingLeg(out, base, rt);
+  if (bound < 0) {
+    o.fail(i, badLegError(out, base, rt, bound));
+    return;
   }
-  if (allowed) {
-    pick = 0;
-    for (let j = 1; j < rt.legCount; j++) {
-      const r = out[(base + j) * LEG_OUT + 1], best = out[(base + pick) * LEG_OUT + 1];
-      if (r < best || (r === best && out[(base + j) * LEG_OUT + 2] > out[(base + pick) * LEG_OUT + 2])) pick = j;
-    }
-  }
+  const pick = bound & 0xff;
+  const allowed = bound < BOUND_DENIED;
+  const never = bound >= BOUND_NEVER;
   const row = (base + pick) * LEG_OUT;
   const limit = rt.legLimits[pick];
   o.code[i] = allowed ? OUTCOME_ALLOWED : OUTCOME_DENIED;
@@ -152,7 +134,7 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
   o.retryAfterMs[i] = allowed ? 0 : never ? -1 : out[row + 3];
   o.degraded[i] = 0;
   o.name[i] = limit.name;
-  o.reason[i] = never ? (limit.limit === 0 ? 'limit is 0' : 'cost exceeds the limit\'s capacity') : '';
+  o.reason[i] = never ? neverReason(limit.limit) : '';
   o.error[i] = null;
 }
 

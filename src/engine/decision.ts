@@ -3,12 +3,18 @@ import type { PolicyRuntime } from './runtime.js';
 import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT } from '../shard/protocol.js';
 import { SluiceError } from '../util/errors.js';
 
+/** {@link bindingLeg}'s outcome, in bits 8 and up of its result (the leg index is in the low 8 bits). */
+export const BOUND_ALLOWED = 0;
+export const BOUND_DENIED = 1 << 8;
+export const BOUND_NEVER = 2 << 8;
+
 /**
- * One check's decision from its legs' output rows at `base`. Admitted only if every leg admitted. The
- * binding leg is reported: when denied, a leg that never admits, else the one with the longest wait; when
- * admitted, the one with the fewest tokens left (the longest reset on ties).
+ * The binding leg of one check from its legs' output rows at `base`: admitted only if every leg admitted;
+ * when denied, a leg that never admits, else the one with the longest wait; when admitted, the one with the
+ * fewest tokens left (the longest reset on ties). Returns the leg index | BOUND_ALLOWED, _DENIED or _NEVER, or
+ * −(j + 1) when leg j carries a code the kernel only gives a bad leg.
  */
-export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stalenessMs = -1): Decision | SluiceError {
+export function bindingLeg(out: Float64Array, base: number, rt: PolicyRuntime): number {
   let allowed = true;
   let pick = -1;
   let never = false;
@@ -16,9 +22,7 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stal
     const row = (base + j) * LEG_OUT;
     const code = out[row];
     if (code === CODE_ALLOW) continue;
-    if (code !== CODE_DENY && code !== CODE_NEVER) {
-      return new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${code})`);
-    }
+    if (code !== CODE_DENY && code !== CODE_NEVER) return -(j + 1);
     allowed = false;
     if (never) continue;
     if (code === CODE_NEVER) {
@@ -28,13 +32,33 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stal
       pick = j;
     }
   }
-  if (allowed) {
-    pick = 0;
-    for (let j = 1; j < rt.legCount; j++) {
-      const r = out[(base + j) * LEG_OUT + 1], best = out[(base + pick) * LEG_OUT + 1];
-      if (r < best || (r === best && out[(base + j) * LEG_OUT + 2] > out[(base + pick) * LEG_OUT + 2])) pick = j;
-    }
+  if (!allowed) return pick | (never ? BOUND_NEVER : BOUND_DENIED);
+  pick = 0;
+  for (let j = 1; j < rt.legCount; j++) {
+    const r = out[(base + j) * LEG_OUT + 1], best = out[(base + pick) * LEG_OUT + 1];
+    if (r < best || (r === best && out[(base + j) * LEG_OUT + 2] > out[(base + pick) * LEG_OUT + 2])) pick = j;
   }
+  return pick;
+}
+
+/** The error for a check whose leg j (from {@link bindingLeg}'s −(j + 1)) the kernel rejected. */
+export function badLegError(out: Float64Array, base: number, rt: PolicyRuntime, bound: number): SluiceError {
+  const j = -bound - 1;
+  return new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${out[(base + j) * LEG_OUT]})`);
+}
+
+/** Why a check can never be admitted, from its binding limit. */
+export function neverReason(limit: number): string {
+  return limit === 0 ? 'limit is 0' : 'cost exceeds the limit\'s capacity';
+}
+
+/** One check's decision from its legs' output rows at `base` (the binding leg's, see {@link bindingLeg}). */
+export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stalenessMs = -1): Decision | SluiceError {
+  const bound = bindingLeg(out, base, rt);
+  if (bound < 0) return badLegError(out, base, rt, bound);
+  const pick = bound & 0xff;
+  const allowed = bound < BOUND_DENIED;
+  const never = bound >= BOUND_NEVER;
   const row = (base + pick) * LEG_OUT;
   const limit = rt.legLimits[pick];
   const retryAfterMs = allowed ? 0 : never ? null : out[row + 3];
@@ -42,6 +66,6 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stal
   const d: Decision = stalenessMs < 0
     ? { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name }
     : { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name, stalenessMs };
-  if (never) d.reason = limit.limit === 0 ? 'limit is 0' : 'cost exceeds the limit\'s capacity';
+  if (never) d.reason = neverReason(limit.limit);
   return d;
 }
