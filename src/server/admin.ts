@@ -21,6 +21,7 @@ import { parseConfig } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
 import { problem, problemOf, type Problem } from './problem.js';
 import { invalidArgument, isSluiceError, SluiceError } from '../util/errors.js';
+import { readBody } from './body.js';
 
 export interface AdminServerOptions {
   limiter: Limiter;
@@ -290,22 +291,6 @@ function decode(part: string, field: 'policy' | 'key'): string {
   }
 }
 
-/** Reads the whole body, copying each chunk (uWS reuses them); `done(null)` once it passes `max` bytes. */
-function readBody(res: HttpResponse, max: number, done: (body: Buffer | null) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let over = false;
-  res.onData((chunk, isLast) => {
-    if (over) return;
-    size += chunk.byteLength;
-    if (size > max) {
-      over = true;
-      return done(null);
-    }
-    chunks.push(Buffer.from(chunk.slice(0)));
-    if (isLast) done(Buffer.concat(chunks));
-  });
-}
 
 /** Listens with an exclusive port (as the public server does: no silent SO_REUSEPORT sharing). */
 function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {

@@ -11,6 +11,7 @@ import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument } from '../util/errors.js';
 import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
+import { readBody } from './body.js';
 
 export interface ServerOptions {
   limiter: Limiter;
@@ -383,22 +384,6 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   }
 }
 
-/** Reads the whole body, copying each chunk (uWS reuses them); `done(null)` once it passes `max` bytes. */
-function readBody(res: HttpResponse, max: number, done: (body: Buffer | null) => void): void {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let over = false;
-  res.onData((chunk, isLast) => {
-    if (over) return;
-    size += chunk.byteLength;
-    if (size > max) {
-      over = true;
-      return done(null);
-    }
-    chunks.push(Buffer.from(chunk.slice(0)));
-    if (isLast) done(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
-  });
-}
 
 /**
  * A decision's rate-limit headers as one header for one `writeHeader` call: `RateLimit-Policy` (when the
