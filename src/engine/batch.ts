@@ -169,17 +169,17 @@ export class DirectBatch {
   /** Adds a validated check; true when the chunk is full and must be decided before the next one. */
   add(rt: PolicyRuntime, key: string, cost: number, at: number, maxGroup: number): boolean {
     this.hasher.add(key, rt.seedLo, rt.seedHi);
-    const k = this.n++;
-    this.rts[k] = rt;
-    this.costs[k] = cost;
-    this.at[k] = at;
-    this.legs += rt.legCount;
-    return this.hasher.full || this.legs + maxGroup > this.maxBatch || this.n === this.maxBatch;
+    return this.push(rt, cost, at, maxGroup);
   }
 
   /** add() with the key as UTF-8 bytes (validated: see {@link BatchInput}). */
   addBytes(rt: PolicyRuntime, src: Uint8Array, keyAt: number, keyLen: number, cost: number, at: number, maxGroup: number): boolean {
     this.hasher.addBytes(src, keyAt, keyLen, rt.seedLo, rt.seedHi);
+    return this.push(rt, cost, at, maxGroup);
+  }
+
+  /** Records a check whose key the hasher has just taken; true when the chunk is full. */
+  private push(rt: PolicyRuntime, cost: number, at: number, maxGroup: number): boolean {
     const k = this.n++;
     this.rts[k] = rt;
     this.costs[k] = cost;
