@@ -26,6 +26,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type CheckRequest, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
+import { prng } from '../helpers/prng.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   tb: { algorithm: 'token_bucket', limit: 5, period: 1000 },
@@ -164,18 +165,6 @@ function post(target: string, body: Bytes, contentType: string | null = 'applica
 
 const enc = (s: string): string => encodeURIComponent(s);
 const query = (o: Record<string, string | number>): string => Object.entries(o).map(([k, v]) => `${enc(k)}=${enc(String(v))}`).join('&');
-
-/** A seeded PRNG (mulberry32): the run is a function of FUZZ_SEED. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Gen {
   rnd: () => number;

@@ -30,6 +30,7 @@ import {
 } from '../../src/server/binary.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, startStreamServer, type StreamServer } from '../integration/ws-support.js';
+import { prng } from '../helpers/prng.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   tb: { algorithm: 'token_bucket', limit: 40, period: 1000 },
@@ -54,17 +55,6 @@ const SEED = process.env.FUZZ_SEED === undefined ? (Math.random() * 2 ** 31) | 0
 // ---------------------------------------------------------------------------------------------------------
 // Randomness
 // ---------------------------------------------------------------------------------------------------------
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Rnd {
   constructor(readonly next: () => number) {}
