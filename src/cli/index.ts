@@ -4,40 +4,63 @@ import { defaultConfig } from '../config/default.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
 import { readFile } from 'node:fs/promises';
-
-const USAGE = `usage:
-  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
-                [--admin-port N --admin-token T [--admin-host H]]
-  sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
-  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
-
-environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_URL, LOG_LEVEL`;
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { isSluiceError, usageError } from '../util/errors.js';
+import { packageRoot } from '../util/paths.js';
+import { EXIT_USAGE, USAGE, commandUsage, type CommandName } from './usage.js';
 
 type Command = (argv: string[]) => Promise<number | void>;
 
-const commands: Record<string, () => Promise<Command>> = {
+const commands: Record<CommandName, () => Promise<Command>> = {
   serve: async () => (await import('./serve.js')).serve,
   check: async () => (await import('./check.js')).check,
   replay: async () => replayCommand,
+  validate: async () => (await import('./validate.js')).validate,
 };
 
-/** Runs one CLI command; resolves to the exit code. */
+/** The package's version, from its package.json. */
+export function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+/**
+ * Runs one CLI command; resolves to the exit code (see src/cli/usage.ts). A usage error (a {@link usageError},
+ * or one of node:util parseArgs's) is printed with the command's usage and resolves to 2; other errors reject.
+ */
 export async function main(argv: string[]): Promise<number | void> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(USAGE + '\n');
-    return name === undefined ? 2 : 0;
-  }
-  const load = commands[name];
-  if (!load) {
-    process.stderr.write(`sluice: unknown command "${name}"\n${USAGE}\n`);
-    return 2;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(USAGE + '\n');
+  if (name === '--version' || name === '-v') {
+    process.stdout.write(`sluice ${version()}\n`);
     return 0;
   }
-  return (await load())(rest);
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    (name === undefined ? process.stderr : process.stdout).write(USAGE + '\n');
+    return name === undefined ? EXIT_USAGE : 0;
+  }
+  if (!Object.hasOwn(commands, name)) {
+    process.stderr.write(`sluice: unknown command "${name}"\n${USAGE}\n`);
+    return EXIT_USAGE;
+  }
+  const command = name as CommandName;
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(commandUsage(command) + '\n');
+    return 0;
+  }
+  try {
+    return await (await commands[command]())(rest);
+  } catch (e) {
+    if (!isUsage(e)) throw e;
+    process.stderr.write(`sluice ${command}: ${(e as Error).message}\n${commandUsage(command)}\n`);
+    return EXIT_USAGE;
+  }
+}
+
+/** A usage error of ours, or one of parseArgs's (ERR_PARSE_ARGS_UNKNOWN_OPTION, ..._INVALID_OPTION_VALUE, ...). */
+function isUsage(e: unknown): boolean {
+  if (isSluiceError(e)) return e.code === 'USAGE';
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
 }
 
 /** The config from --config (or SLUICE_CONFIG), else the built-in default. */
@@ -46,11 +69,11 @@ export async function configFrom(file: string | undefined): Promise<SluiceConfig
   return path ? loadConfigFile(path) : defaultConfig();
 }
 
-/** Parses an integer option, naming it in the error. */
+/** Parses an integer option, naming it in the error. @throws SluiceError USAGE for anything else. */
 export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
   if (v === undefined || v === '') return undefined;
   const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
+  if (!/^\d+$/.test(v) || n < min || n > max) throw usageError(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`, name);
   return n;
 }
 
@@ -68,7 +91,7 @@ async function replayCommand(argv: string[]): Promise<number> {
       compare: { type: 'string' },
     },
   });
-  if (positionals.length !== 1) throw new Error('replay takes one trace file\n' + USAGE);
+  if (positionals.length !== 1) throw usageError(`takes one trace file (got ${positionals.length})`);
   const file = positionals[0];
   const config = await configFrom(values.config);
   if (values.compare !== undefined) {

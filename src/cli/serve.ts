@@ -5,6 +5,8 @@ import { startAdminServer, type AdminServer } from '../server/admin.js';
 import { PolicyReloader } from '../server/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './index.js';
+import { usageError } from '../util/errors.js';
+import { adminTokenProblem } from '../server/admin.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
@@ -107,7 +109,7 @@ export async function serve(argv: string[]): Promise<number> {
 
 /**
  * The admin API's address and token: flags win over the environment, which wins over `server.admin`. Off
- * (null) without a port. @throws Error for a port without a token.
+ * (null) without a port. @throws SluiceError USAGE for a port without a token, or a token too short or malformed.
  */
 function adminTarget(
   values: { 'admin-port'?: string; 'admin-host'?: string; 'admin-token'?: string }, env: NodeJS.ProcessEnv,
@@ -118,8 +120,10 @@ function adminTarget(
   if (port === undefined) return null;
   const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
   if (token === undefined || token === '') {
-    throw new Error('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)');
+    throw usageError('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
   }
+  const bad = adminTokenProblem(token);
+  if (bad !== null) throw usageError(`--admin-token / SLUICE_ADMIN_TOKEN: ${bad}`, '--admin-token');
   return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
 
@@ -134,20 +138,20 @@ function adminTarget(
  */
 function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
-  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw new Error(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usageError(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
   return v;
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
-  if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
+  if (url !== undefined && cluster !== undefined) throw usageError('--redis and --redis-cluster: give one');
   if (url === undefined && cluster === undefined) {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw new Error('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usageError('REDIS_URL and REDIS_CLUSTER_NODES: set one');
     url = env.REDIS_URL || undefined;
     cluster = env.REDIS_CLUSTER_NODES || undefined;
   }
   if (url !== undefined) return { url };
   if (cluster === undefined) return null;
   const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (nodes.length === 0) throw new Error(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  if (nodes.length === 0) throw usageError(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
   return { cluster: nodes };
 }

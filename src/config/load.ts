@@ -22,6 +22,14 @@ const MAX_ALIAS_COUNT = 100;
  *   `<file>: <path>: <reason>` for invalid content.
  */
 export function parseConfig(text: string, file: string): SluiceConfig {
+  return configFromDocument(parseYaml(text, file), file);
+}
+
+/**
+ * Parses a policies file's YAML into plain data, without validating it.
+ * @throws SluiceError code CONFIG for a syntax error, as {@link parseConfig}.
+ */
+export function parseYaml(text: string, file: string): unknown {
   const lineCounter = new LineCounter();
   const doc = parseDocument(text.replace(/^\uFEFF/, ''), { lineCounter, prettyErrors: false, uniqueKeys: true });
   const first = doc.errors[0];
@@ -30,13 +38,11 @@ export function parseConfig(text: string, file: string): SluiceConfig {
     const why = first.code === 'MULTIPLE_DOCS' ? 'a policies file holds a single YAML document' : firstLine(first.message);
     throw new SluiceError('CONFIG', `${file}: line ${line}, column ${col}: invalid YAML: ${why}`);
   }
-  let raw: unknown;
   try {
-    raw = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
+    return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (e) {
     throw new SluiceError('CONFIG', `${file}: invalid YAML: ${firstLine((e as Error).message)}`);
   }
-  return configFromDocument(raw, file);
 }
 
 /**
@@ -44,13 +50,16 @@ export function parseConfig(text: string, file: string): SluiceConfig {
  * @throws SluiceError code CONFIG, as {@link parseConfig}, or `<path>: cannot read: <reason>`.
  */
 export async function loadConfigFile(path: string): Promise<SluiceConfig> {
-  let text: string;
+  return parseConfig(await readConfigText(path), path);
+}
+
+/** A policies file's text. @throws SluiceError code CONFIG `<path>: cannot read: <reason>`. */
+export async function readConfigText(path: string): Promise<string> {
   try {
-    text = await readFile(path, 'utf8');
+    return await readFile(path, 'utf8');
   } catch (e) {
     throw new SluiceError('CONFIG', `${path}: cannot read: ${firstLine((e as Error).message)}`);
   }
-  return parseConfig(text, path);
 }
 
 function firstLine(message: string): string {

@@ -25,7 +25,7 @@ import { readBody } from './body.js';
 
 export interface AdminServerOptions {
   limiter: Limiter;
-  /** The bearer token every request must carry: a non-empty string of visible ASCII (no spaces). */
+  /** The bearer token every request must carry: at least 16 visible ASCII characters (no spaces). */
   token: string;
   /** Interface to bind. Default 127.0.0.1. */
   host?: string;
@@ -55,6 +55,20 @@ const STATUS_LINE: Record<number, string> = {
 };
 
 const TOKEN_PATTERN = /^[\x21-\x7e]+$/;
+/** Shortest admin token accepted: 16 characters (about 100 bits from a random base64 or hex generator). */
+export const MIN_TOKEN_LENGTH = 16;
+
+/**
+ * Why `token` cannot be the admin API's bearer token, or null when it can: it must be at least
+ * {@link MIN_TOKEN_LENGTH} visible ASCII characters (a short token can be guessed online).
+ */
+export function adminTokenProblem(token: unknown): string | null {
+  if (typeof token !== 'string' || !TOKEN_PATTERN.test(token)) return 'must be a non-empty string of visible ASCII characters (no spaces)';
+  if (token.length < MIN_TOKEN_LENGTH) {
+    return `must be at least ${MIN_TOKEN_LENGTH} characters (got ${token.length}); generate one with \`openssl rand -hex 32\``;
+  }
+  return null;
+}
 
 interface Exchange {
   res: HttpResponse;
@@ -63,12 +77,11 @@ interface Exchange {
 
 /**
  * Starts the admin API.
- * @throws Error for an empty or malformed token, or a port that cannot be listened on.
+ * @throws Error for a token {@link adminTokenProblem} refuses, or a port that cannot be listened on.
  */
 export async function startAdminServer(o: AdminServerOptions): Promise<AdminServer> {
-  if (typeof o.token !== 'string' || !TOKEN_PATTERN.test(o.token)) {
-    throw new Error('admin token: must be a non-empty string of visible ASCII characters (no spaces)');
-  }
+  const bad = adminTokenProblem(o.token);
+  if (bad !== null) throw new Error(`admin token: ${bad}`);
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
   const { limiter, logger: log } = o;
   const expected = Buffer.from(o.token);

@@ -24,6 +24,8 @@ export const ErrorCodes = {
   STORE_FAILED: { status: 503 },
   /** A compare-and-set lost: the policies changed since the caller read them (admin PUT with a stale version). HTTP 409. */
   CONFLICT: { status: 409 },
+  /** The command line is wrong (an unknown flag, a missing or malformed argument). `sluice` exits 2. */
+  USAGE: { status: 400 },
 } as const;
 
 export type ErrorCode = keyof typeof ErrorCodes;
@@ -58,4 +60,9 @@ export function invalidArgument(field: string, why: string): SluiceError {
 /** An invalid policy; the message names the policy and the field. */
 export function configError(where: string, field: string, why: string): SluiceError {
   return new SluiceError('CONFIG', `${where}: ${field}: ${why}`, field);
+}
+
+/** A wrong command line: `sluice` prints the message and the command's usage and exits 2. */
+export function usageError(why: string, field?: string): SluiceError {
+  return new SluiceError('USAGE', why, field);
 }

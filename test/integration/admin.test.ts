@@ -15,6 +15,7 @@ import { runSluice, send, spawnServe, type Answer, type ServeProcess } from '../
 import { startRedis, keysUnder, type TestRedis } from '../helpers/redis.js';
 import { storeKey } from '../../src/keys/store-key.js';
 import { readState } from '../helpers/state.js';
+import { startAdminServer } from '../../src/server/admin.js';
 
 const TOKEN = 'test-admin-token-0123456789abcdef';
 
@@ -111,11 +112,22 @@ describe('admin API: authentication and separation', () => {
     }
   });
 
-  it('refuses to start with an admin port but no token', async () => {
+  it('refuses to start with an admin port but no token (a usage error: exit 2)', async () => {
     const r = await runSluice(['serve', '--port', '0', '--host', '127.0.0.1', '--admin-port', '0'], { env: { SLUICE_ADMIN_TOKEN: '' } });
-    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({
-      code: 1, stderr: 'sluice: the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)\n',
+    expect({ code: r.code, first: r.stderr.split('\n')[0] }).toStrictEqual({
+      code: 2, first: 'sluice serve: the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)',
     });
+  });
+
+  it('refuses a token shorter than 16 characters, from the flag or the environment, before listening', async () => {
+    const why = 'must be at least 16 characters (got 5); generate one with `openssl rand -hex 32`';
+    const flag = await runSluice(['serve', '--port', '0', '--host', '127.0.0.1', '--admin-port', '0', '--admin-token', 'hunter']);
+    expect({ code: flag.code, stdout: flag.stdout, first: flag.stderr.split('\n')[0] })
+      .toStrictEqual({ code: 2, stdout: '', first: `sluice serve: --admin-token / SLUICE_ADMIN_TOKEN: ${why.replace('got 5', 'got 6')}` });
+    const env = await runSluice(['serve', '--port', '0', '--host', '127.0.0.1', '--admin-port', '0'], { env: { SLUICE_ADMIN_TOKEN: 'abcde' } });
+    expect({ code: env.code, first: env.stderr.split('\n')[0] }).toStrictEqual({ code: 2, first: `sluice serve: --admin-token / SLUICE_ADMIN_TOKEN: ${why}` });
+    await expect(startAdminServer({ limiter: null as never, port: 0, host: '127.0.0.1', token: 'abcde' }))
+      .rejects.toThrow(`admin token: ${why}`);
   });
 
   it('takes the token from SLUICE_ADMIN_TOKEN and stops with the server on SIGTERM', async () => {

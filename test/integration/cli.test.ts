@@ -6,9 +6,9 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runSluice, send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { PROJECT_ROOT, runSluice, send, spawnServe, type ServeProcess } from '../helpers/server.js';
 
 let tmp: string;
 beforeAll(() => {
@@ -38,11 +38,45 @@ function exitWithin(p: ServeProcess, ms: number): Promise<{ code: number | null;
   return Promise.race([p.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms))]);
 }
 
-describe('sluice --help', () => {
-  it.each([['--help'], ['check', '--help'], ['serve', '-h'], ['replay', '--help']])('%s prints the usage and exits 0', async (...args) => {
-    const r = await runSluice(args);
+describe('sluice --help, --version and usage errors', () => {
+  it('--help prints every command\'s usage and exits 0', async () => {
+    const r = await runSluice(['--help']);
     expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
-    expect(r.stdout).toMatch(/^usage:\n  sluice serve .*\n.*\n  sluice check .*\n  sluice replay /);
+    expect(r.stdout).toMatch(/^usage:\n  sluice serve .*\n.*\n  sluice check .*\n  sluice replay .*\n  sluice validate .*\n  sluice --version\n/);
+  });
+
+  it.each([['check', '--help'], ['serve', '-h'], ['replay', '--help'], ['validate', '--help']])('%s %s prints that command\'s usage only', async (cmd, flag) => {
+    const r = await runSluice([cmd, flag]);
+    expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
+    expect(r.stdout).toMatch(new RegExp(`^usage:\\n  sluice ${cmd} `));
+    expect(r.stdout.match(/ {2}sluice [a-z]+ /g)).toStrictEqual([`  sluice ${cmd} `]);
+  });
+
+  it('--version prints the package.json version', async () => {
+    const { version } = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(await runSluice(['--version'])).toStrictEqual({ code: 0, signal: null, stdout: `sluice ${version}\n`, stderr: '' });
+  });
+
+  it('every usage error exits 2 with the message and the command\'s usage on stderr', async () => {
+    const cases: Array<[string[], string]> = [
+      [[], 'usage:\n'],
+      [['frobnicate'], 'sluice: unknown command "frobnicate"\n'],
+      [['check', '--bogus'], "sluice check: Unknown option '--bogus'"],
+      [['check', '--key', 'k'], 'sluice check: needs --policy\n'],
+      [['check', '--policy', 'free', '--cost', '1.5'], 'sluice check: --cost must be an integer'],
+      [['check', '--policy', 'free', '--cost', '-1'], "sluice check: Option '--cost' argument is ambiguous."],
+      [['check', '--policy', 'free', '--descriptor', 'x'], 'sluice check: --descriptor must be name=value (got "x")\n'],
+      [['replay'], 'sluice replay: takes one trace file (got 0)\n'],
+      [['replay', 'a.csv', '--top', 'x'], 'sluice replay: --top must be an integer'],
+      [['serve', '--port', '70000'], 'sluice serve: --port must be an integer in [0, 65535]'],
+      [['serve', '--redis', 'redis://x', '--redis-cluster', 'a:1'], 'sluice serve: --redis and --redis-cluster: give one\n'],
+      [['validate'], 'sluice validate: takes one or more policies files\n'],
+    ];
+    for (const [args, start] of cases) {
+      const r = await runSluice(args);
+      expect({ args, code: r.code, stdout: r.stdout, start: r.stderr.startsWith(start), usage: r.stderr.includes('usage:\n') })
+        .toStrictEqual({ args, code: 2, stdout: '', start: true, usage: true });
+    }
   });
 });
 
@@ -86,7 +120,7 @@ describe('sluice serve + sluice check', () => {
     });
   });
 
-  it('an error answer exits 1 and prints the problem; usage errors exit 1 with a message on stderr', async () => {
+  it('an error answer exits 1 and prints the problem; a usage error exits 2', async () => {
     const p = await serve();
     const r = await runSluice(['check', '--url', p.url, '--policy', 'nope', '--key', 'k']);
     expect({ code: r.code, body: JSON.parse(r.stdout) }).toStrictEqual({
@@ -94,9 +128,8 @@ describe('sluice serve + sluice check', () => {
       body: { type: 'about:blank', title: 'Bad Request', status: 400, detail: 'policy: unknown policy "nope"', field: 'policy', code: 'UNKNOWN_POLICY' },
     });
     const noPolicy = await runSluice(['check', '--url', p.url, '--key', 'k']);
-    expect(noPolicy).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: 'sluice: check needs --policy\n' });
-    const badCost = await runSluice(['check', '--url', p.url, '--policy', 'free', '--key', 'k', '--cost', '-1']);
-    expect({ code: badCost.code, stderr: badCost.stderr }).toStrictEqual({ code: 1, stderr: expect.stringContaining('--cost') });
+    expect({ code: noPolicy.code, stdout: noPolicy.stdout, first: noPolicy.stderr.split('\n')[0] })
+      .toStrictEqual({ code: 2, stdout: '', first: 'sluice check: needs --policy' });
   });
 
   it('SIGTERM drains: logs draining and stopped, exits 0 within a few seconds, and nothing listens afterwards', async () => {
