@@ -144,10 +144,10 @@ export interface CliResult {
 }
 
 /** Runs `node bin/sluice.js ...args` to completion (killed after `timeoutMs`). */
-export function runSluice(args: string[], opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+export function runSluice(args: string[], opts: SluiceRunOptions = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SLUICE_BIN, ...args], {
-      cwd: PROJECT_ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawn(process.execPath, [opts.bin ?? SLUICE_BIN, ...args], {
+      cwd: opts.cwd ?? PROJECT_ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
     let stderr = '';
@@ -163,6 +163,16 @@ export function runSluice(args: string[], opts: { timeoutMs?: number; env?: Node
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/** How {@link runSluice} and {@link spawnServe} start the CLI. */
+export interface SluiceRunOptions {
+  timeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+  /** The CLI script to run; default this checkout's bin/sluice.js (an installed copy's, for the package test). */
+  bin?: string;
+  /** Working directory; default the project root. */
+  cwd?: string;
 }
 
 /** A running `sluice serve`. */
@@ -185,9 +195,9 @@ export interface ServeProcess {
  * Spawns `node bin/sluice.js serve --host 127.0.0.1 --port 0 ...extra` and waits for the "sluice serving"
  * log line, whose `port` field is the port chosen.
  */
-export function spawnServe(extra: string[] = [], opts: { timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [SLUICE_BIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...extra], {
-    cwd: PROJECT_ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
+export function spawnServe(extra: string[] = [], opts: SluiceRunOptions = {}): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [opts.bin ?? SLUICE_BIN, 'serve', '--host', '127.0.0.1', '--port', '0', ...extra], {
+    cwd: opts.cwd ?? PROJECT_ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   let err = '';
