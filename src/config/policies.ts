@@ -358,7 +358,8 @@ interface LimitNumbers {
   burstGiven: boolean;
 }
 
-function isBucket(algorithm: Algorithm): boolean {
+/** True for the algorithms whose capacity is `burst` (token_bucket, gcra); the window ones' is `limit`. */
+export function isBucket(algorithm: Algorithm): boolean {
   return algorithm === 'token_bucket' || algorithm === 'gcra';
 }
 

@@ -5,7 +5,7 @@
  */
 import type { CheckRequest, Decision } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../server/headers.js';
+import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../server/headers.js';
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {
@@ -123,7 +123,8 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
     if (headers) {
       const ph = policyHeaderOf(check.policy);
       if (ph !== undefined) h.push(['RateLimit-Policy', ph]);
-      h.push(['RateLimit', rateLimitHeader(d)]);
+      const ps = limiter.policies;
+      h.push(['RateLimit', rateLimitHeader(d, ps === undefined ? undefined : bindingLimit(ps, check.policy, d.policy))]);
     }
     if (d.allowed) return { action: 'next', status: 200, headers: h, body: '', decision: d };
     if (d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);

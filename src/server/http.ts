@@ -2,9 +2,9 @@ import uWS from 'uWebSockets.js';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import { bodyText, checkFromJson, checkFromQuery, decisionJson } from './codec.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
+import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
 import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
@@ -142,7 +142,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const writeDecisionNow = (): void => {
     const d = wDecision!;
     const res = wRes!;
-    const rateLimit = rateLimitFields(d, policyHeader(wSet!, wCheck!.policy));
+    const rateLimit = rateLimitFields(d, policyHeader(wSet!, wCheck!.policy), bindingLimit(wSet!, wCheck!.policy, d.policy), wStatus !== 0);
     if (wStatus === 0) {
       res.writeHeader(rateLimit.name, `${rateLimit.value}\r\nContent-Type: application/json`);
       res.end(decisionJson(d));
@@ -387,14 +387,17 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
 /**
  * A decision's rate-limit headers as one header for one `writeHeader` call: `RateLimit-Policy` (when the
- * policy is known), `RateLimit`, and `Retry-After` on a denial with a finite wait, joined by CRLF. uWS writes
+ * policy is known), `RateLimit`, and `Retry-After` on a denied answer (`deniedStatus`: /v1/auth's 429 or 403)
+ * with a finite wait, joined by CRLF. /v1/check answers 200 whatever the decision, and Retry-After on a 200
+ * means nothing (RFC 9110 §10.2.3): there the wait is RateLimit's t and the body's retryAfterMs. uWS writes
  * `name: value\r\n` as given, so the bytes are those of separate calls, at one crossing into native code
  * instead of three (names and numbers here are plain ASCII: policy names are `A-Z a-z 0-9 _ . - #`).
  */
-function rateLimitFields(d: Decision, policyHeader: string | undefined): { name: string; value: string } {
-  const retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+function rateLimitFields(d: Decision, policyHeader: string | undefined, limit: CompiledLimit | undefined, deniedStatus: boolean): { name: string; value: string } {
+  const retry = deniedStatus && !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  const rateLimit = rateLimitHeader(d, limit);
   FIELDS.name = policyHeader === undefined ? 'RateLimit' : 'RateLimit-Policy';
-  FIELDS.value = policyHeader === undefined ? `${rateLimitHeader(d)}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimitHeader(d)}${retry}`;
+  FIELDS.value = policyHeader === undefined ? `${rateLimit}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimit}${retry}`;
   return FIELDS;
 }
 /** {@link rateLimitFields}'s result, reused: it is read at once. */

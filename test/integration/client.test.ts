@@ -106,7 +106,7 @@ describe('createClient over HTTP', () => {
     const s = await startStreamServer({ policies: POLICIES });
     const c = client({ url: s.url });
     expect(await c.check({ policy: 'p', key: 'k', cost: 4 })).toStrictEqual(decision(true, 6, 2400, 0));
-    expect(c.rateLimitPolicy('p')).toBe('"p";q=10;w=6');
+    expect(c.rateLimitPolicy('p')).toBe('"p";q=10;w=6;sluice-burst=10');
     const three = await Promise.all([
       c.check({ policy: 'p', key: 'k', cost: 6 }),
       c.check({ policy: 'p', key: 'k', cost: 1 }),

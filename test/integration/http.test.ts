@@ -11,16 +11,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/default.js';
 import { createLimiter } from '../../src/index.js';
-import type { Decision } from '../../src/types.js';
+import type { Decision, Limiter } from '../../src/types.js';
 import type { PolicySpec } from '../../src/config/policies.js';
 import { EPOCH_MINUTE, ManualClock } from '../helpers/clock.js';
 import { checkInput, loadCases, pickExpected, type Case } from '../helpers/cases.js';
 import { postJson, query, send, ServerPool, spawnServe, TEST_MAX_KEYS, type Answer, type TestServer } from '../helpers/server.js';
+import { checkedRateHeaders, parseRateLimitList } from '../helpers/ratelimit.js';
 
 const pool = new ServerPool();
 afterEach(() => pool.closeAll());
 
-const DEFAULT_POLICY_HEADER = '"free";q=100;w=60, "global";q=200000;w=60';
+const DEFAULT_POLICY_HEADER = '"free";q=100;w=60;sluice-burst=100, "global";q=200000;w=60;sluice-burst=20000';
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed', 413: 'Content Too Large', 415: 'Unsupported Media Type',
@@ -47,21 +48,8 @@ function expectProblem(a: Answer, status: number, field: string, where = ''): vo
   });
 }
 
-/** Headers derived from a decision: seconds rounded up, Retry-After at least 1 and only on a finite denial. */
-function expectedHeaders(d: Decision, policyHeader: string): Record<string, string | null> {
-  return {
-    ratelimit: `"${d.policy}";r=${d.remaining};t=${Math.ceil(d.resetAfterMs / 1000)}`,
-    'ratelimit-policy': policyHeader,
-    'retry-after': !d.allowed && d.retryAfterMs !== null ? String(Math.max(1, Math.ceil(d.retryAfterMs / 1000))) : null,
-  };
-}
-
 function rateHeaders(a: Answer): Record<string, string | null> {
-  return {
-    ratelimit: a.headers.get('ratelimit'),
-    'ratelimit-policy': a.headers.get('ratelimit-policy'),
-    'retry-after': a.headers.get('retry-after'),
-  };
+  return checkedRateHeaders(a.headers);
 }
 
 /** String#isWellFormed (ES2024; the project's lib is ES2023). */
@@ -84,7 +72,7 @@ describe('GET /v1/check with the built-in default config', () => {
       expect({ status: a.status, contentType: a.contentType, body: a.json }, `check #${i + 1}`)
         .toStrictEqual({ status: 200, contentType: 'application/json', body: d });
       expect(rateHeaders(a), `check #${i + 1}`).toStrictEqual({
-        ratelimit: `"free";r=${99 - i};t=${Math.ceil((600 * (i + 1)) / 1000)}`,
+        ratelimit: `"free";r=${99 - i};t=1`, // the next token is 600 ms away after every one of them
         'ratelimit-policy': DEFAULT_POLICY_HEADER,
         'retry-after': null,
       });
@@ -95,11 +83,8 @@ describe('GET /v1/check with the built-in default config', () => {
       contentType: 'application/json',
       body: { allowed: false, limit: 100, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 600, policy: 'free' },
     });
-    expect(rateHeaders(last)).toStrictEqual({
-      ratelimit: '"free";r=0;t=60',
-      'ratelimit-policy': '"free";q=100;w=60, "global";q=200000;w=60',
-      'retry-after': '1',
-    });
+    // t is the wait (600 ms → 1 s), not the 60 s to full; no Retry-After on a 200
+    expect(rateHeaders(last)).toStrictEqual({ ratelimit: '"free";r=0;t=1', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
     // Another tenant is untouched.
     const other = await send(`${s.url}/v1/check?policy=free&key=tenant-2`);
     expect(other.json).toStrictEqual({ allowed: true, limit: 100, remaining: 99, resetAfterMs: 600, retryAfterMs: 0, policy: 'free' });
@@ -116,21 +101,21 @@ describe('GET /v1/check with the built-in default config', () => {
     expect([viaBody, viaQuery, viaKey, viaBodyKey].map((a) => [a.status, a.json])).toStrictEqual([
       [200, d(99, 600)], [200, d(98, 1200)], [200, d(97, 1800)], [200, d(95, 3000)],
     ]);
-    expect(rateHeaders(viaBodyKey)).toStrictEqual({ ratelimit: '"free";r=95;t=3', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
+    expect(rateHeaders(viaBodyKey)).toStrictEqual({ ratelimit: '"free";r=95;t=1', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
   });
 
   it('cost 0 peeks without spending; cost above the burst is denied for good (retryAfterMs null, no Retry-After)', async () => {
     const s = await pool.start({ policies: defaultConfig().policies });
     const peek = await send(`${s.url}/v1/check?policy=free&key=p&cost=0`);
     expect(peek.json).toStrictEqual({ allowed: true, limit: 100, remaining: 100, resetAfterMs: 0, retryAfterMs: 0, policy: 'free' });
-    expect(peek.headers.get('ratelimit')).toBe('"free";r=100;t=0');
+    expect(peek.headers.get('ratelimit')).toBe('"free";r=100'); // full: no more quota is coming, so no t
     const never = await send(`${s.url}/v1/check?policy=free&key=p&cost=101`);
     expect(never.status).toBe(200);
     expect(never.json).toStrictEqual({
       allowed: false, limit: 100, remaining: 100, resetAfterMs: 0, retryAfterMs: null, policy: 'free',
       reason: "cost exceeds the limit's capacity",
     });
-    expect(rateHeaders(never)).toStrictEqual({ ratelimit: '"free";r=100;t=0', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
+    expect(rateHeaders(never)).toStrictEqual({ ratelimit: '"free";r=100', 'ratelimit-policy': DEFAULT_POLICY_HEADER, 'retry-after': null });
     const all = await send(`${s.url}/v1/check?policy=free&key=p&cost=100`);
     expect(all.json).toStrictEqual({ allowed: true, limit: 100, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 0, policy: 'free' });
   });
@@ -323,11 +308,12 @@ describe('POST /v1/check', () => {
       body: { allowed: true, limit: 10_000, remaining: 0, resetAfterMs: 12_000, retryAfterMs: 0, policy: 'paid' },
     });
     expect(rateHeaders(a)).toStrictEqual({
-      ratelimit: '"paid";r=0;t=12', 'ratelimit-policy': '"paid";q=10000;w=60, "global";q=200000;w=60', 'retry-after': null,
+      // one token every 6 ms: t rounds 6 ms up to 1 s; the burst of 2000 is visible beside q=10000
+      ratelimit: '"paid";r=0;t=1', 'ratelimit-policy': '"paid";q=10000;w=60;sluice-burst=2000, "global";q=200000;w=60;sluice-burst=20000', 'retry-after': null,
     });
     const denied = await postJson(`${s.url}/v1/check`, { policy: 'paid', key: 'tenant-9' });
     expect(denied.json).toStrictEqual({ allowed: false, limit: 10_000, remaining: 0, resetAfterMs: 12_000, retryAfterMs: 6, policy: 'paid' });
-    expect(denied.headers.get('retry-after')).toBe('1');
+    expect(rateHeaders(denied)).toMatchObject({ ratelimit: '"paid";r=0;t=1', 'retry-after': null });
     const d = await postJson(`${s.url}/v1/check`, { policy: 'free', descriptors: { tenant: 't', action: 'write' }, cost: 3 });
     expect(d.json).toStrictEqual({ allowed: true, limit: 100, remaining: 97, resetAfterMs: 1800, retryAfterMs: 0, policy: 'free' });
   });
@@ -489,16 +475,17 @@ describe('wait rounding through HTTP (case 08)', () => {
       [0, false, 2000, '2', '"p";r=0;t=2'], // 2000 → 2, not 3
     ]],
     ['6 per minute', { algorithm: 'gcra', limit: 6, period: 60_000 }, [
+      // t is the next token (one every 10 s), whatever the time to full (10, 20 ... 60 s)
       [0, true, 0, null, '"p";r=5;t=10'],
-      [0, true, 0, null, '"p";r=4;t=20'],
-      [0, true, 0, null, '"p";r=3;t=30'],
-      [0, true, 0, null, '"p";r=2;t=40'],
-      [0, true, 0, null, '"p";r=1;t=50'],
-      [0, true, 0, null, '"p";r=0;t=60'],
-      [0, false, 10_000, '10', '"p";r=0;t=60'], // 10 000 → 10
-      [4000, false, 6000, '6', '"p";r=0;t=56'],
-      [9999, false, 1, '1', '"p";r=0;t=51'], // 1 → 1, reset 50 001 → 51
-      [10_000, true, 0, null, '"p";r=0;t=60'],
+      [0, true, 0, null, '"p";r=4;t=10'],
+      [0, true, 0, null, '"p";r=3;t=10'],
+      [0, true, 0, null, '"p";r=2;t=10'],
+      [0, true, 0, null, '"p";r=1;t=10'],
+      [0, true, 0, null, '"p";r=0;t=10'],
+      [0, false, 10_000, '10', '"p";r=0;t=10'], // 10 000 → 10, and t says the same as Retry-After
+      [4000, false, 6000, '6', '"p";r=0;t=6'],
+      [9999, false, 1, '1', '"p";r=0;t=1'], // 1 → 1
+      [10_000, true, 0, null, '"p";r=0;t=10'],
     ]],
     ['3 per second: a third of a ms rounds up', { algorithm: 'token_bucket', limit: 3, period: 1000 }, [
       [0, true, 0, null, '"p";r=2;t=1'],
@@ -524,14 +511,21 @@ describe('wait rounding through HTTP (case 08)', () => {
     ]],
   ];
 
+  // The same checks to /v1/check (200 with the decision, no Retry-After) and, on a twin server with the same
+  // clock, to /v1/auth (429 with Retry-After on a denial): both must send the same RateLimit.
   it.each(tables)('%s', async (_name, spec, rows) => {
     const s = await pool.start({ policies: { p: spec }, clock: new ManualClock(EPOCH_MINUTE) });
+    const auth = await pool.start({ policies: { p: spec }, clock: new ManualClock(EPOCH_MINUTE) });
     const got: Row[] = [];
     for (const [t] of rows) {
       s.clock.set(EPOCH_MINUTE + t);
+      auth.clock.set(EPOCH_MINUTE + t);
       const a = await send(`${s.url}/v1/check?policy=p&key=k`);
-      expect(a.status).toBe(200);
-      got.push([t, a.json.allowed, a.json.retryAfterMs, a.headers.get('retry-after'), a.headers.get('ratelimit')!]);
+      const b = await send(`${auth.url}/v1/auth?policy=p&key=k`);
+      const [ah, bh] = [rateHeaders(a), rateHeaders(b)];
+      expect({ status: a.status, retryAfter: ah['retry-after'], authStatus: b.status, authRateLimit: bh.ratelimit })
+        .toStrictEqual({ status: 200, retryAfter: null, authStatus: a.json.allowed ? 200 : 429, authRateLimit: ah.ratelimit });
+      got.push([t, a.json.allowed, a.json.retryAfterMs, bh['retry-after'], ah.ratelimit!]);
     }
     expect(got).toStrictEqual(rows);
   });
@@ -553,10 +547,46 @@ describe('shared cases 02, 08, 16 through HTTP: same answers as the engine, exac
     }
   });
 
+  /**
+   * The t a decision's RateLimit must carry, found independently of the server: a denial's wait (Retry-After's
+   * seconds), none for a denial for good, else the first ms at which a peek (cost 0, which changes nothing) at a
+   * later time sees more than `remaining`, searched on the engine: seconds rounded up, exact for token_bucket,
+   * gcra and fixed_window; for sliding_window the server says resetAfterMs, which must be no earlier than it.
+   */
+  let engine: Limiter;
+  let setEngineNow: (t: number) => void;
+  async function expectedT(d: Decision, input: { policy: string; key: string }, now: number): Promise<{ t?: number }> {
+    if (!d.allowed) return d.retryAfterMs === null ? {} : { t: Math.max(1, Math.ceil(d.retryAfterMs / 1000)) };
+    if (d.resetAfterMs === 0) return {};
+    const more = async (dt: number): Promise<boolean> => {
+      setEngineNow(now + dt);
+      try {
+        return (await engine.check({ ...input, cost: 0 })).remaining > d.remaining;
+      } finally {
+        setEngineNow(now);
+      }
+    };
+    let lo = 0; // no more at lo (a peek now sees exactly `remaining`)
+    let hi = d.resetAfterMs; // full again at hi
+    if (!(await more(hi))) return {};
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (await more(mid)) hi = mid;
+      else lo = mid;
+    }
+    const exact = Math.ceil(hi / 1000);
+    const algorithm = engine.policies.get(input.policy)!.limits.find((l) => l.name === d.policy)!.algorithm;
+    if (algorithm !== 'sliding_window') return { t: exact };
+    const t = Math.ceil(d.resetAfterMs / 1000);
+    expect(t).toBeGreaterThanOrEqual(exact);
+    return { t };
+  }
+
   async function runOverHttp(c: Case, via: 'query' | 'json'): Promise<void> {
     const s = await pool.start({ policies: c.policies as Record<string, PolicySpec>, clock: new ManualClock(0) });
     let engineNow = 0;
-    const engine = await createLimiter({ policies: c.policies as Record<string, PolicySpec>, clock: () => engineNow, maxKeys: TEST_MAX_KEYS });
+    engine = await createLimiter({ policies: c.policies as Record<string, PolicySpec>, clock: () => engineNow, maxKeys: TEST_MAX_KEYS });
+    setEngineNow = (t) => (engineNow = t);
     try {
       for (const call of c.calls) {
         const where = `${c.id} via ${via} call #${call.index + 1} (key ${JSON.stringify(call.key).slice(0, 40)})`;
@@ -583,8 +613,15 @@ describe('shared cases 02, 08, 16 through HTTP: same answers as the engine, exac
         expect(a.json.remaining, where).toBeGreaterThanOrEqual(0);
         expect(a.json.retryAfterMs === 0, where).toBe(a.json.allowed);
         const policy = s.limiter.policies.get(input.policy)!;
-        const policyHeader = policy.limits.map((l) => `"${l.name}";q=${l.limit};w=${Math.ceil(l.periodMs / 1000)}`).join(', ');
-        expect(rateHeaders(a), where).toStrictEqual(expectedHeaders(a.json as Decision, policyHeader));
+        const headers = rateHeaders(a);
+        expect(headers['retry-after'], where).toBe(null);
+        expect(parseRateLimitList(headers['ratelimit-policy']!), where).toStrictEqual(policy.limits.map((l) => ({
+          name: l.name,
+          params: { q: l.limit * 1000 / gcd(l.periodMs, 1000), w: l.periodMs / gcd(l.periodMs, 1000), ...(l.algorithm === 'token_bucket' || l.algorithm === 'gcra' ? { 'sluice-burst': l.burst } : {}) },
+        })));
+        const d = a.json as Decision;
+        const [item] = parseRateLimitList(headers.ratelimit!);
+        expect(item, where).toStrictEqual({ name: d.policy, params: { r: d.remaining, ...(await expectedT(d, input, call.t)) } });
       }
     } finally {
       await engine.close();
@@ -670,11 +707,11 @@ describe.each([0, 2])('the global guard (shards: %i)', (shards) => {
       ['B', E(0, false)], ['B', E(0, false)],
     ]);
     expect(rateHeaders(ninth)).toStrictEqual({
-      ratelimit: '"edge";r=0;t=1', 'ratelimit-policy': '"tenant";q=5;w=60, "edge";q=8;w=1', 'retry-after': '1',
+      ratelimit: '"edge";r=0;t=1', 'ratelimit-policy': '"tenant";q=5;w=60, "edge";q=8;w=1', 'retry-after': null,
     });
     const aDenied = await check('A'); // denied by its own limit: must not take a guard token either
     expect(aDenied.json).toStrictEqual({ allowed: false, limit: 5, remaining: 0, resetAfterMs: 60_000, retryAfterMs: 60_000, policy: 'tenant' });
-    expect(aDenied.headers.get('retry-after')).toBe('60');
+    expect(rateHeaders(aDenied)).toMatchObject({ ratelimit: '"tenant";r=0;t=60', 'retry-after': null });
 
     // Next second: the guard's window is fresh, the tenants' minute is not.
     s.clock.advance(1000);
@@ -706,3 +743,7 @@ describe.each([0, 2])('the global guard (shards: %i)', (shards) => {
 });
 
 afterAll(() => pool.closeAll());
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}

@@ -63,12 +63,20 @@ const QUOTA_BODY = JSON.stringify({
   detail: 'quota exceeded for "api": retry in 30 s', 'violated-policies': ['api'],
 });
 
-/** The three answers two requests a minute give, with or without RateLimit-Policy. */
-function threeAnswers(policyHeader: string | null, okType: string, okBody: string): Seen[] {
+/** RateLimit-Policy of `api` as the limiter advertises it. */
+const API_POLICY = '"api";q=2;w=60;sluice-burst=2';
+
+/**
+ * The three answers two requests a minute give, with or without RateLimit-Policy. t is the next token, 30 s
+ * away after either admitted request, and the wait on the denial. A remote limiter's decision does not say
+ * the limit's period, so an admitted answer has no t there (the draft makes it optional).
+ */
+function threeAnswers(policyHeader: string | null, okType: string, okBody: string, remote = false): Seen[] {
+  const t = remote ? '' : ';t=30';
   return [
-    { status: 200, ratelimit: '"api";r=1;t=30', policy: policyHeader, retryAfter: null, type: okType, body: okBody },
-    { status: 200, ratelimit: '"api";r=0;t=60', policy: policyHeader, retryAfter: null, type: okType, body: okBody },
-    { status: 429, ratelimit: '"api";r=0;t=60', policy: policyHeader, retryAfter: '30', type: 'application/problem+json', body: QUOTA_BODY },
+    { status: 200, ratelimit: `"api";r=1${t}`, policy: policyHeader, retryAfter: null, type: okType, body: okBody },
+    { status: 200, ratelimit: `"api";r=0${t}`, policy: policyHeader, retryAfter: null, type: okType, body: okBody },
+    { status: 429, ratelimit: '"api";r=0;t=30', policy: policyHeader, retryAfter: '30', type: 'application/problem+json', body: QUOTA_BODY },
   ];
 }
 
@@ -113,7 +121,7 @@ const JSON_OK = ['application/json', '{"ok":true}'] as const;
 describe('Express middleware', () => {
   it('embedded limiter: RateLimit headers, then 429 with Retry-After and a problem body', async () => {
     const url = await expressApp({ limiter: await embedded(), policy: 'api', key: tenant });
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK));
+    expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, ...JSON_OK));
     // another key has its own quota
     expect((await get(url, { 'x-tenant': 'other' })).status).toBe(200);
   });
@@ -123,7 +131,7 @@ describe('Express middleware', () => {
     const client = createClient({ url: s.url });
     cleanup.push(() => client.close());
     const url = await expressApp({ limiter: client, policy: 'api', key: tenant });
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK));
+    expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, ...JSON_OK, true));
   });
 
   it('remote sluice through the WebSocket client, with the policy header given', async () => {
@@ -131,7 +139,7 @@ describe('Express middleware', () => {
     const client = createClient({ url: s.wsUrl });
     cleanup.push(() => client.close());
     const url = await expressApp({ limiter: client, policy: 'api', key: tenant, policyHeader: '"api";q=2;w=60' });
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK));
+    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK, true));
   });
 
   it('keys by req.ip by default; descriptors and cost from the request', async () => {
@@ -143,7 +151,7 @@ describe('Express middleware', () => {
     });
     const a = await get(byTenant, { 'x-tenant': 'acme' });
     const b = await get(byTenant, { 'x-tenant': 'acme' });
-    expect([a.status, a.ratelimit, b.status, b.retryAfter]).toStrictEqual([200, '"tenants";r=0;t=60', 429, '60']);
+    expect([a.status, a.ratelimit, b.status, b.retryAfter]).toStrictEqual([200, '"tenants";r=0;t=30', 429, '60']);
   });
 
   it('a key of undefined lets the request through unchecked', async () => {
@@ -175,7 +183,7 @@ describe('Fastify middleware', () => {
     const url = await fastifyApp((app) => {
       app.addHook('onRequest', sluiceFastify({ limiter, policy: 'api', key: tenant }));
     });
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK));
+    expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, ...JSON_OK));
   });
 
   it('as a plugin (applies to routes outside it) with a remote sluice over the WebSocket', async () => {
@@ -185,7 +193,7 @@ describe('Fastify middleware', () => {
     const url = await fastifyApp(async (app) => {
       await app.register(sluiceFastifyPlugin, { limiter: client, policy: 'api', key: tenant, policyHeader: '"api";q=2;w=60' });
     });
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK));
+    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', ...JSON_OK, true));
   });
 
   it('keys by request.ip by default', async () => {
@@ -212,7 +220,7 @@ describe('node:http middleware', () => {
       server.close(() => r());
     }));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-    expect(await three(url)).toStrictEqual(threeAnswers('"api";q=2;w=60', 'text/plain', 'hello'));
+    expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, 'text/plain', 'hello'));
   });
 
   it('refuses options without a limiter or a policy', () => {
