@@ -14,6 +14,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PolicySpec } from '../../src/config/policies.js';
 import { send, startTestServer, type Answer, type TestServer } from '../helpers/server.js';
+import { checkedRateHeaders, parseRateLimitList } from '../helpers/ratelimit.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   free: { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100, descriptors: ['tenant', 'action'], guard: 'global' },
@@ -83,7 +84,7 @@ function expectSane(a: Answer, route: 'check' | 'auth', where: string, method = 
   if (method === 'HEAD') {
     // No body on HEAD: only the status and the headers speak.
     expect(a.text, where).toBe('');
-    if (a.status === 200 || a.status === 429) expect(a.headers.get('ratelimit'), where).toMatch(/^"[^"]+";r=\d+;t=\d+$/);
+    if (a.status === 200 || a.status === 429) expect(a.headers.get('ratelimit'), where).toMatch(/^"[^"]+";r=\d+(;t=\d+)?$/);
     else expect(a.contentType, where).toBe('application/problem+json');
     return;
   }
@@ -94,7 +95,8 @@ function expectSane(a: Answer, route: 'check' | 'auth', where: string, method = 
   if (a.status !== 200 && a.status !== 429) return expectProblem(a, where);
   if (route === 'auth') {
     expect(a.text, where).toBe('');
-    expect(a.headers.get('ratelimit'), where).toMatch(/^"[^"]+";r=\d+;t=\d+$/);
+    expect(a.headers.get('ratelimit'), where).toMatch(/^"[^"]+";r=\d+(;t=\d+)?$/);
+    checkedRateHeaders(a.headers);
     const retry = a.headers.get('retry-after');
     if (retry !== null) expect(retry, where).toMatch(/^[1-9]\d*$/);
     return;
@@ -113,7 +115,13 @@ function expectSane(a: Answer, route: 'check' | 'auth', where: string, method = 
     }
   } else {
     expectDecision(body, where);
-    expect(a.headers.get('ratelimit'), where).toBe(`"${body.policy as string}";r=${body.remaining as number};t=${Math.ceil((body.resetAfterMs as number) / 1000)}`);
+    expect(a.headers.get('retry-after'), where).toBe(null);
+    const [item] = parseRateLimitList(checkedRateHeaders(a.headers).ratelimit!);
+    expect({ name: item.name, r: item.params.r }, where).toStrictEqual({ name: body.policy, r: body.remaining });
+    // t: the wait of a denial that can pass later, none for one that never can; for an admitted check the
+    // time to more quota, which is never later than the time to full
+    if (body.allowed === false) expect(item.params.t, where).toBe(body.retryAfterMs === null ? undefined : Math.max(1, Math.ceil((body.retryAfterMs as number) / 1000)));
+    else if (item.params.t !== undefined) expect(item.params.t as number, where).toBeLessThanOrEqual(Math.ceil((body.resetAfterMs as number) / 1000));
   }
 }
 

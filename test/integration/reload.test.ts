@@ -57,8 +57,8 @@ const OLD = policies(1000);
 const NEW = policies(2000);
 /** The RateLimit-Policy header of `api` under each set (w in seconds). */
 const HEADER = {
-  1000: '"api";q=1000;w=86400000, "global";q=100000;w=8640000000',
-  2000: '"api";q=2000;w=172800000, "global";q=200000;w=17280000000',
+  1000: '"api";q=1000;w=86400000;sluice-burst=1000, "global";q=100000;w=8640000000;sluice-burst=100000',
+  2000: '"api";q=2000;w=172800000;sluice-burst=2000, "global";q=200000;w=17280000000;sluice-burst=200000',
 } as const;
 
 function versionOf(text: string): string {
