@@ -1,7 +1,6 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
 import { compilePolicies, isCompiled, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
-import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable } from './engine/limits.js';
@@ -9,7 +8,6 @@ import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { configError, SluiceError } from './util/errors.js';
-import { RedisStore } from './store/redis.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -50,7 +48,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity });
   const hasher = new Hasher(kernel, MAX_BATCH);
   // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
-  const store = opts.redis !== undefined ? RedisStore.create(opts.redis) : null;
+  // loaded only when asked for, as the shard pool (piscina) is: ioredis alone adds ~20 MB to a process's RSS
+  const store = opts.redis !== undefined ? (await import('./store/redis.js')).RedisStore.create(opts.redis) : null;
   // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
   // not stop the limiter from starting (each policy's onStoreError covers it).
   await store?.connected(STORE_CONNECT_WAIT_MS);
@@ -59,7 +58,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
+    : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
         minDelayMs: intOption(opts.shardRecovery?.minDelayMs, 'shardRecovery.minDelayMs', 1000, 1, 2 ** 31 - 1),

@@ -3,7 +3,9 @@ import { loadConfigFile } from '../config/load.js';
 import { defaultConfig } from '../config/default.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
-import { readFile } from 'node:fs/promises';
+import { ProgressLine, type ReplayProgress } from './progress.js';
+import { MAX_KERNEL_KEYS } from '../shard/kernel.js';
+import { stat } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isSluiceError, usageError } from '../util/errors.js';
@@ -87,34 +89,45 @@ async function replayCommand(argv: string[]): Promise<number> {
       'key-column': { type: 'string' },
       top: { type: 'string' },
       shards: { type: 'string' },
+      'max-keys': { type: 'string' },
       json: { type: 'boolean' },
+      quiet: { type: 'boolean', short: 'q' },
       compare: { type: 'string' },
     },
   });
   if (positionals.length !== 1) throw usageError(`takes one trace file (got ${positionals.length})`);
   const file = positionals[0];
+  const shards = intArg(values.shards, '--shards', 0, 64) ?? 0;
+  const maxKeys = intArg(values['max-keys'], '--max-keys', 1, MAX_KERNEL_KEYS);
+  const top = intArg(values.top, '--top', 0, 1_000_000);
   const config = await configFrom(values.config);
-  if (values.compare !== undefined) {
-    const other = await loadConfigFile(values.compare);
-    const rows = await replayCompare({
-      csv: await readFile(file, 'utf8'), file, a: config.policies, b: other.policies,
-      only: values.policy,
-      keyColumn: values['key-column'],
-      shards: intArg(values.shards, '--shards', 0, 64) ?? 0,
-    });
-    const fileA = values.config ?? process.env.SLUICE_CONFIG ?? '(built-in default)';
-    process.stdout.write((values.json
-      ? JSON.stringify({ trace: file, a: fileA, b: values.compare, policies: rows }, null, 2)
-      : formatCompare(rows, file, fileA, values.compare)) + '\n');
+  const other = values.compare === undefined ? undefined : await loadConfigFile(values.compare);
+  const progress = !values.quiet && process.stderr.isTTY ? new ProgressLine({ write: (t) => process.stderr.write(t), totalBytes: await sizeOf(file) }) : null;
+  const common = { file, keyColumn: values['key-column'], shards, maxKeys, onProgress: progress ? (p: ReplayProgress) => progress.update(p) : undefined };
+  try {
+    if (other !== undefined) {
+      const rows = await replayCompare({ ...common, a: config.policies, b: other.policies, only: values.policy });
+      progress?.end();
+      const fileA = values.config ?? process.env.SLUICE_CONFIG ?? '(built-in default)';
+      process.stdout.write((values.json
+        ? JSON.stringify({ trace: file, a: fileA, b: values.compare, policies: rows }, null, 2)
+        : formatCompare(rows, file, fileA, values.compare!)) + '\n');
+      return 0;
+    }
+    const results = await replayFile(file, { ...common, policies: config.policies, only: values.policy, top });
+    progress?.end();
+    process.stdout.write((values.json ? JSON.stringify(results, null, 2) : formatReplay(results, file)) + '\n');
+    return 0;
+  } finally {
+    progress?.end();
+  }
+}
+
+/** The size of a file in bytes, 0 when it cannot be read (the replay then reports why). */
+async function sizeOf(file: string): Promise<number> {
+  try {
+    return (await stat(file)).size;
+  } catch {
     return 0;
   }
-  const results = await replayFile(file, {
-    policies: config.policies,
-    only: values.policy,
-    keyColumn: values['key-column'],
-    top: intArg(values.top, '--top', 0, 1_000_000),
-    shards: intArg(values.shards, '--shards', 0, 64) ?? 0,
-  });
-  process.stdout.write((values.json ? JSON.stringify(results, null, 2) : formatReplay(results, file)) + '\n');
-  return 0;
 }

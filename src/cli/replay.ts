@@ -1,10 +1,10 @@
-import { readFile } from 'node:fs/promises';
-import { parse } from 'csv-parse/sync';
 import { createLimiter } from '../limiter.js';
 import type { CompiledPolicy } from '../config/policies.js';
 import type { CheckRequest } from '../types.js';
 import { SluiceError } from '../util/errors.js';
 import { keyOf } from '../keys/derive.js';
+import type { ReplayProgress } from './progress.js';
+import { readTrace, type TraceRow } from './trace.js';
 
 /**
  * Counts for one policy over a trace. A shadow policy, which never denies, is counted by its evaluation: its
@@ -16,12 +16,20 @@ export interface PolicyReplay {
   denied: number;
   /** Keys with the most denials, most first (ties: key order). */
   mostLimited: Array<{ key: string; admitted: number; denied: number }>;
+  /**
+   * Present when the key table evicted keys (more distinct keys than `maxKeys`): an evicted key that was not
+   * idle started afresh, so the counts may admit more than the policy would. Raise `maxKeys` (--max-keys).
+   */
+  evictions?: number;
 }
 
 export interface ReplayOptions {
-  /** CSV text with a header row: `ts_ms` (Unix ms) and one column per descriptor (e.g. `client`). */
-  csv: string;
-  /** Name of the trace, for error messages. */
+  /**
+   * CSV text with a header row: `ts_ms` (Unix ms) and one column per descriptor (e.g. `client`). When absent,
+   * `file` is read as a stream (memory does not grow with the trace's length).
+   */
+  csv?: string;
+  /** The trace's file (read when `csv` is absent), and its name in error messages. */
   file: string;
   policies: ReadonlyMap<string, CompiledPolicy>;
   /** Policies to replay; default every policy that is not only some other policy's guard. */
@@ -31,64 +39,93 @@ export interface ReplayOptions {
   /** How many most-limited keys to report. Default 10. */
   top?: number;
   shards?: number;
+  /**
+   * Key table capacity of each policy's limiter. Default {@link REPLAY_MAX_KEYS}. A trace with more distinct
+   * keys than this makes the table evict, and an evicted key that was not idle starts afresh: the result then
+   * says how many keys were evicted ({@link PolicyReplay.evictions}).
+   */
+  maxKeys?: number;
+  /** Called every {@link PROGRESS_EVERY} rows and at the end of each pass (one pass per policy). */
+  onProgress?: (p: ReplayProgress) => void;
 }
 
-interface Row {
-  t: number;
-  fields: Record<string, string>;
-}
+/** Default key table capacity of a replay's limiter: ~6 MiB of kernel memory. */
+export const REPLAY_MAX_KEYS = 65_536;
+/** Rows between two progress calls. */
+export const PROGRESS_EVERY = 8192;
+/**
+ * Most rows decided in one batch: rows sharing a timestamp are batched, and a batch decides its checks in
+ * order exactly as one-by-one checks would, so a longer run of one timestamp is simply split.
+ */
+const MAX_BATCH_ROWS = 256;
 
 /**
  * Replays a recorded trace through the engine with the trace's own timestamps as the clock, one limiter per
- * policy (so policies do not charge each other), in the trace's order. Rows that share a timestamp go
- * in one batch, which decides them in order exactly as one-by-one checks would.
+ * policy (so policies do not charge each other), in the trace's order: one pass over the trace per policy,
+ * reading it as a stream. Rows that share a timestamp go in one batch (see MAX_BATCH_ROWS). Memory grows
+ * with the number of distinct keys (the limiter's state and the per-key counts), not with the rows.
  * @throws SluiceError INVALID_ARGUMENT naming the file, row and column of a bad row.
  */
 export async function replay(o: ReplayOptions): Promise<PolicyReplay[]> {
-  const rows = parseTrace(o.csv, o.file);
   const names = o.only ?? [...o.policies.values()].filter((p) => !isOnlyGuard(p, o.policies)).map((p) => p.name);
-  const out: PolicyReplay[] = [];
   for (const name of names) {
-    const policy = o.policies.get(name);
-    if (!policy) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
-    out.push(await replayPolicy(rows, policy, o));
+    if (!o.policies.has(name)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
   }
+  const out: PolicyReplay[] = [];
+  for (let i = 0; i < names.length; i++) out.push(await replayPolicy(o.policies.get(names[i])!, o, i + 1, names.length));
   return out;
 }
 
-async function replayPolicy(rows: Row[], policy: CompiledPolicy, o: ReplayOptions): Promise<PolicyReplay> {
+async function replayPolicy(policy: CompiledPolicy, o: ReplayOptions, pass: number, passes: number): Promise<PolicyReplay> {
   const keyColumn = o.keyColumn ?? 'client';
-  const request = requestBuilder(policy, keyColumn, o.file, rows[0]?.fields ?? {});
   let now = 0;
-  // a trace cannot have more keys than rows: size the table to it rather than to the default million
-  const maxKeys = Math.max(1, Math.min(rows.length * 2, 1_000_000));
-  const limiter = await createLimiter({ policies: o.policies, shards: o.shards ?? 0, maxKeys, clock: () => now });
+  const limiter = await createLimiter({ policies: o.policies, shards: o.shards ?? 0, maxKeys: o.maxKeys ?? REPLAY_MAX_KEYS, clock: () => now });
   const perKey = new Map<string, { admitted: number; denied: number }>();
+  const progress: ReplayProgress = { policy: policy.name, pass, passes, rows: 0, bytes: 0 };
   let admitted = 0;
-  try {
-    for (let i = 0; i < rows.length;) {
-      let j = i;
-      while (j < rows.length && rows[j].t === rows[i].t) j++;
-      now = rows[i].t;
-      const reqs = rows.slice(i, j).map((r) => request(r));
-      const decisions = await Promise.all(reqs.map((r) => limiter.check(r)));
-      decisions.forEach((d, k) => {
-        const key = keyOf(policy, reqs[k].key, reqs[k].descriptors);
-        const c = perKey.get(key) ?? { admitted: 0, denied: 0 };
-        if (d.shadow?.allowed ?? d.allowed) { c.admitted++; admitted++; } else c.denied++;
-        perKey.set(key, c);
-      });
-      i = j;
+  let rows = 0;
+  let request: ((r: TraceRow) => CheckRequest) | undefined;
+  let batch: TraceRow[] = [];
+  const flush = async (): Promise<void> => {
+    now = batch[0].t;
+    const reqs = batch.map(request!);
+    batch = [];
+    const decisions = await limiter.checkMany(reqs);
+    for (let k = 0; k < decisions.length; k++) {
+      const d = decisions[k];
+      if (d instanceof Error) throw d;
+      const key = keyOf(policy, reqs[k].key, reqs[k].descriptors);
+      let c = perKey.get(key);
+      if (c === undefined) perKey.set(key, (c = { admitted: 0, denied: 0 }));
+      if (d.shadow?.allowed ?? d.allowed) { c.admitted++; admitted++; } else c.denied++;
     }
+  };
+  let evictions = 0;
+  try {
+    for await (const row of readTrace({ file: o.file, csv: o.csv, onRead: (n) => (progress.bytes += n) })) {
+      request ??= requestBuilder(policy, keyColumn, o.file, row.fields);
+      if (batch.length > 0 && (row.t !== batch[0].t || batch.length >= MAX_BATCH_ROWS)) await flush();
+      batch.push(row);
+      if (++rows % PROGRESS_EVERY === 0 && o.onProgress) {
+        progress.rows = rows;
+        o.onProgress(progress);
+      }
+    }
+    if (batch.length > 0) await flush();
+    evictions = (await limiter.stats()).evictions;
   } finally {
     await limiter.close();
   }
+  progress.rows = rows;
+  o.onProgress?.(progress);
   const mostLimited = [...perKey.entries()]
     .filter(([, c]) => c.denied > 0)
     .sort((a, b) => b[1].denied - a[1].denied || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
     .slice(0, o.top ?? 10)
     .map(([key, c]) => ({ key, ...c }));
-  return { policy: policy.name, admitted, denied: rows.length - admitted, mostLimited };
+  const result: PolicyReplay = { policy: policy.name, admitted, denied: rows - admitted, mostLimited };
+  if (evictions > 0) result.evictions = evictions;
+  return result;
 }
 
 /** Maps a row to a check: descriptors from the columns of the same names, else `keyColumn` as the key. */
@@ -99,25 +136,9 @@ function requestBuilder(policy: CompiledPolicy, keyColumn: string, file: string,
       throw new SluiceError('INVALID_ARGUMENT', `${file}: policy "${policy.name}" needs column "${n}", which the trace lacks`, n);
     }
   }
-  return (r: Row): CheckRequest => names.length > 0
+  return (r: TraceRow): CheckRequest => names.length > 0
     ? { policy: policy.name, descriptors: Object.fromEntries(names.map((n) => [n, r.fields[n]])), cost: 1 }
     : { policy: policy.name, key: r.fields[keyColumn], cost: 1 };
-}
-
-function parseTrace(csv: string, file: string): Row[] {
-  let records: Record<string, string>[];
-  try {
-    records = parse(csv, { columns: true, skip_empty_lines: true, trim: true }) as Record<string, string>[];
-  } catch (e) {
-    throw new SluiceError('INVALID_ARGUMENT', `${file}: ${(e as Error).message}`);
-  }
-  return records.map((fields, i) => {
-    const t = Number(fields.ts_ms);
-    if (!/^\d+$/.test(fields.ts_ms ?? '') || !Number.isSafeInteger(t)) {
-      throw new SluiceError('INVALID_ARGUMENT', `${file}: row ${i + 2}: ts_ms must be integer Unix ms (got ${JSON.stringify(fields.ts_ms)})`, 'ts_ms');
-    }
-    return { t, fields };
-  });
 }
 
 function isOnlyGuard(p: CompiledPolicy, all: ReadonlyMap<string, CompiledPolicy>): boolean {
@@ -131,6 +152,7 @@ export function formatReplay(results: PolicyReplay[], file: string): string {
     const total = r.admitted + r.denied;
     const pct = total === 0 ? '0.0' : ((100 * r.denied) / total).toFixed(1);
     lines.push('', `policy ${r.policy}: ${total} checks, ${r.admitted} admitted, ${r.denied} denied (${pct}% denied)`);
+    if (r.evictions !== undefined) lines.push(`  warning: ${r.evictions} keys evicted (more distinct keys than --max-keys): counts may be inexact`);
     if (r.mostLimited.length > 0) {
       lines.push('  most-limited keys:');
       for (const k of r.mostLimited) lines.push(`    ${k.key.padEnd(24)} denied ${String(k.denied).padStart(6)}  admitted ${String(k.admitted).padStart(6)}`);
@@ -139,8 +161,9 @@ export function formatReplay(results: PolicyReplay[], file: string): string {
   return lines.join('\n');
 }
 
+/** {@link replay} of a trace file, read as a stream. */
 export async function replayFile(file: string, o: Omit<ReplayOptions, 'csv' | 'file'>): Promise<PolicyReplay[]> {
-  return replay({ ...o, csv: await readFile(file, 'utf8'), file });
+  return replay({ ...o, file });
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ export const COMMAND_USAGE = {
   serve: `  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
                 [--admin-port N --admin-token T [--admin-host H]]`,
   check: '  sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]',
-  replay: '  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json] [--quiet]',
+  replay: '  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--max-keys N] [--json] [--quiet]',
   validate: '  sluice validate FILE ...',
 } as const;
 

@@ -8,7 +8,7 @@
  * state (held or not, last update, counts), and what a cost-0 check of the key's whole group (its limits and
  * its guard's) reports per limit now (remaining, resetAfterMs), which changes nothing.
  */
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Front } from './front.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
@@ -144,7 +144,7 @@ export class KeyAdmin {
       if (sync !== null) await sync.forget(keys);
       const client = storeClient(this.d.store);
       // In a Cluster, a guarded strict policy's keys are kept in its guard's slot (slots.ts): delete both names.
-      const names = client instanceof Cluster && rt.guardStoreKeys !== null
+      const names = client.isCluster && rt.guardStoreKeys !== null
         ? [...keys, ...keys.map((k) => this.placed(rt, k))] : keys;
       try {
         const counts = await Promise.all(names.map((k) => client.del(k)));
@@ -213,7 +213,7 @@ export class KeyAdmin {
       args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, 0, j === 0 ? rt.legCount : 0);
     }
     const client = storeClient(store);
-    const names = keys.slice(0, own).map((k) => (client instanceof Cluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));
+    const names = keys.slice(0, own).map((k) => (client.isCluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));
     try {
       const [rows, time, ...values] = await Promise.all([
         store.decide(keys, args, now),

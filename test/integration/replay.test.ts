@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { formatCompare, replay, replayCompare } from '../../src/cli/replay.js';
+import { formatCompare, formatReplay, replay, replayCompare } from '../../src/cli/replay.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ReferenceModel } from '../helpers/model.js';
 
@@ -47,6 +47,27 @@ describe('sluice replay on the shared access trace (token bucket 10/min, burst 1
   it('names the missing column when a policy needs one the trace lacks', async () => {
     const cfg = parseConfig('policies:\n  t:\n    algorithm: fixed_window\n    limit: 1\n    period: 1s\n    descriptors: [tenant]\n', 'x.yaml');
     await expect(replay({ csv, file: 'trace.csv', policies: cfg.policies })).rejects.toThrow(/needs column "tenant"/);
+  });
+
+  it('reads the file as a stream when no text is given: the same counts; a missing file is named', async () => {
+    const [r] = await replay({ file: TRACE, policies: config.policies, top: 1 });
+    expect([r.admitted, r.denied, r.mostLimited, r.evictions]).toStrictEqual([8509, 1490, [{ key: 'c1162', admitted: 86, denied: 271 }], undefined]);
+    await expect(replay({ file: 'no-such-trace.csv', policies: config.policies }))
+      .rejects.toThrow("no-such-trace.csv: cannot read: ENOENT: no such file or directory, open 'no-such-trace.csv'");
+  });
+
+  it('a key table smaller than the trace\'s keys says how many it evicted, and the text report warns', async () => {
+    const many = 'ts_ms,client\n' + Array.from({ length: 50 }, (_, i) => `${i},k${i}`).join('\n') + '\n';
+    const results = await replay({ csv: many, file: 'many.csv', policies: config.policies, maxKeys: 8 });
+    expect(results[0]).toMatchObject({ admitted: 50, denied: 0, evictions: 42 });
+    expect(formatReplay(results, 'many.csv')).toContain('  warning: 42 keys evicted (more distinct keys than --max-keys): counts may be inexact');
+  });
+
+  it('splits a long run of one timestamp into batches without changing a decision', async () => {
+    const same = 'ts_ms,client\n' + Array.from({ length: 3000 }, (_, i) => `7,k${i % 3}`).join('\n') + '\n';
+    const [r] = await replay({ csv: same, file: 'same.csv', policies: config.policies });
+    // burst 10 per client, nothing refills within one ms: 10 admitted for each of the 3 clients
+    expect([r.admitted, r.denied]).toStrictEqual([30, 2970]);
   });
 
   it('refuses a row whose ts_ms is not integer ms, naming the row', async () => {
