@@ -14,11 +14,17 @@ export type ClientErrorCode =
   | 'OVERLOADED'
   /** The server closed the connection for a protocol reason (1002, 1009), or sent something unreadable. */
   | 'PROTOCOL'
-  /** The server answered with an error code this client does not know. */
+  /**
+   * HTTP: something between the client and sluice (a proxy, an API gateway) answered 429 without a sluice
+   * error body, and the client, which waited its Retry-After and sent again while attempts and time remained,
+   * got no decision. Status 429.
+   */
+  | 'THROTTLED'
+  /** The server answered with an error code this client does not know (or an error without a code). */
   | 'REMOTE';
 
 const STATUS: Record<ClientErrorCode, number> = {
-  UNAVAILABLE: 503, TIMEOUT: 504, CLOSED: 503, OVERLOADED: 503, PROTOCOL: 502, REMOTE: 500,
+  UNAVAILABLE: 503, TIMEOUT: 504, CLOSED: 503, OVERLOADED: 503, PROTOCOL: 502, THROTTLED: 429, REMOTE: 500,
 };
 
 /** An error of the client side: the transport failed, or the server's answer could not be used. */
@@ -42,14 +48,19 @@ export function isSluiceClientError(e: unknown): e is SluiceClientError {
   return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
 }
 
-/** An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw. */
-export function remoteError(e: { code?: unknown; detail?: unknown; field?: unknown; status?: unknown }): Error {
-  const detail = typeof e.detail === 'string' ? e.detail : 'error';
+/**
+ * An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw; an
+ * unknown or missing code is a REMOTE client error naming the HTTP status (`httpStatus`, when known).
+ */
+export function remoteError(e: { code?: unknown; detail?: unknown; field?: unknown; status?: unknown }, httpStatus?: number): Error {
+  const detail = typeof e.detail === 'string' ? e.detail : 'no detail';
   const field = typeof e.field === 'string' && e.field !== '' ? e.field : undefined;
   if (typeof e.code === 'string' && Object.hasOwn(ErrorCodes, e.code)) {
     return new SluiceError(e.code as keyof typeof ErrorCodes, detail, field);
   }
-  return new SluiceClientError('REMOTE', `${String(e.code)}: ${detail}`, typeof e.status === 'number' ? e.status : 500, field);
+  const status = typeof e.status === 'number' ? e.status : httpStatus ?? 500;
+  const code = typeof e.code === 'string' ? `unknown error code ${JSON.stringify(e.code)}` : 'an error without a sluice code';
+  return new SluiceClientError('REMOTE', `${httpStatus === undefined ? '' : `HTTP ${httpStatus}: `}${code}: ${detail}`, status, field);
 }
 
 /** Whether a server error says "try again later" (503: OVERLOADED, SHARD_FAILED, CLOSED). */

@@ -2,6 +2,7 @@ import type { CheckRequest } from '../types.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, Transport, TransportStats } from './types.js';
+import { retryAfterMs } from './retry-after.js';
 
 export interface HttpTransportOptions {
   /** `http://host:port` (no trailing slash) */
@@ -124,6 +125,7 @@ export class HttpTransport implements Transport {
         new SluiceClientError('UNAVAILABLE', `POST /v1/check failed: ${(e as Error).message}${causeOf(e)}`));
     }
     if (this.closed) return;
+    if (res.status === 429 || res.status === 503) return this.throttled(items, res, text);
     this.o.backoff.reset();
     let json: any;
     try {
@@ -159,13 +161,31 @@ export class HttpTransport implements Transport {
       if (retry.length > 0) this.again(retry, 1000, retryErr!);
       return;
     }
-    const err = remoteError(json as Record<string, unknown>);
-    if (res.status === 503) {
-      // honour Retry-After (delay-seconds) before asking again
-      const ra = Number(res.headers.get('retry-after'));
-      return this.again(items, Number.isFinite(ra) && ra >= 0 ? ra * 1000 : 1000, err);
-    }
+    const err = remoteError(json as Record<string, unknown>, res.status);
     for (const p of items) this.settle(p, err);
+  }
+
+  /**
+   * A 503 (sluice overloaded or closing, or a proxy's) or a 429 (never sluice's own: /v1/check answers 200
+   * whatever the decision, so an intermediary's rate limit): waits the answer's Retry-After (delay-seconds or
+   * an HTTP-date; without one, the next backoff step) and sends again while attempts and time remain, else
+   * fails the checks with sluice's error from the body, or THROTTLED (429) / UNAVAILABLE (503) when the body
+   * is not one of sluice's.
+   */
+  private throttled(items: Pending[], res: Response, text: string): void {
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = undefined;
+    }
+    const ours = typeof body === 'object' && body !== null && typeof (body as { code?: unknown }).code === 'string';
+    const what = `POST /v1/check answered ${res.status}${res.headers.get('retry-after') === null ? '' : ` (Retry-After: ${res.headers.get('retry-after')})`}`;
+    const err = ours ? remoteError(body as Record<string, unknown>, res.status)
+      : res.status === 429
+        ? new SluiceClientError('THROTTLED', `${what} without a sluice error body: an intermediary (proxy, gateway) limited the request`)
+        : new SluiceClientError('UNAVAILABLE', `${what} without a sluice error body`);
+    this.again(items, retryAfterMs(res.headers.get('retry-after')) ?? this.o.backoff.next(), err);
   }
 
   /** Sends `items` again after `delayMs` if attempts and time remain; else fails them with `err`. */

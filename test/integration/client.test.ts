@@ -151,6 +151,66 @@ describe('createClient over HTTP', () => {
     await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({ code: 'CLOSED', status: 503, message: 'limiter is closed' });
   });
 
+  it('a 429 from an intermediary (no sluice body): waits its Retry-After, sends again, and gets the decision', async () => {
+    let calls = 0;
+    const { port } = await fakeHttp((req, res) => {
+      req.resume();
+      if (++calls === 1) {
+        res.writeHead(429, { 'content-type': 'text/html', 'retry-after': '0' });
+        res.end('<html><body>Too Many Requests</body></html>');
+      } else {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(decision(true, 9, 600, 0)));
+      }
+    });
+    const c = client({ url: `http://127.0.0.1:${port}` });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    expect([calls, c.stats().resent]).toStrictEqual([2, 1]);
+  });
+
+  it('a 429 from an intermediary that persists fails with THROTTLED (status 429) naming it, not REMOTE', async () => {
+    let calls = 0;
+    const { port } = await fakeHttp((req, res) => {
+      calls++;
+      req.resume();
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '0' });
+      res.end('{"message":"rate limit exceeded"}'); // an API gateway's own body
+    });
+    const c = client({ url: `http://127.0.0.1:${port}`, maxAttempts: 3 });
+    const e = await c.check({ policy: 'p', key: 'k', cost: 1 }).catch((x: unknown) => x);
+    expect(isSluiceClientError(e)).toBe(true);
+    expect(e).toMatchObject({
+      code: 'THROTTLED', status: 429,
+      message: 'POST /v1/check answered 429 (Retry-After: 0) without a sluice error body: an intermediary (proxy, gateway) limited the request',
+    });
+    expect(calls).toBe(3);
+  });
+
+  it('a 429 whose Retry-After does not fit in the timeout fails at once with THROTTLED', async () => {
+    let calls = 0;
+    const { port } = await fakeHttp((req, res) => {
+      calls++;
+      req.resume();
+      res.writeHead(429, { 'retry-after': 'Fri, 31 Dec 2100 23:59:59 GMT' });
+      res.end();
+    });
+    const c = client({ url: `http://127.0.0.1:${port}`, timeoutMs: 2000 });
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({ code: 'THROTTLED', status: 429 });
+    expect(calls).toBe(1);
+  });
+
+  it('an error answer without a sluice code is REMOTE naming the HTTP status, not "undefined: error"', async () => {
+    const { port } = await fakeHttp((req, res) => {
+      req.resume();
+      res.writeHead(418, { 'content-type': 'application/json' });
+      res.end('{"oops":true}');
+    });
+    const c = client({ url: `http://127.0.0.1:${port}` });
+    await expect(c.check({ policy: 'p', key: 'k', cost: 1 })).rejects.toMatchObject({
+      code: 'REMOTE', status: 418, message: 'HTTP 418: an error without a sluice code: no detail',
+    });
+  });
+
   it('an unreachable server fails with UNAVAILABLE after maxAttempts', async () => {
     const { port, server } = await fakeHttp(() => {});
     await new Promise<void>((r) => server.close(() => r()));
