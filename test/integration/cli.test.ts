@@ -220,6 +220,53 @@ describe('sluice replay', () => {
   }, 60_000);
 });
 
+describe('sluice validate', () => {
+  it('exits 0 for good files, naming each with its number of policies', async () => {
+    const one = writeTmp('one.yaml', 'policies:\n  a: { algorithm: fixed_window, limit: 1, period: 1s }\n');
+    const r = await runSluice(['validate', one, 'examples/trace-per-client.yaml']);
+    expect(r).toStrictEqual({ code: 0, signal: null, stdout: `${one}: ok (1 policy)\nexamples/trace-per-client.yaml: ok (1 policy)\n`, stderr: '' });
+  });
+
+  it('prints every error with the file and the path inside it, and exits 1', async () => {
+    const bad = writeTmp('many-errors.yaml', [
+      'policies:',
+      '  a: { algorithm: token_bucket, limit: -1, period: 1m }',
+      '  b: { algorithm: fixed_window, limit: 5, period: 0s, guard: a }', // a guard that is itself invalid: no cascade
+      '  c: { algorithm: nope, limit: 5, period: 1s }',
+      '  d: { algorithm: fixed_window, limit: 5, period: 1s, guard: zz }',
+      'server: { port: 99999, bogus: 1 }',
+      '',
+    ].join('\n'));
+    const good = writeTmp('fine.yaml', 'policies:\n  a: { algorithm: fixed_window, limit: 1, period: 1s }\n');
+    const r = await runSluice(['validate', bad, good]);
+    expect({ code: r.code, stdout: r.stdout, stderr: r.stderr.split('\n') }).toStrictEqual({
+      code: 1,
+      stdout: `${good}: ok (1 policy)\n`,
+      stderr: [
+        `${bad}: server.port: must be an integer from 0 to 65535 (got 99999)`,
+        `${bad}: server.bogus: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin)`,
+        `${bad}: policies.a.limit: must be a non-negative safe integer (got -1)`,
+        `${bad}: policies.b.period: must be a positive integer of ms or a duration string such as "1m" (got "0s")`,
+        `${bad}: policies.c.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window (got "nope")`,
+        expect.stringMatching(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: policies\\.d\\.guard: .*"zz"`)),
+        '',
+      ],
+    });
+  });
+
+  it('a YAML syntax error or a missing file is one error naming the file', async () => {
+    const broken = writeTmp('broken.yaml', 'policies:\n  a: { algorithm: token_bucket\n');
+    const missing = path.join(tmp, 'absent.yaml');
+    const r = await runSluice(['validate', broken, missing]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split('\n')).toStrictEqual([
+      expect.stringMatching(/: line \d+, column \d+: invalid YAML: /),
+      `${missing}: cannot read: ENOENT: no such file or directory, open '${missing}'`,
+      '',
+    ]);
+  });
+});
+
 describe('bad config files', () => {
   const BAD_PERIOD = 'policies:\n  free:\n    algorithm: token_bucket\n    limit: 100\n    period: 0s\n';
 
