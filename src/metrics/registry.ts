@@ -51,7 +51,7 @@
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
-import type { ReloadSource } from '../server/reloader.js';
+import type { ReloadSource } from '../reload/reloader.js';
 import { isSluiceError } from '../util/errors.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
