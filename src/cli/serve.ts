@@ -4,7 +4,7 @@ import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
 import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
-import { configFrom, intArg } from './index.js';
+import { configFrom, intArg } from './args.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
