@@ -16,7 +16,9 @@ import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
 import type { RedisStore } from '../store/redis.js';
 import type { KeyRequest, KeyState, LimitState } from '../types.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import {
+  GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, PEEK_FOUND, PEEK_LAST_SEEN, PEEK_W0, PEEK_W1,
+} from '../shard/abi.js';
 import { shardOf } from '../shard/router.js';
 import { keyOf, describe } from '../keys/derive.js';
 import { storeKey } from '../keys/store-key.js';
@@ -92,7 +94,7 @@ export class KeyAdmin {
       raw = [];
       for (let j = 0; j < own; j++) {
         const r = j * LEG_OUT;
-        raw.push([peeked[r] === 1, peeked[r + 1], peeked[r + 2], peeked[r + 3]]);
+        raw.push([peeked[r + PEEK_FOUND] === 1, peeked[r + PEEK_W0], peeked[r + PEEK_W1], peeked[r + PEEK_LAST_SEEN]]);
       }
       const sync = rt.synced ? this.d.front.syncWriter : null;
       if (sync !== null) out.stalenessMs = sync.staleness(now);
@@ -104,10 +106,10 @@ export class KeyAdmin {
       const s: LimitState = {
         name: l.name, algorithm: l.algorithm, limit: l.limit, burst: l.burst, periodMs: l.periodMs,
         held, lastUpdateMs: held ? last : null,
-        remaining: rows[r + 1], resetAfterMs: rows[r + 2],
+        remaining: rows[r + OUT_REMAINING], resetAfterMs: rows[r + OUT_RESET_AFTER],
       };
       if (l.algorithm === 'token_bucket' || l.algorithm === 'gcra') {
-        s.tokens = rows[r + 1];
+        s.tokens = rows[r + OUT_REMAINING];
       } else {
         // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
         const tt = held ? Math.max(t, last) : t;
@@ -189,8 +191,8 @@ export class KeyAdmin {
     const legs = new Float64Array(rt.legCount * LEG_IN);
     for (let j = 0; j < rt.legCount; j++) {
       writeLegHash(rt, at.lo, at.hi, j, legs, j * LEG_IN);
-      legs[j * LEG_IN + 2] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
-      legs[j * LEG_IN + 3] = 0;
+      legs[j * LEG_IN + IN_LIMIT] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+      legs[j * LEG_IN + IN_COST] = 0;
     }
     return legs;
   }
