@@ -11,7 +11,7 @@ import { MAX_KEY_BYTES } from '../keys/bounds.js';
 import type { Hasher } from '../keys/hasher.js';
 import { GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
 import { BOUND_DENIED, BOUND_NEVER, badLegError, bindingLeg, neverReason } from './decision.js';
-import { SluiceError, isSluiceError } from '../util/errors.js';
+import { isSluiceError, shardFailed } from '../util/errors.js';
 
 /** The key of a limiter's `checkBatch` (internal, not part of the Limiter interface): {@link Front.checkBatch}. */
 export const CHECK_BATCH = Symbol.for('sluice.checkBatch');
@@ -220,7 +220,7 @@ export class DirectBatch {
         base += rt.legCount;
       }
     } catch (e) {
-      const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
+      const err = isSluiceError(e) ? e : shardFailed((e as Error).message);
       for (let c = 0; c < n; c++) o.fail(at[c], err);
     } finally {
       this.hasher.reset();

@@ -1,7 +1,7 @@
 import type { Decision } from '../types.js';
 import type { PolicyRuntime } from './runtime.js';
 import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, shardFailed } from '../util/errors.js';
 
 /** {@link bindingLeg}'s outcome, in bits 8 and up of its result (the leg index is in the low 8 bits). */
 export const BOUND_ALLOWED = 0;
@@ -44,7 +44,7 @@ export function bindingLeg(out: Float64Array, base: number, rt: PolicyRuntime): 
 /** The error for a check whose leg j (from {@link bindingLeg}'s −(j + 1)) the kernel rejected. */
 export function badLegError(out: Float64Array, base: number, rt: PolicyRuntime, bound: number): SluiceError {
   const j = -bound - 1;
-  return new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${out[(base + j) * LEG_OUT + OUT_CODE]})`);
+  return shardFailed(`kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${out[(base + j) * LEG_OUT + OUT_CODE]})`);
 }
 
 /** Why a check can never be admitted, from its binding limit. */

@@ -25,7 +25,7 @@ import { storeKey } from '../keys/store-key.js';
 import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
-import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+import { SluiceError, invalidArgument, isSluiceError, closed, storeFailed as redisFailed, unknownPolicy } from '../util/errors.js';
 
 /** What inspect and reset need from a limiter. */
 export interface KeyAdminDeps {
@@ -167,12 +167,12 @@ export class KeyAdmin {
 
   /** Validates the request, hashes its key with the policy's seed and finds the owning shard. */
   private locate(req: KeyRequest): Located {
-    if (this.d.closed()) throw new SluiceError('CLOSED', 'limiter is closed');
+    if (this.d.closed()) throw closed();
     if (typeof req !== 'object' || req === null) throw invalidArgument('request', 'must be an object');
     const name = (req as { policy?: unknown }).policy;
     if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
     const rt = this.d.front.policyRuntimes.get(name);
-    if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    if (rt === undefined) throw unknownPolicy(name);
     const key = keyOf(rt.policy, req.key, req.descriptors);
     // Checks queued this turn go out first (under the hasher they share); then the hasher is free.
     this.d.front.flush();
@@ -252,5 +252,5 @@ function storeClient(store: RedisStore): Redis | Cluster {
 
 function storeFailed(e: unknown): SluiceError {
   if (isSluiceError(e)) return e;
-  return new SluiceError('STORE_FAILED', `redis: ${(e as Error)?.message ?? String(e)}`);
+  return redisFailed(e);
 }
