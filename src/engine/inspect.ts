@@ -25,6 +25,7 @@ import { storeKey } from '../keys/store-key.js';
 import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
+import { fixedWindowCount, slidingWindowCounts } from './window.js';
 import { SluiceError, invalidArgument, isSluiceError, closed, storeFailed as redisFailed, unknownPolicy } from '../util/errors.js';
 
 /** What inspect and reset need from a limiter. */
@@ -113,13 +114,12 @@ export class KeyAdmin {
       } else {
         // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
         const tt = held ? Math.max(t, last) : t;
-        const k = Math.floor(tt / l.periodMs);
-        const lk = Math.floor(last / l.periodMs);
         if (l.algorithm === 'fixed_window') {
-          s.count = held && lk === k ? w0 : 0;
+          s.count = fixedWindowCount(l.periodMs, held, w0, last, tt);
         } else {
-          s.count = held && lk === k ? w1 : 0;
-          s.previousCount = !held ? 0 : lk === k ? w0 : lk + 1 === k ? w1 : 0;
+          const c = slidingWindowCounts(l.periodMs, held, w0, w1, last, tt);
+          s.count = c.current;
+          s.previousCount = c.previous;
         }
       }
       out.limits.push(s);
