@@ -1,14 +1,13 @@
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
-import { defaultConfig } from '../config/default.js';
-import type { SluiceConfig } from '../config/schema.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
 import { ProgressLine, type ReplayProgress } from './progress.js';
 import { MAX_KERNEL_KEYS } from '../shard/kernel.js';
 import { stat } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isSluiceError, usageError } from '../util/errors.js';
+import { isSluiceError, usage } from '../util/errors.js';
+import { configFrom, intArg } from './args.js';
 import { packageRoot } from '../util/paths.js';
 import { EXIT_USAGE, USAGE, commandUsage, type CommandName } from './usage.js';
 
@@ -65,20 +64,6 @@ function isUsage(e: unknown): boolean {
   return typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_');
 }
 
-/** The config from --config (or SLUICE_CONFIG), else the built-in default. */
-export async function configFrom(file: string | undefined): Promise<SluiceConfig> {
-  const path = file ?? process.env.SLUICE_CONFIG;
-  return path ? loadConfigFile(path) : defaultConfig();
-}
-
-/** Parses an integer option, naming it in the error. @throws SluiceError USAGE for anything else. */
-export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) throw usageError(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`, name);
-  return n;
-}
-
 async function replayCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -95,7 +80,7 @@ async function replayCommand(argv: string[]): Promise<number> {
       compare: { type: 'string' },
     },
   });
-  if (positionals.length !== 1) throw usageError(`takes one trace file (got ${positionals.length})`);
+  if (positionals.length !== 1) throw usage(`takes one trace file (got ${positionals.length})`);
   const file = positionals[0];
   const shards = intArg(values.shards, '--shards', 0, 64) ?? 0;
   const maxKeys = intArg(values['max-keys'], '--max-keys', 1, MAX_KERNEL_KEYS);

@@ -1,7 +1,7 @@
 import { createLimiter } from '../limiter.js';
 import type { CompiledPolicy } from '../config/policies.js';
 import type { CheckRequest } from '../types.js';
-import { SluiceError } from '../util/errors.js';
+import { unknownPolicy, traceError } from '../util/errors.js';
 import { keyOf } from '../keys/derive.js';
 import type { ReplayProgress } from './progress.js';
 import { readTrace, type TraceRow } from './trace.js';
@@ -69,7 +69,7 @@ const MAX_BATCH_ROWS = 256;
 export async function replay(o: ReplayOptions): Promise<PolicyReplay[]> {
   const names = o.only ?? [...o.policies.values()].filter((p) => !isOnlyGuard(p, o.policies)).map((p) => p.name);
   for (const name of names) {
-    if (!o.policies.has(name)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    if (!o.policies.has(name)) throw unknownPolicy(name);
   }
   const out: PolicyReplay[] = [];
   for (let i = 0; i < names.length; i++) out.push(await replayPolicy(o.policies.get(names[i])!, o, i + 1, names.length));
@@ -133,7 +133,7 @@ function requestBuilder(policy: CompiledPolicy, keyColumn: string, file: string,
   const names = policy.descriptors.map((d) => d.name);
   for (const n of names.length > 0 ? names : [keyColumn]) {
     if (!(n in sample)) {
-      throw new SluiceError('INVALID_ARGUMENT', `${file}: policy "${policy.name}" needs column "${n}", which the trace lacks`, n);
+      throw traceError(file, `policy "${policy.name}" needs column "${n}", which the trace lacks`, n);
     }
   }
   return (r: TraceRow): CheckRequest => names.length > 0
@@ -207,7 +207,7 @@ export async function replayCompare(o: CompareOptions): Promise<PolicyComparison
   const wanted = (m: ReadonlyMap<string, CompiledPolicy>): string[] => [...m.values()].filter((p) => !isOnlyGuard(p, m)).map((p) => p.name);
   const names = o.only ?? [...new Set([...wanted(o.a), ...wanted(o.b)])];
   for (const n of names) {
-    if (!o.a.has(n) && !o.b.has(n)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(n)} (in neither config)`, 'policy');
+    if (!o.a.has(n) && !o.b.has(n)) throw unknownPolicy(n, '(in neither config)');
   }
   const side = async (policies: ReadonlyMap<string, CompiledPolicy>): Promise<Map<string, SideCounts>> => {
     const only = names.filter((n) => policies.has(n));

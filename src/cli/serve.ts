@@ -1,11 +1,11 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
-import { PolicyReloader } from '../server/reloader.js';
+import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
-import { configFrom, intArg } from './index.js';
-import { usageError } from '../util/errors.js';
+import { configFrom, intArg } from './args.js';
 import { adminTokenProblem } from '../server/admin.js';
 
 /**
@@ -15,7 +15,7 @@ import { adminTokenProblem } from '../server/admin.js';
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
- * announced to (and heard from) other instances (see src/server/reloader.ts). `--admin-port N` (or
+ * announced to (and heard from) other instances (see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one.
@@ -120,10 +120,10 @@ function adminTarget(
   if (port === undefined) return null;
   const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
   if (token === undefined || token === '') {
-    throw usageError('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
+    throw usage('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
   }
   const bad = adminTokenProblem(token);
-  if (bad !== null) throw usageError(`--admin-token / SLUICE_ADMIN_TOKEN: ${bad}`, '--admin-token');
+  if (bad !== null) throw usage(`--admin-token / SLUICE_ADMIN_TOKEN: ${bad}`, '--admin-token');
   return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
 
@@ -138,20 +138,20 @@ function adminTarget(
  */
 function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
-  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usageError(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
-  if (url !== undefined && cluster !== undefined) throw usageError('--redis and --redis-cluster: give one');
+  if (url !== undefined && cluster !== undefined) throw usage('--redis and --redis-cluster: give one', '--redis');
   if (url === undefined && cluster === undefined) {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usageError('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usage('REDIS_URL and REDIS_CLUSTER_NODES: set one', 'REDIS_URL');
     url = env.REDIS_URL || undefined;
     cluster = env.REDIS_CLUSTER_NODES || undefined;
   }
   if (url !== undefined) return { url };
   if (cluster === undefined) return null;
   const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (nodes.length === 0) throw usageError(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  if (nodes.length === 0) throw usage(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`, '--redis-cluster');
   return { cluster: nodes };
 }

@@ -5,7 +5,7 @@
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { parse } from 'csv-parse';
-import { SluiceError } from '../util/errors.js';
+import { isSluiceError, traceError } from '../util/errors.js';
 
 /**
  * Bytes read at a time. Smaller than the stream default (64 KiB): each chunk becomes a string the parser
@@ -53,14 +53,14 @@ export async function* readTrace(src: TraceSource): AsyncGenerator<TraceRow> {
       i++;
       const t = Number(fields.ts_ms);
       if (!/^\d+$/.test(fields.ts_ms ?? '') || !Number.isSafeInteger(t)) {
-        throw new SluiceError('INVALID_ARGUMENT', `${src.file}: row ${i + 1}: ts_ms must be integer Unix ms (got ${JSON.stringify(fields.ts_ms)})`, 'ts_ms');
+        throw traceError(src.file, `row ${i + 1}: ts_ms must be integer Unix ms (got ${JSON.stringify(fields.ts_ms)})`, 'ts_ms');
       }
       yield { t, fields };
     }
   } catch (e) {
-    if (e instanceof SluiceError) throw e;
+    if (isSluiceError(e)) throw e;
     const why = (e as Error).message.split('\n', 1)[0];
-    throw new SluiceError('INVALID_ARGUMENT', readError === null ? `${src.file}: ${why}` : `${src.file}: cannot read: ${why}`);
+    throw traceError(src.file, readError === null ? why : `cannot read: ${why}`);
   } finally {
     input.destroy();
     parser.destroy();

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { parseYaml, readConfigText } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
 import { joinPath } from '../config/policies.js';
-import { isSluiceError, usageError } from '../util/errors.js';
+import { isSluiceError, usage } from '../util/errors.js';
 
 /** Most errors reported for one file (a generated file could hold thousands). */
 const MAX_ERRORS = 1000;
@@ -20,7 +20,7 @@ const STAND_IN = Object.freeze({ algorithm: 'token_bucket', limit: 1, period: 10
 
 export async function validate(argv: string[]): Promise<number> {
   const { positionals } = parseArgs({ args: argv, allowPositionals: true, options: {} });
-  if (positionals.length === 0) throw usageError('takes one or more policies files');
+  if (positionals.length === 0) throw usage('takes one or more policies files');
   let failed = false;
   for (const file of positionals) {
     const r = await validateFile(file);

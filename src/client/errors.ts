@@ -48,6 +48,16 @@ export function isSluiceClientError(e: unknown): e is SluiceClientError {
   return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
 }
 
+/** A call after the client's close(). */
+export function clientClosed(): SluiceClientError {
+  return new SluiceClientError('CLOSED', 'client is closed');
+}
+
+/** The client's own queue of `max` checks waiting for the server is full. */
+export function clientOverloaded(max: number): SluiceClientError {
+  return new SluiceClientError('OVERLOADED', `more than ${max} checks pending in the client`);
+}
+
 /**
  * An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw; an
  * unknown or missing code is a REMOTE client error naming the HTTP status (`httpStatus`, when known).

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument } from 'yaml';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, configSourceError } from '../util/errors.js';
 import { configFromDocument, type SluiceConfig } from './schema.js';
 
 export type { EngineConfig, ServerConfig, SluiceConfig } from './schema.js';
@@ -36,12 +36,12 @@ export function parseYaml(text: string, file: string): unknown {
   if (first !== undefined) {
     const { line, col } = lineCounter.linePos(first.pos[0]);
     const why = first.code === 'MULTIPLE_DOCS' ? 'a policies file holds a single YAML document' : firstLine(first.message);
-    throw new SluiceError('CONFIG', `${file}: line ${line}, column ${col}: invalid YAML: ${why}`);
+    throw configSourceError(file, `line ${line}, column ${col}: invalid YAML: ${why}`);
   }
   try {
     return doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (e) {
-    throw new SluiceError('CONFIG', `${file}: invalid YAML: ${firstLine((e as Error).message)}`);
+    throw configSourceError(file, `invalid YAML: ${firstLine((e as Error).message)}`);
   }
 }
 
@@ -58,7 +58,7 @@ export async function readConfigText(path: string): Promise<string> {
   try {
     return await readFile(path, 'utf8');
   } catch (e) {
-    throw new SluiceError('CONFIG', `${path}: cannot read: ${firstLine((e as Error).message)}`);
+    throw configSourceError(path, `cannot read: ${firstLine((e as Error).message)}`);
   }
 }
 

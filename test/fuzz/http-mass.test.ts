@@ -27,7 +27,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type CheckRequest, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { prng } from '../helpers/prng.js';
-import { bindingLimit, rateLimitHeader } from '../../src/server/headers.js';
+import { bindingLimit, rateLimitHeader } from '../../src/wire/headers.js';
 
 const POLICIES: Record<string, PolicySpec> = {
   tb: { algorithm: 'token_bucket', limit: 5, period: 1000 },

@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { compilePolicies, type PolicySpec } from '../../../src/config/policies.js';
-import { quotaWindow, rateLimitHeader, rateLimitPolicyHeader, SF_INTEGER_MAX } from '../../../src/server/headers.js';
+import { quotaWindow, rateLimitHeader, rateLimitPolicyHeader, SF_INTEGER_MAX } from '../../../src/wire/headers.js';
 import { EPOCH_MINUTE, ManualClock } from '../../helpers/clock.js';
 import { checkedRateHeaders, parseRateLimitList } from '../../helpers/ratelimit.js';
 import { send, ServerPool } from '../../helpers/server.js';
