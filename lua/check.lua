@@ -5,9 +5,13 @@
 --             costs something, with PX = its resetAfterMs, the time until the state carries no information
 --             (bucket full, window over).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
--- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never). A check with a leg
--- whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg and
--- changes nothing; the other checks of the batch are decided as usual.
+-- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never); then the time the
+-- script decided at (Unix ms: Redis's TIME, or ARGV[2]); then, for each leg of each denied check, in leg
+-- order, the state it was decided on: w0, w1, lastSeen (−1: absent). A denied key's state only shrinks
+-- afterwards (other callers only spend), so the caller can answer the same key's costlier checks without
+-- Redis until it refills (src/engine/strict-cache.ts). A check with a leg whose state cannot be read (a key of another type or a
+-- malformed value) gets UNREADABLE in every leg and changes nothing; the other checks of the batch are
+-- decided as usual.
 --
 -- What it costs Redis: every key is read by one MGET up front (a key that is absent or of another type reads
 -- as false; only those are told apart, by EXISTS). A key's state then lives in the slot of the first leg that
@@ -24,6 +28,10 @@ local raw = readAll(n)
 -- −2: unreadable), TTL the PX of its last write (nil: not written)
 local SLOT, S0, S1, SL, TTL = {}, {}, {}, {}, {}
 local dirty = {}
+-- by leg: the state it was decided on (before its group committed)
+local E0, E1, EL = {}, {}, {}
+-- by leg: true for every leg of a denied check (its state is returned)
+local DENIED = {}
 -- the last limit parsed: its ARGV strings and values
 local pa, pL, pP, pB, alg, L, P, B
 
@@ -37,6 +45,7 @@ local function evaluate(j, c)
     alg, L, P, B = num(sa), num(sL), num(sP), num(sB)
   end
   if L == 0 and alg <= 1 then
+    E0[j], E1[j], EL[j] = 0, 0, -1
     if c > 0 then return NEVER, 0, 0, -1 end
     return ALLOW, 0, 0, 0
   end
@@ -73,6 +82,7 @@ local function evaluate(j, c)
     return UNREADABLE, 0, 0, 0
   end
   if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, t, s end
+  E0[j], E1[j], EL[j] = S0[s] or 0, S1[s] or 0, last
   return code, rem, reset, retry
 end
 
@@ -111,10 +121,13 @@ while i <= n do
         if not TTL[s] then dirty[#dirty + 1] = s end
         TTL[s] = out[o + 3]
       end
-    elseif out[o + 1] == ALLOW then
-      -- this leg alone would admit, but the check is denied: report its state untouched
-      local code, rem, reset, retry = evaluate(j, 0)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+    else
+      DENIED[j] = true
+      if out[o + 1] == ALLOW then
+        -- this leg alone would admit, but the check is denied: report its state untouched
+        local code, rem, reset, retry = evaluate(j, 0)
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+      end
     end
   end
   i = i + g
@@ -122,5 +135,13 @@ end
 for k = 1, #dirty do
   local s = dirty[k]
   redis.call('SET', KEYS[s], encodeState(S0[s], S1[s], SL[s]), 'PX', TTL[s])
+end
+local m = n * 4 + 1
+out[m] = now
+for j = 1, n do
+  if DENIED[j] then
+    out[m + 1], out[m + 2], out[m + 3] = E0[j], E1[j], EL[j]
+    m = m + 3
+  end
 end
 return out

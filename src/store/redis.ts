@@ -6,6 +6,10 @@ import { checkScript, syncScript } from './scripts.js';
 import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
+import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { LEG_WIDE, spentBy, widen } from './reply.js';
+
+export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 
 /**
  * How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL` or
@@ -25,7 +29,11 @@ export interface RedisOptions {
   cluster?: readonly string[];
   /** Prefix of every key sluice writes. Default `sluice:`. */
   prefix?: string;
-  /** Bound on every decision's Redis call, in ms; past it the policy's onStoreError applies. Default 20. */
+  /**
+   * How long a call waits while Redis sends nothing on its connection, in ms; past it the policy's
+   * onStoreError applies. A call queued behind others that Redis is answering keeps waiting (slow is not
+   * down: see src/store/deadline.ts), up to the command timeout, max(1000, 10 × this). Default 20.
+   */
   timeoutMs?: number;
   /** Sync mode: how often each touched key's consumed delta is merged into Redis, in ms. Default 20. */
   syncIntervalMs?: number;
@@ -66,33 +74,42 @@ export class RedisStore {
   private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
   private latencySum = 0;
   /** {@link errors} by kind. */
-  private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, connectionErrors: 0, breakerRejections: 0 };
+  private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
+
+  /** Calls answered after they had timed out (their script ran late), and the tokens they spent. */
+  private late = { calls: 0, tokens: 0 };
 
   private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     const timeoutMs = o.timeoutMs ?? 20;
+    const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
+      this.late.calls++;
+      this.late.tokens += spentBy(raw, args, from);
+    };
     let check: (keys: string[], args: number[]) => Promise<number[]>;
     let sync: (keys: string[], args: number[]) => Promise<number[]>;
-    let bounded = false;
     if (redis instanceof Cluster) {
-      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e));
+      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend);
       check = c.check;
       sync = c.merge;
-      bounded = true; // each slot's call has its own deadline
     } else {
       redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
       const checkCmd = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-      check = (keys, args) => checkCmd(keys.length, ...keys, ...args);
-      sync = (keys, args) => syncCmd(keys.length, ...keys, ...args);
+      const live = new Liveness();
+      check = async (keys, args) => {
+        const raw = await deadline(checkCmd(keys.length, ...keys, ...args), timeoutMs, live, (r) => lateSpend(r, args, 3));
+        return widen(raw, args, 3);
+      };
+      sync = (keys, args) => deadline(syncCmd(keys.length, ...keys, ...args), timeoutMs, live);
     }
-    this.mergeCall = (keys, args) => deadline(sync(keys, args), timeoutMs);
-    const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker,
+    this.mergeCall = sync;
+    const { breaker, state } = createBreaker(check, o.breaker,
       // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
-      // it toward opening would let one poisoned key switch Redis off for every strict policy.
+      // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
+      // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
       (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
@@ -151,6 +168,18 @@ export class RedisStore {
    * those checks take their failure rule, the others their decision.
    */
   async decide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
+    const wide = await this.decideWide(keys, args, nowMs);
+    const out = new Array<number>(keys.length * 4);
+    for (let j = 0; j < keys.length; j++) for (let a = 0; a < 4; a++) out[j * 4 + a] = wide[j * LEG_WIDE + a];
+    return out;
+  }
+
+  /**
+   * {@link decide}, with {@link LEG_WIDE} numbers per leg: code, remaining, resetAfterMs, retryAfterMs, then
+   * the Redis time the leg was decided at (Unix ms), then for a leg of a denied check the state it was decided
+   * on (w0, w1, lastSeen; lastSeen −1: absent), else NaN NaN NaN (src/store/reply.ts).
+   */
+  async decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
     const start = performance.now();
     try {
       return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
@@ -169,7 +198,7 @@ export class RedisStore {
    */
   private unreadable(rows: number[]): number[] {
     let bad = false;
-    for (let r = 0; r < rows.length; r += 4) {
+    for (let r = 0; r < rows.length; r += LEG_WIDE) {
       if (rows[r] === UNREADABLE) {
         rows[r] = rows[r + 1] = rows[r + 2] = rows[r + 3] = NaN;
         bad = true;
@@ -203,6 +232,7 @@ export class RedisStore {
     const start = performance.now();
     try {
       // the marker's name is completed per slot in a Cluster (clusterCalls)
+      // (a merge is idempotent by its batch id, so a late one is harmless: no late-spend accounting)
       return await this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
     } catch (e) {
       this.failed(e);
@@ -232,9 +262,12 @@ export class RedisStore {
     return this.redis.status === 'ready';
   }
 
-  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency } & StoreFailures {
+  stats(): {
+    storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency; lateCalls: number; lateSpentTokens: number;
+  } & StoreFailures {
     return {
       storeErrors: this.errors, ...this.failures, breaker: this.breakerState(), connected: this.ready,
+      lateCalls: this.late.calls, lateSpentTokens: this.late.tokens,
       latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
     };
   }
@@ -272,17 +305,26 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
 /**
  * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
  * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
- * the replies are put back in the batch's order; the call fails if any part fails. The calls are EVALSHA
- * issued directly: ioredis's auto-pipelining groups them per master by their first key, which it cannot
- * find in a defineCommand script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by
- * resending that call as EVAL, which also caches the script on that master again.
+ * the replies are put back in the batch's order. The calls are EVALSHA issued directly: ioredis's
+ * auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
+ * script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending that call as EVAL,
+ * which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
+ * master fails its slots' calls while the others keep answering.
  */
-function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void): {
+function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
+  lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
   check: (keys: string[], args: number[]) => Promise<number[]>;
   merge: (keys: string[], args: number[]) => Promise<number[]>;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
+  const lives = new Map<string, Liveness>();
+  const liveOf = (slot: number): Liveness => {
+    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+    let l = lives.get(node);
+    if (l === undefined) lives.set(node, (l = new Liveness()));
+    return l;
+  };
   const run = async (s: Script, keys: string[], args: number[]): Promise<number[]> => {
     try {
       return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
@@ -293,22 +335,16 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
-  const gather = async (parts: SlotPart[], calls: Array<Promise<number[]>>, width: number, n: number): Promise<number[]> => {
-    const replies = await Promise.all(calls);
-    const out = new Array<number>(n * width);
-    parts.forEach((p, k) => p.legs.forEach((leg, i) => {
-      for (let a = 0; a < width; a++) out[leg * width + a] = replies[k][i * width + a];
-    }));
-    return out;
-  };
   return {
     // args: clock flag, now, n, then 6 per leg. Each slot's call has its own deadline, and the slots that
     // answered are decided even if another failed (a master lost): its legs' rows are NaN. All failed: rejects.
     async check(keys, args) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) =>
-        deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, ...p.args]), timeoutMs)));
+      const settled = await Promise.allSettled(parts.map((p) => {
+        const partArgs = [args[0], args[1], p.keys.length, ...p.args];
+        return deadline(run(checkLua, p.keys, partArgs), timeoutMs, liveOf(p.slot), (r) => lateSpend(r, partArgs, 3));
+      }));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
       if (failed.length > 0 && failed.length === parts.length) {
@@ -316,24 +352,30 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
         throw failed[0].reason;
       }
       for (const r of failed) partFailed(r.reason);
-      const out = new Array<number>(keys.length * 4).fill(NaN);
+      const out = new Array<number>(keys.length * LEG_WIDE).fill(NaN);
       parts.forEach((p, k) => {
         const r = settled[k];
-        if (r.status === 'fulfilled') p.legs.forEach((leg, i) => {
-          for (let a = 0; a < 4; a++) out[leg * 4 + a] = r.value[i * 4 + a];
+        if (r.status !== 'fulfilled') return;
+        const wide = widen(r.value, [args[0], args[1], p.keys.length, ...p.args], 3);
+        p.legs.forEach((leg, i) => {
+          for (let a = 0; a < LEG_WIDE; a++) out[leg * LEG_WIDE + a] = wide[i * LEG_WIDE + a];
         });
       });
       return out;
     },
     // keys: the n state keys, then the batch's marker; args: clock flag, now, n, then 5 per key. Each part
     // gets its own marker, in its slot: `<marker>:{<tag>}`; a retry splits the same way, so it meets the same.
-    merge(keys, args) {
+    async merge(keys, args) {
       if (c.status !== 'ready') return notReady();
       const n = keys.length - 1;
       const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
-      const calls = parts.map((p) =>
-        run(syncLua, [...p.keys, `${keys[n]}:{${p.tag}}`], [args[0], args[1], p.keys.length, ...p.args]));
-      return gather(parts, calls, 3, n);
+      const replies = await Promise.all(parts.map((p) => deadline(
+        run(syncLua, [...p.keys, `${keys[n]}:{${p.tag}}`], [args[0], args[1], p.keys.length, ...p.args]), timeoutMs, liveOf(p.slot))));
+      const out = new Array<number>(n * 3);
+      parts.forEach((p, k) => p.legs.forEach((leg, i) => {
+        for (let a = 0; a < 3; a++) out[leg * 3 + a] = replies[k][i * 3 + a];
+      }));
+      return out;
     },
   };
 }
@@ -342,22 +384,32 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
 export interface StoreFailures {
   /** Calls that got no answer within `timeoutMs` (a frozen or overloaded Redis, a lost network). */
   timeouts: number;
-  /** Calls Redis answered with an error: the script failed (WRONGTYPE on a key it reads, OOM, a script error). */
+  /** Calls Redis answered with an error about the call: the script failed (WRONGTYPE on a key it reads, a script error). */
   scriptErrors: number;
+  /**
+   * Calls Redis answered with an error about itself: it cannot serve now (OOM, BUSY, LOADING, READONLY,
+   * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MISCONF, NOREPLICAS). They count toward opening the circuit breaker.
+   */
+  unavailable: number;
   /** Calls that could not be sent or lost their connection (Redis down, restarting, not yet connected). */
   connectionErrors: number;
   /** Calls not made because the circuit breaker was open. */
   breakerRejections: number;
 }
 
-/** Redis replies that say it cannot serve now (cluster or server state), not that the script failed. */
-const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|BUSY)\b/;
+/**
+ * Redis replies that say it cannot serve now (its memory, a busy script, loading, a replica, cluster state),
+ * not that the script failed. ioredis may wrap a script's error as "ERR Error running script ...: OOM ...",
+ * so the code is looked for after a script-error prefix too.
+ */
+const UNAVAILABLE_REPLY = /(^|: |^ERR Error running script.*?)(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MISCONF|NOREPLICAS)\b/;
 
-function failureKind(e: unknown): keyof StoreFailures {
+/** The kind of a failed store call (see {@link StoreFailures}). */
+export function failureKind(e: unknown): keyof StoreFailures {
   const err = e as { code?: unknown; name?: unknown; message?: unknown } | null;
   if (err?.code === 'EOPENBREAKER') return 'breakerRejections';
   if (err instanceof StoreTimeoutError || err?.message === 'Command timed out') return 'timeouts';
-  if (err?.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(String(err.message))) return 'scriptErrors';
+  if (err?.name === 'ReplyError') return UNAVAILABLE_REPLY.test(String(err.message)) ? 'unavailable' : 'scriptErrors';
   return 'connectionErrors';
 }
 
@@ -370,39 +422,4 @@ class ScriptStateError extends Error {
   constructor() {
     super('a state key holds another type or a malformed value');
   }
-}
-
-/** A store call that got no answer within its deadline. */
-export class StoreTimeoutError extends Error {
-  constructor(ms: number) {
-    super(`redis: no answer within ${ms} ms`);
-    this.name = 'StoreTimeoutError';
-  }
-}
-
-/**
- * Rejects when `ms` pass without an answer, but only after the loop's next poll phase: a timer is run before
- * sockets are read, so after a turn that blocked longer than `ms`, a reply already waiting in the socket would
- * otherwise lose to the timer, and a decision Redis made and counted would be replaced by the failure rule.
- */
-export function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => setImmediate(() => {
-      if (settled) return;
-      settled = true;
-      reject(new StoreTimeoutError(ms));
-    }), ms);
-    p.then((v) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(v);
-    }, (e: unknown) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
 }
