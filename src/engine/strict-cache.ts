@@ -9,7 +9,8 @@
  * kept states at the current Redis time with the very arithmetic of the script (src/store/lua-algorithms.ts),
  * and answers the denial that gives, with its remaining wait; once that evaluation would admit, the check goes
  * to Redis and the entry is dropped. A check of a smaller cost (which Redis may admit, changing the state),
- * a policy reload, an admin reset and a sync merge into the key drop the entry too. With one cost per key
+ * a policy reload, an admin reset and a sync merge into the key drop the entry too, and every denial is
+ * forgotten when the Redis connection (re)opens (Redis may have restarted without its data, or failed over). With one cost per key
  * (the usual case) the answer equals Redis's, field for field; with a smaller cost spent elsewhere meanwhile,
  * Redis's remaining could be lower and its wait longer, the denial stands either way.
  *

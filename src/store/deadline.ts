@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
  * whichever is later: a frozen (SIGSTOP), dead or unreachable Redis fails every waiting call `timeoutMs` after
  * it was issued, while a busy one (a long queue, a big batch ahead, a blocked event loop on this side) keeps
  * its calls. The budget of a call thus grows with what is queued ahead of it, as long as that queue moves.
- * A hard cap (the client's command timeout, ≥ 1 s) still bounds a Redis that answers, but too slowly.
+ * A hard cap (`capMs`, by default max(1 s, 10 × timeoutMs)) still bounds a Redis that answers, but too slowly.
  *
  * A call that gave up may still have been run by Redis (it was written to the socket): its reply, if it
  * comes, is handed to `late` so the tokens it spent are accounted for.
@@ -37,10 +37,11 @@ export class StoreTimeoutError extends Error {
  * Resolves or rejects as `p` does, unless Redis sends nothing on `live`'s connection for `ms` after the call
  * was issued (see {@link Liveness}): then it rejects with a {@link StoreTimeoutError}. The check runs after the
  * loop's next poll phase: a timer is run before sockets are read, so after a turn that blocked longer than
- * `ms`, replies already waiting in the socket are read first (and count as progress).
+ * `ms`, replies already waiting in the socket are read first (and count as progress). Past `capMs` after it was
+ * issued it rejects whatever the connection does.
  * @param late called with the value of a call that resolved after it had timed out (a late spend).
  */
-export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v: T) => void): Promise<T> {
+export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v: T) => void, capMs = Math.max(1000, 10 * ms)): Promise<T> {
   const issued = performance.now();
   return new Promise<T>((resolve, reject) => {
     let settled = false;
@@ -48,7 +49,7 @@ export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v
     const check = (): void => {
       if (settled) return;
       const since = Math.max(issued, live.lastReplyAt);
-      const left = since + ms - performance.now();
+      const left = Math.min(since + ms, issued + capMs) - performance.now();
       if (left > 0) {
         timer = setTimeout(arm, left);
         return;

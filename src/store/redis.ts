@@ -120,9 +120,10 @@ export class RedisStore {
    * `CONFIG` SluiceError for a bad `cluster` option.
    */
   static create(o: RedisOptions = {}, log?: Logger): RedisStore {
-    // The decision's deadline is enforced by deadline() below; this only clears commands a frozen server
-    // never answers from ioredis's queue.
-    const commandTimeout = Math.max(1000, 10 * (o.timeoutMs ?? 20));
+    // The decision's deadline is enforced by deadline() (src/store/deadline.ts); this only clears commands a
+    // frozen server never answers from ioredis's queue. It is long so that a call given up on by its deadline
+    // still sees its reply if Redis runs it late (a stall of up to a minute): its spend is then counted.
+    const commandTimeout = 60_000;
     // reconnect with exponential backoff and jitter, never giving up
     const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
     // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
@@ -255,6 +256,14 @@ export class RedisStore {
       const timer = setTimeout(() => done(this.ready), ms);
       this.redis.once('ready', onReady);
     });
+  }
+
+  /**
+   * Calls `fn` each time the connection (re)opens: Redis may have restarted without its data or failed over,
+   * so what was learned from it (src/engine/strict-cache.ts) may no longer hold.
+   */
+  onConnect(fn: () => void): void {
+    this.redis.on('ready', fn);
   }
 
   /** True once connected. */
