@@ -32,7 +32,8 @@ export interface RedisOptions {
   /**
    * How long a call waits while Redis sends nothing on its connection, in ms; past it the policy's
    * onStoreError applies. A call queued behind others that Redis is answering keeps waiting (slow is not
-   * down: see src/store/deadline.ts), up to the command timeout, max(1000, 10 × this). Default 20.
+   * down: see src/store/deadline.ts), up to max(1000, 10 × this) after it was issued. Default 200
+   * ({@link DEFAULT_TIMEOUT_MS}).
    */
   timeoutMs?: number;
   /** Sync mode: how often each touched key's consumed delta is merged into Redis, in ms. Default 20. */
@@ -44,6 +45,14 @@ export interface RedisOptions {
   clock?: 'redis' | 'limiter';
   breaker?: BreakerOptions;
 }
+
+/**
+ * The default {@link RedisOptions.timeoutMs}: how long Redis may send nothing on a connection with calls
+ * waiting before it is taken for down. 20 ms of silence is no evidence on a busy host (on 2 shared cores,
+ * Redis itself is descheduled for that long; 4 instances then over-admitted by 2 %), 200 ms is: each check
+ * of a stall waits at most that, and only until the breaker opens (5 calls).
+ */
+export const DEFAULT_TIMEOUT_MS = 200;
 
 /** Upper bounds, in seconds, of the store call latency histogram's buckets. */
 export const STORE_LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
@@ -82,7 +91,7 @@ export class RedisStore {
   private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
-    const timeoutMs = o.timeoutMs ?? 20;
+    const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
       this.late.tokens += spentBy(raw, args, from);
