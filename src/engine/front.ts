@@ -112,7 +112,7 @@ export class Front {
   constructor(o: FrontOptions) {
     this.o = o;
     this.counters = new PolicyCounters(o.logger ?? null);
-    this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime);
+    this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
     // a new connection may be to a Redis that restarted without its data: its denials no longer hold
     o.store?.onConnect(() => this.strict!.clearDenials());
     this.runtimes = o.runtimes;

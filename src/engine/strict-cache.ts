@@ -77,8 +77,9 @@ export class StrictCache {
   /**
    * @param maxKeys most entries held
    * @param redisTime whether Redis decides on its own TIME (else on the time the caller sends: no offset)
+   * @param answer whether to answer over-limit checks (false: only learn, for the `local` rule)
    */
-  constructor(private readonly maxKeys: number, private readonly redisTime: boolean) {}
+  constructor(private readonly maxKeys: number, private readonly redisTime: boolean, private readonly answer = true) {}
 
   get size(): number {
     return this.map.size;
@@ -131,7 +132,7 @@ export class StrictCache {
    * smaller than the one denied or when the states would admit now.
    */
   overLimit(e: Known, cost: number, now: number, epoch: number): Decision | null {
-    if (e.deniedCost < 0) return null;
+    if (e.deniedCost < 0 || !this.answer) return null;
     if (cost < e.deniedCost || e.inflight > 0 || epoch !== e.epoch || (this.redisTime && this.upper() === Number.POSITIVE_INFINITY)) {
       if (cost < e.deniedCost) e.deniedCost = -1;
       return null;

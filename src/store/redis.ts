@@ -44,6 +44,11 @@ export interface RedisOptions {
    */
   clock?: 'redis' | 'limiter';
   breaker?: BreakerOptions;
+  /**
+   * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
+   * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
+   */
+  overLimitCache?: boolean;
 }
 
 /**
@@ -75,6 +80,8 @@ type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number>) =>
 export class RedisStore {
   readonly prefix: string;
   readonly useRedisTime: boolean;
+  /** {@link RedisOptions.overLimitCache}. */
+  readonly overLimitCache: boolean;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly mergeCall: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly breakerState: () => BreakerState;
@@ -91,6 +98,7 @@ export class RedisStore {
   private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
+    this.overLimitCache = o.overLimitCache ?? true;
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
