@@ -1,5 +1,3 @@
-import { performance } from 'node:perf_hooks';
-
 /**
  * "Slow is not down": the deadline of a store call.
  *
