@@ -24,6 +24,15 @@ import { DegradedCounts, markLocal } from './degraded.js';
 const RESOLVED = Promise.resolve();
 
 /**
+ * Strict checks per script call when more are queued: the turn's checks go out in calls of this many, each
+ * written to the socket as soon as it is full (the client does not auto-pipeline), so Redis runs one while
+ * this thread still issues the next, and answers come back staggered (a pipeline, not client and Redis taking
+ * turns). Each key's checks still reach Redis in order: one connection, answered in order. 64: smaller calls
+ * cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
+ */
+const STORE_CHUNK = 64;
+
+/**
  * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
  * for callers that can answer synchronously (the HTTP front).
  */
@@ -330,7 +339,7 @@ export class Front {
 
   /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
   private schedule(): void {
-    if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
+    if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch || this.stored >= STORE_CHUNK) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms

@@ -69,12 +69,20 @@ export interface StoreLatency {
   sumSeconds: number;
 }
 
-type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number[]>;
+type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
+
+/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
+function packLegs(args: readonly number[], from: number): Buffer {
+  const b = Buffer.allocUnsafe((args.length - from) * 8);
+  for (let i = from; i < args.length; i++) b.writeDoubleLE(args[i], (i - from) * 8);
+  return b;
+}
 
 /**
  * Decides batches of legs with one atomic script call each (lua/check.lua), through ioredis with no offline
- * queue, no retries, a command timeout, auto-pipelining and a circuit breaker: a call either answers within
- * the timeout or fails, and the caller applies the policy's failure rule. The script is sent by EVALSHA; after
+ * queue, no retries, the deadline of src/store/deadline.ts (slow is not down) and a circuit breaker: a call
+ * either answers while Redis makes progress or fails, and the caller applies the policy's failure rule. Calls
+ * are pipelined on one connection: each is written when made, several in flight, answered in order. The script is sent by EVALSHA; after
  * a NOSCRIPT (restart, failover, SCRIPT FLUSH) ioredis resends it once by EVAL on that connection.
  */
 export class RedisStore {
@@ -117,7 +125,8 @@ export class RedisStore {
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
       check = async (keys, args) => {
-        const raw = await deadline(checkCmd(keys.length, ...keys, ...args), timeoutMs, live, (r) => lateSpend(r, args, 3));
+        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)), timeoutMs, live,
+          (r) => lateSpend(r, args, 3));
         return widen(raw, args, 3);
       };
       sync = (keys, args) => deadline(syncCmd(keys.length, ...keys, ...args), timeoutMs, live);
@@ -170,7 +179,9 @@ export class RedisStore {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout,
-      enableAutoPipelining: true,
+      // each script call is written when it is made: the front sizes them (src/engine/front.ts STORE_CHUNK),
+      // and a call written at once runs in Redis while the next is being built
+      enableAutoPipelining: false,
       connectTimeout: 1000,
       retryStrategy: backoff,
     });
@@ -351,7 +362,7 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
     if (l === undefined) lives.set(node, (l = new Liveness()));
     return l;
   };
-  const run = async (s: Script, keys: string[], args: number[]): Promise<number[]> => {
+  const run = async (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
     try {
       return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
     } catch (e) {
@@ -369,7 +380,8 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
       const settled = await Promise.allSettled(parts.map((p) => {
         const partArgs = [args[0], args[1], p.keys.length, ...p.args];
-        return deadline(run(checkLua, p.keys, partArgs), timeoutMs, liveOf(p.slot), (r) => lateSpend(r, partArgs, 3));
+        return deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
+          (r) => lateSpend(r, partArgs, 3));
       }));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
