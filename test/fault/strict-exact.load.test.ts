@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
-import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { send, serveStrict, type ServeProcess } from '../helpers/server.js';
 
 const INSTANCES = 4;
 const CLIENTS_PER_INSTANCE = 50;
@@ -37,21 +37,7 @@ describe('strict: 4 instances, 200 clients, 3,000 checks on a limit of 1,000, de
         warm: { algorithm: 'token_bucket', limit: 1_000_000, period: '1s', consistency: 'strict' },
       },
     }));
-    const started = await Promise.allSettled(Array.from({ length: INSTANCES }, () => spawnServe(['--config', file, '--redis', r.url])));
-    procs = started.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
-    const failed = started.find((x) => x.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
-    // the Redis connection comes up after the listening socket: warm up until Redis decides
-    for (const proc of procs) {
-      const until = Date.now() + 10_000;
-      for (;;) {
-        const a = await send(`${proc.url}/v1/check?policy=warm&key=w&cost=1`);
-        if (a.status === 200 && a.json.degraded !== true) break;
-        if (Date.now() > until) throw new Error(`${proc.url} never decided in Redis`);
-        await new Promise((res) => setTimeout(res, 20));
-      }
-      await Promise.all(Array.from({ length: 20 }, (_, i) => send(`${proc.url}/v1/check?policy=warm&key=w${i}&cost=1`)));
-    }
+    procs = await serveStrict(INSTANCES, ['--config', file, '--redis', r.url]);
   }, 60_000);
 
   afterAll(async () => {
