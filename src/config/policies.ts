@@ -95,12 +95,15 @@ export interface PolicySpec {
 export interface RlsRouteSpec {
   domain: string;
   entries: Array<{ key: string; value?: string }>;
+  /** The route is answered OK without a check (envoyproxy/ratelimit's `unlimited: true`). Default false. */
+  unlimited?: boolean;
 }
 
 /** A validated {@link RlsRouteSpec}; `value` null is a key-only (any value) entry. */
 export interface CompiledRlsRoute {
   domain: string;
   entries: Array<{ key: string; value: string | null }>;
+  unlimited: boolean;
 }
 
 export type Consistency = 'local' | 'strict' | 'sync';
@@ -303,7 +306,9 @@ const MAX_RLS_ENTRIES = 16;
 function readRlsRoute(v: unknown, descriptors: CompiledDescriptor[], fail: Fail): CompiledRlsRoute | null {
   if (v === undefined) return null;
   if (!isPlainObject(v)) fail('rls', `must be an object {domain, entries} (got ${describeValue(v)})`);
-  rejectUnknownKeys(v, ['domain', 'entries'], 'rls', 'an rls route', fail);
+  rejectUnknownKeys(v, ['domain', 'entries', 'unlimited'], 'rls', 'an rls route', fail);
+  const unlimited = own(v, 'unlimited') ?? false;
+  if (typeof unlimited !== 'boolean') fail('rls.unlimited', `must be true or false (got ${describeValue(unlimited)})`);
   const domain = own(v, 'domain');
   if (typeof domain !== 'string' || domain === '') fail('rls.domain', `must be a non-empty string (got ${describeValue(domain)})`);
   const entries = own(v, 'entries');
@@ -321,7 +326,7 @@ function readRlsRoute(v: unknown, descriptors: CompiledDescriptor[], fail: Fail)
     if (value !== undefined && (typeof value !== 'string' || value === '')) fail(`${at}.value`, `must be a non-empty string when given (got ${describeValue(value)})`);
     return { key, value: value === undefined ? null : value };
   });
-  return { domain, entries: out };
+  return { domain, entries: out, unlimited };
 }
 
 function readShadow(v: unknown, guard: string | null, fail: Fail): boolean {

@@ -56,7 +56,7 @@ describe('authCost', () => {
 describe('rls route', () => {
   it('compiles entries, value null for a key-only entry', () => {
     const p = compilePolicies({ p: { ...base, rls: { domain: 'edge', entries: [{ key: 'remote_address' }, { key: 'path', value: '/x' }] } } }).get('p')!;
-    expect(p.rls).toStrictEqual({ domain: 'edge', entries: [{ key: 'remote_address', value: null }, { key: 'path', value: '/x' }] });
+    expect(p.rls).toStrictEqual({ domain: 'edge', entries: [{ key: 'remote_address', value: null }, { key: 'path', value: '/x' }], unlimited: false });
     expect(Object.isFrozen(p.rls)).toBe(true);
   });
 
