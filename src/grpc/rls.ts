@@ -21,7 +21,7 @@ import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import { escapePart } from '../keys/derive.js';
 import { UNIT_SECONDS } from '../config/envoy-ratelimit.js';
 import { invalidArgument } from '../util/errors.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../server/headers.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
 
 /** A RateLimitRequest as @grpc/proto-loader decodes it (keepCase, longs as strings, defaults filled). */
 export interface RlsRequest {
@@ -187,7 +187,7 @@ const UNLIMITED: RlsStatus = { code: 'OK', current_limit: null, limit_remaining:
  * - overall_code: OVER_LIMIT when any status is;
  * - response_headers_to_add: `RateLimit-Policy` and `RateLimit` (one list item per decided descriptor), and on
  *   OVER_LIMIT `Retry-After` = the longest wait among the denied descriptors (all must pass), left out when one
- *   of them can never pass. Same fields and rounding as the HTTP front (src/server/headers.ts).
+ *   of them can never pass. Same fields and rounding as the HTTP front (src/wire/headers.ts).
  */
 export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision | undefined>, table: RouteTable): RlsResponse {
   const statuses: RlsStatus[] = [];
