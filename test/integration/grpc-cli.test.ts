@@ -2,6 +2,8 @@
  * `sluice serve --grpc-port` (and SLUICE_GRPC_PORT) on the example envoyproxy/ratelimit config: the built CLI
  * as a child process, called with a gRPC client; the file's top-level `domain` selects that format.
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT, spawnServe, type ServeProcess } from '../helpers/server.js';
@@ -16,8 +18,8 @@ afterEach(async () => {
   }
 });
 
-async function serve(args: string[], env?: NodeJS.ProcessEnv): Promise<RlsClient> {
-  const p = await spawnServe(['--config', CONFIG, ...args], { env });
+async function serve(args: string[], env?: NodeJS.ProcessEnv, config = CONFIG): Promise<RlsClient> {
+  const p = await spawnServe(['--config', config, ...args], { env });
   const line = p.logs().find((l) => l.msg === 'sluice serving')!;
   expect(typeof line.grpcPort).toBe('number');
   const c = rlsClient(line.grpcPort as number);
@@ -43,5 +45,20 @@ describe('sluice serve with a gRPC port', () => {
     expect([over.overall_code, over.statuses[0].current_limit])
       .toStrictEqual(['OVER_LIMIT', { name: expect.stringMatching(/^edge\.path__login\.remote_address-[0-9a-f]{8}$/), requests_per_unit: 5, unit: 'HOUR' }]);
     expect(await c.health()).toBe('SERVING');
+  });
+
+  it('server.grpcPort in a sluice config: domain = policy, entries = its descriptors', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'sluice-grpc-'));
+    try {
+      const file = path.join(dir, 'policies.yaml');
+      await writeFile(file, 'server: { grpcPort: 0 }\npolicies:\n  api: { algorithm: fixed_window, limit: 2, period: 1d, descriptors: [tenant] }\n');
+      const c = await serve([], undefined, file);
+      const req = { domain: 'api', descriptors: [{ entries: [{ key: 'tenant', value: 'acme' }] }] };
+      const codes: string[] = [];
+      for (let i = 0; i < 3; i++) codes.push((await c.shouldRateLimit(req)).overall_code);
+      expect(codes).toStrictEqual(['OK', 'OK', 'OVER_LIMIT']);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
