@@ -99,51 +99,42 @@ function scenarios(name: string, rig: () => Rig): void {
   });
 }
 
-describe('nginx auth_request (examples/gateways/nginx/)', () => {
-  let rig: Rig | undefined;
-  beforeAll(async () => {
-    if (NGINX === null) return;
-    const [closed, open] = [await freePort(), await freePort()];
-    const backend = await startBackend();
-    const sluice = await spawnServe(['--config', path.join(EXAMPLES, 'sluice-nginx.yaml')]);
-    const vars = { SLUICE_ADDR: `127.0.0.1:${sluice.port}`, BACKEND_ADDR: `127.0.0.1:${backend.port}` };
-    const site = async (file: string, port: number): Promise<string> =>
-      substitute(await readFile(path.join(EXAMPLES, 'nginx', file), 'utf8'), { ...vars, LISTEN_PORT: port });
-    const gateway = await startNginx(NGINX, { 'fail-closed.conf': await site('fail-closed.conf', closed), 'fail-open.conf': await site('fail-open.conf', open) }, [closed, open]);
-    rig = { sluice, backend, gateway, closed, open };
-  }, 30_000);
-  afterAll(async () => {
-    await rig?.gateway.stop();
-    await rig?.sluice.kill();
-    await rig?.backend.close();
-  });
+/**
+ * One gateway's tests: a backend, `sluice serve` on `config`, and the gateway started by `start` on two free
+ * ports (fail-closed, fail-open); or, when its binary is missing, one failing test saying so.
+ */
+function gateway(title: string, name: string, bin: string | null, config: string,
+  start: (bin: string, o: { sluice: string; backend: string; closed: number; open: number }) => Promise<Gateway>): void {
+  describe(title, () => {
+    let rig: Rig | undefined;
+    beforeAll(async () => {
+      if (bin === null) return;
+      const [closed, open] = [await freePort(), await freePort()];
+      const backend = await startBackend();
+      const sluice = await spawnServe(['--config', path.join(EXAMPLES, config)]);
+      const gw = await start(bin, { sluice: `127.0.0.1:${sluice.port}`, backend: `127.0.0.1:${backend.port}`, closed, open });
+      rig = { sluice, backend, gateway: gw, closed, open };
+    }, 30_000);
+    afterAll(async () => {
+      await rig?.gateway.stop();
+      await rig?.sluice.kill();
+      await rig?.backend.close();
+    });
 
-  it('nginx is installed', () => {
-    expect(NGINX, 'nginx not found (/usr/sbin/nginx or PATH): apt-get install nginx (.ci/run installs it)').not.toBeNull();
+    it(`${name} is installed`, () => {
+      expect(bin, `${name} not found (/usr/sbin/${name}, /usr/bin/${name} or PATH): apt-get install ${name} (.ci/run installs it)`).not.toBeNull();
+    });
+    if (bin !== null) scenarios(name, () => rig!);
   });
-  if (NGINX !== null) scenarios('nginx', () => rig!);
+}
+
+gateway('nginx auth_request (examples/gateways/nginx/)', 'nginx', NGINX, 'sluice-nginx.yaml', async (bin, o) => {
+  const site = async (file: string, port: number): Promise<string> => substitute(await readFile(path.join(EXAMPLES, 'nginx', file), 'utf8'),
+    { SLUICE_ADDR: o.sluice, BACKEND_ADDR: o.backend, LISTEN_PORT: port });
+  return startNginx(bin, { 'fail-closed.conf': await site('fail-closed.conf', o.closed), 'fail-open.conf': await site('fail-open.conf', o.open) }, [o.closed, o.open]);
 });
 
-describe('Caddy forward_auth (examples/gateways/caddy/Caddyfile)', () => {
-  let rig: Rig | undefined;
-  beforeAll(async () => {
-    if (CADDY === null) return;
-    const [closed, open] = [await freePort(), await freePort()];
-    const backend = await startBackend();
-    const sluice = await spawnServe(['--config', path.join(EXAMPLES, 'sluice.yaml')]);
-    const gateway = await startCaddy(CADDY, await readFile(path.join(EXAMPLES, 'caddy', 'Caddyfile'), 'utf8'), {
-      SLUICE_ADDR: `127.0.0.1:${sluice.port}`, BACKEND_ADDR: `127.0.0.1:${backend.port}`, CLOSED_PORT: closed, OPEN_PORT: open,
-    }, [closed, open]);
-    rig = { sluice, backend, gateway, closed, open };
-  }, 30_000);
-  afterAll(async () => {
-    await rig?.gateway.stop();
-    await rig?.sluice.kill();
-    await rig?.backend.close();
-  });
-
-  it('caddy is installed', () => {
-    expect(CADDY, 'caddy not found (/usr/bin/caddy or PATH): apt-get install caddy (.ci/run installs it)').not.toBeNull();
-  });
-  if (CADDY !== null) scenarios('caddy', () => rig!);
-});
+gateway('Caddy forward_auth (examples/gateways/caddy/Caddyfile)', 'caddy', CADDY, 'sluice.yaml', async (bin, o) =>
+  startCaddy(bin, await readFile(path.join(EXAMPLES, 'caddy', 'Caddyfile'), 'utf8'), {
+    SLUICE_ADDR: o.sluice, BACKEND_ADDR: o.backend, CLOSED_PORT: o.closed, OPEN_PORT: o.open,
+  }, [o.closed, o.open]));
