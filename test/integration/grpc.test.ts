@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { createLimiter } from '../../src/index.js';
 import { startServer } from '../../src/server/http.js';
-import { startGrpcServer, RLS_SERVICE } from '../../src/grpc/server.js';
+import { grpcService, startGrpcServer, RLS_SERVICE } from '../../src/grpc/server.js';
 import { parseConfig } from '../../src/config/load.js';
 import type { PolicySpec } from '../../src/config/policies.js';
 import { rlsClient, startGrpcRig, type GrpcRig, type RlsAnswer, type RlsCall } from '../helpers/grpc.js';
@@ -126,6 +126,35 @@ describe('native policies: domain = policy, entries = its descriptors', () => {
     const r = await rig({ policies: API });
     await r.limiter.close();
     expect(await r.client.failure(one('api', { tenant: 'a', action: 'x' }))).toStrictEqual({ code: grpc.status.UNAVAILABLE, details: 'limiter is closed' });
+  });
+
+  it('with shards: the same numbers; queues full (maxPending: OVERLOADED) → UNAVAILABLE', async () => {
+    const clock = new ManualClock();
+    const limiter = await createLimiter({ policies: API, shards: 1, clock: clock.now, maxKeys: TEST_MAX_KEYS, maxPending: 2 });
+    const r = await rig({ policies: API, clock, limiter });
+    const a = await r.client.shouldRateLimit(one('api', { tenant: 'acme', action: 'read' }));
+    expect(a.statuses).toStrictEqual([status('OK', 'api', 2, 'MINUTE', 1, 60_000)]);
+    const many = { domain: 'api', descriptors: [1, 2, 3, 4, 5].map((i) => ({ entries: entries({ tenant: `t${i}`, action: 'x' }) })) };
+    expect(await r.client.failure(many)).toStrictEqual({ code: grpc.status.UNAVAILABLE, details: 'more than 2 checks pending' });
+  });
+
+  it('health Watch: SERVING, then NOT_SERVING when the server drains', async () => {
+    const r = await rig({ policies: API });
+    const Health = grpcService('grpc.health.v1.Health');
+    const h = new Health(`127.0.0.1:${r.server.port}`, grpc.credentials.createInsecure()) as unknown as { Watch(req: unknown): grpc.ClientReadableStream<{ status: string }>; close(): void };
+    const seen: string[] = [];
+    const ended = new Promise<void>((resolve) => {
+      const call = h.Watch({ service: '' });
+      call.on('data', (m: { status: string }) => {
+        seen.push(m.status);
+        if (seen.length === 1) void r.server.close();
+      });
+      call.on('end', () => resolve());
+      call.on('error', () => resolve());
+    });
+    await ended;
+    h.close();
+    expect(seen).toStrictEqual(['SERVING', 'NOT_SERVING']);
   });
 
   it('health: SERVING for the server and the rate limit service, NOT_FOUND for another', async () => {
