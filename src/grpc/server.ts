@@ -40,6 +40,8 @@ export interface GrpcServerOptions {
   maxDescriptors?: number;
   /** Longest close() waits for calls in flight before cutting them off, in ms. Default 5,000. */
   drainTimeoutMs?: number;
+  /** Most calls in flight on one connection (HTTP/2 streams); more wait in the client. Default 1,000. */
+  maxConcurrentStreams?: number;
 }
 
 export interface SluiceGrpcServer {
@@ -146,7 +148,10 @@ export async function startGrpcServer(o: GrpcServerOptions): Promise<SluiceGrpcS
     return draining ? 'NOT_SERVING' : 'SERVING';
   };
 
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': maxMessageBytes });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': maxMessageBytes,
+    'grpc.max_concurrent_streams': o.maxConcurrentStreams ?? 1_000,
+  });
   server.addService(grpcService('envoy.service.ratelimit.v3.RateLimitService').service, { ShouldRateLimit: shouldRateLimit });
   server.addService(grpcService('grpc.health.v1.Health').service, {
     Check: (call: grpc.ServerUnaryCall<{ service: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {
