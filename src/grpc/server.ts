@@ -18,7 +18,7 @@ import type { Logger } from 'pino';
 import type { Decision, Limiter } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
-import { isSluiceError } from '../util/errors.js';
+import { isSluiceError, listenFailed } from '../util/errors.js';
 import { packageRoot } from '../util/paths.js';
 import { buildResponse, planRequest, routeTable, type RlsRequest, type RouteTable } from './rls.js';
 
@@ -78,7 +78,7 @@ type Code = 'OK' | 'OVER_LIMIT' | 'INVALID_ARGUMENT' | 'UNAVAILABLE' | 'INTERNAL
 
 /**
  * Starts the gRPC server.
- * @throws Error when the port cannot be bound.
+ * @throws SluiceError (listenFailed) when the port cannot be bound.
  */
 export async function startGrpcServer(o: GrpcServerOptions): Promise<SluiceGrpcServer> {
   const metrics = o.metrics ?? createMetrics(o.limiter);
@@ -169,7 +169,7 @@ export async function startGrpcServer(o: GrpcServerOptions): Promise<SluiceGrpcS
   const host = o.host ?? '0.0.0.0';
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${o.port ?? 8081}`, grpc.ServerCredentials.createInsecure(), (err, p) => {
-      if (err) reject(new Error(`cannot listen (gRPC) on ${host}:${o.port ?? 8081}: ${err.message}`));
+      if (err) reject(listenFailed(`gRPC: cannot listen on ${host}:${o.port ?? 8081} (${err.message})`));
       else resolve(p);
     });
   });

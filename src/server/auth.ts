@@ -2,7 +2,7 @@ import type { HttpRequest } from 'uWebSockets.js';
 import type { CheckRequest } from '../types.js';
 import type { CompiledDescriptor, CompiledPolicy } from '../config/policies.js';
 import { checkFromQuery } from '../wire/codec.js';
-import { SluiceError, invalidArgument } from '../util/errors.js';
+import { invalidArgument, notFound, unknownPolicy } from '../util/errors.js';
 
 /** The forward-auth route; `/v1/auth/<policy>/<original path>` is its path form. */
 export const AUTH_PATH = '/v1/auth';
@@ -69,7 +69,7 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
 
 /** `/v1/auth/<policy>[/rest]`: nothing is read from the query (see {@link authCheck}). */
 function pathCheck(req: HttpRequest, url: string, policies: ReadonlyMap<string, CompiledPolicy>): CheckRequest {
-  if (url.charCodeAt(AUTH_PATH.length) !== 0x2f /* / */) throw invalidArgument('path', `no route for ${url}`);
+  if (url.charCodeAt(AUTH_PATH.length) !== 0x2f /* / */) throw notFound(url);
   const slash = url.indexOf('/', AUTH_PATH.length + 1);
   const name = url.slice(AUTH_PATH.length + 1, slash < 0 ? url.length : slash);
   if (name === '') throw invalidArgument('policy', `is required: ${AUTH_PATH}/<policy>/...`);
@@ -96,7 +96,7 @@ function pathCheck(req: HttpRequest, url: string, policies: ReadonlyMap<string, 
 
 function policyNamed(policies: ReadonlyMap<string, CompiledPolicy>, name: string): CompiledPolicy {
   const policy = policies.get(name);
-  if (policy === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+  if (policy === undefined) throw unknownPolicy(name);
   return policy;
 }
 

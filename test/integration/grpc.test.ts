@@ -238,9 +238,10 @@ describe('an envoyproxy/ratelimit config', () => {
 });
 
 describe('the same limiter as the HTTP front: counters, failure rules, consistency modes, metrics', () => {
-  async function both(policies: Record<string, PolicySpec>, redis?: { url: string; prefix?: string; timeoutMs?: number }) {
+  /** `realClock`: Redis-backed state merged against Redis's own time (sync mode) needs the wall clock. */
+  async function both(policies: Record<string, PolicySpec>, redis?: { url: string; prefix?: string; timeoutMs?: number }, realClock = false) {
     const clock = new ManualClock();
-    const limiter = await createLimiter({ policies, clock: clock.now, maxKeys: TEST_MAX_KEYS, redis });
+    const limiter = await createLimiter({ policies, clock: realClock ? Date.now : clock.now, maxKeys: TEST_MAX_KEYS, redis });
     const http = await startServer({ limiter, host: '127.0.0.1', port: 0 });
     const g = await startGrpcServer({ limiter, host: '127.0.0.1', port: 0, metrics: http.metrics });
     const client = rlsClient(g.port);
@@ -258,6 +259,7 @@ describe('the same limiter as the HTTP front: counters, failure rules, consisten
     const s = await both(
       { p: { algorithm: 'fixed_window', limit: 3, period: '1d', descriptors: ['tenant'], consistency } },
       consistency === 'local' ? undefined : { url: 'redis://127.0.0.1:6379', prefix },
+      consistency !== 'local',
     );
     const g = (): Promise<RlsAnswer> => s.client.shouldRateLimit(one('p', { tenant: 'acme' }));
     expect((await g()).statuses[0].limit_remaining).toBe(2);
