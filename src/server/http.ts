@@ -310,7 +310,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
-  app.any('/v1/auth', (res, req) => {
+  const auth = (res: HttpResponse, req: HttpRequest): void => {
     let check: CheckRequest;
     try {
       check = authCheck(req, limiter.policies);
@@ -318,7 +318,10 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       return failNow(res, e);
     }
     runCheck(res, null, check, denyStatus);
-  });
+  };
+  app.any('/v1/auth', auth);
+  // Envoy ext_authz (HTTP) appends the original path to the auth URL: /v1/auth/<policy>/<path> (see auth.ts).
+  app.any('/v1/auth/*', auth);
 
   app.get('/healthz', (res) => {
     const x = begin(res);
