@@ -28,6 +28,7 @@ import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
+import { sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError } from '../util/errors.js';
 
 /** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
@@ -50,7 +51,7 @@ export interface PolicyReloaderOptions {
    * Redis for announcing reloads to other instances and hearing theirs (pub/sub): one server or a Cluster's
    * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
    */
-  redis?: { url: string } | { cluster: readonly string[] } | null;
+  redis?: { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget } | null;
   /** Prefix of the pub/sub channel (`<prefix>policies`). Default `sluice:`, the store's key prefix. */
   prefix?: string;
   /** This instance's id in announcements. Default `<hostname>/<pid>/<8 random hex>`. */
@@ -124,6 +125,7 @@ export class PolicyReloader {
     this.startup = o.startup;
     this.redis = o.redis ?? null;
     if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
+    if (this.redis && 'sentinel' in this.redis) sentinelOptions(this.redis.sentinel, () => 0);
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
     this.current = policiesOf(o.startup?.raw);
@@ -355,7 +357,9 @@ export class PolicyReloader {
         ? new Cluster(clusterNodes(target.cluster), {
           enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
         })
-        : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
+        : 'sentinel' in target
+          ? new Redis({ ...sentinelOptions(target.sentinel, backoff), enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff })
+          : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
       c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
       return c;
     };
