@@ -19,14 +19,14 @@ const STYLE = `
 body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
 header { display: flex; flex-wrap: wrap; gap: 16px; align-items: baseline; padding: 12px 20px; border-bottom: 1px solid var(--line); background: var(--card); }
 header h1 { font-size: 18px; margin: 0; }
-main { padding: 16px 20px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); }
+main { padding: 16px 20px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); align-items: start; }
 section { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 12px 14px; }
 h2 { font-size: 15px; margin: 0 0 6px; }
 .muted { color: var(--muted); }
 .kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid var(--line); font-variant-numeric: tabular-nums; }
-td.n, th.n { text-align: right; }
+td.n, th.n { text-align: right; white-space: nowrap; }
 .key { font-family: ui-monospace, Menlo, monospace; word-break: break-all; }
 svg.chart { width: 100%; height: 90px; display: block; }
 .legend span { margin-right: 12px; }
@@ -100,7 +100,10 @@ const SCRIPT = `
     return p.limits.map(function (l) { return l.algorithm + ' ' + l.limit + '/' + (l.periodMs / 1000) + 's burst ' + l.burst; }).join(' + ');
   }
 
-  function policyCard(p, act, hot) {
+  /** The last n entries of a series (the chart shows the seconds since start, at least a minute). */
+  function last(a, n) { return a.length > n ? a.slice(a.length - n) : a; }
+
+  function policyCard(p, act, hot, shown) {
     var s = el('section');
     s.setAttribute('data-policy', p.name);
     s.appendChild(el('h2', p.name));
@@ -112,12 +115,13 @@ const SCRIPT = `
       legend.appendChild(el('span', 'admitted ' + fmt(sum(act.admitted, n - recent) / recent) + '/s', 'ok'));
       legend.appendChild(el('span', 'denied ' + fmt(sum(act.denied, n - recent) / recent) + '/s', 'deny'));
       legend.appendChild(el('span', 'degraded ' + fmt(sum(act.degraded, n - recent) / recent) + '/s', 'degr'));
-      legend.appendChild(el('span', '(last 10 s; chart: last ' + n + ' s)', 'muted'));
+      legend.appendChild(el('span', '(last 10 s; chart: checks/s over the last ' + Math.min(shown, n) + ' s)', 'muted'));
       s.appendChild(legend);
+      // data-total: every check in the ring (admitted + denied), shown or not
       s.appendChild(chart([
-        { name: 'admitted', values: act.admitted, color: '#2f8f46' },
-        { name: 'denied', values: act.denied, color: '#c8372d' },
-        { name: 'degraded', values: act.degraded, color: '#d98a00' },
+        { name: 'admitted', values: last(act.admitted, shown), color: '#2f8f46' },
+        { name: 'denied', values: last(act.denied, shown), color: '#c8372d' },
+        { name: 'degraded', values: last(act.degraded, shown), color: '#d98a00' },
       ], sum(act.admitted) + sum(act.denied)));
       var totals = el('div', null, 'kv');
       kv(totals, 'checks since start', fmt(act.checks));
@@ -193,7 +197,8 @@ const SCRIPT = `
     }
     main.appendChild(sys);
     var acts = d.activity ? d.activity.policies : {};
-    d.policies.forEach(function (p) { main.appendChild(policyCard(p, acts[p.name], d.hot[p.name])); });
+    var shown = Math.max(60, d.uptimeSeconds + 1);
+    d.policies.forEach(function (p) { main.appendChild(policyCard(p, acts[p.name], d.hot[p.name], shown)); });
   }
 
   var timer = null;
@@ -217,7 +222,7 @@ const SCRIPT = `
       timer = setTimeout(poll, 5000);
     });
   }
-  $('auth-form').addEventListener('submit', function (ev) {
+  $('auth').addEventListener('submit', function (ev) {
     ev.preventDefault();
     sessionStorage.setItem(KEY, $('token').value);
     $('token').value = '';
