@@ -98,6 +98,9 @@ export interface ReloadResult {
   changed: string[];
 }
 
+/** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
+export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
+
 /** Which key {@link Limiter.inspect} and {@link Limiter.reset} act on: `key`, or `descriptors`, as in a check. */
 export interface KeyRequest {
   policy: string;

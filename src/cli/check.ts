@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { intArg } from './index.js';
+import { intArg } from './args.js';
 
 /** Exit code of `sluice check` when the check is denied (0: admitted, 1: error, 2: usage). */
 export const EXIT_DENIED = 3;

@@ -1,7 +1,6 @@
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
-import { defaultConfig } from '../config/default.js';
-import type { SluiceConfig } from '../config/schema.js';
+import { configFrom, intArg } from './args.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
 import { readFile } from 'node:fs/promises';
 
@@ -38,20 +37,6 @@ export async function main(argv: string[]): Promise<number | void> {
     return 0;
   }
   return (await load())(rest);
-}
-
-/** The config from --config (or SLUICE_CONFIG), else the built-in default. */
-export async function configFrom(file: string | undefined): Promise<SluiceConfig> {
-  const path = file ?? process.env.SLUICE_CONFIG;
-  return path ? loadConfigFile(path) : defaultConfig();
-}
-
-/** Parses an integer option, naming it in the error. */
-export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
-  return n;
 }
 
 async function replayCommand(argv: string[]): Promise<number> {

@@ -2,9 +2,9 @@ import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
-import { PolicyReloader } from '../server/reloader.js';
+import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
-import { configFrom, intArg } from './index.js';
+import { configFrom, intArg } from './args.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
@@ -16,7 +16,7 @@ import { configFrom, intArg } from './index.js';
  * else on the public port; `server.statusPage: false` turns them off.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
- * announced to (and heard from) other instances (see src/server/reloader.ts). `--admin-port N` (or
+ * announced to (and heard from) other instances (see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one.

@@ -3,7 +3,7 @@ import type { CheckRequest, Decision } from '../types.js';
 import {
   ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, AnswerReader,
-} from '../server/binary.js';
+} from '../wire/binary.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, Transport, TransportStats } from './types.js';

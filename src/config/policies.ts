@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { configError, SluiceError } from '../util/errors.js';
 import { describeValue, parseDuration } from './duration.js';
-import { MAX_LIST_ENTRIES, parseListEntry } from '../engine/lists.js';
+import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
 
 export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
 

@@ -6,7 +6,8 @@
  */
 import type { Decision } from '../types.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
-import { MAX_KEY_BYTES, type Kernel } from '../shard/kernel.js';
+import type { Kernel } from '../shard/kernel.js';
+import { MAX_KEY_BYTES } from '../keys/bounds.js';
 import type { Hasher } from '../keys/hasher.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
 import { BOUND_DENIED, BOUND_NEVER, badLegError, bindingLeg, neverReason } from './decision.js';

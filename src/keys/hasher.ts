@@ -1,5 +1,5 @@
 import type { Kernel } from '../shard/kernel.js';
-import { MAX_KEY_BYTES } from '../shard/kernel.js';
+import { MAX_KEY_BYTES } from './bounds.js';
 
 /**
  * Hashes keys in batches with the kernel's XXH64: keys are written straight into the kernel's key region as

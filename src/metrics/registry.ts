@@ -52,8 +52,7 @@
  * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
-import type { ReloadSource } from '../server/reloader.js';
+import type { CheckRequest, Decision, Limiter, LimiterStats, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';

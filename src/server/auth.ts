@@ -1,7 +1,7 @@
 import type { HttpRequest } from 'uWebSockets.js';
 import type { CheckRequest } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { checkFromQuery } from './codec.js';
+import { checkFromQuery } from '../wire/codec.js';
 import { SluiceError, invalidArgument } from '../util/errors.js';
 
 /**

@@ -3,8 +3,8 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { bodyText, checkFromJson, checkFromQuery, decisionJson } from './codec.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
+import { bodyText, checkFromJson, checkFromQuery, decisionJson } from '../wire/codec.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
 import { errorItem, problem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';

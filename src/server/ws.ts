@@ -20,14 +20,14 @@ import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit } from '../config/policies.js';
-import { checkFromJson, decisionJson } from './codec.js';
+import { checkFromJson, decisionJson } from '../wire/codec.js';
 import { errorItem } from './problem.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
 import {
   ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
-} from './binary.js';
+} from '../wire/binary.js';
 import {
   BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
 } from '../engine/batch.js';

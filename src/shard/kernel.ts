@@ -27,8 +27,6 @@ interface KernelExports {
 /** f64s per row of Kernel.setState's input. */
 export const STATE_ROW = 6;
 
-/** Longest key, in bytes of UTF-8. */
-export const MAX_KEY_BYTES = 1024;
 /** Key text hashed per batch; a batch goes out early when it fills. */
 const DEFAULT_KEY_BYTES = 1 << 20;
 

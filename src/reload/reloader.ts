@@ -26,13 +26,12 @@ import type { Logger } from 'pino';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
-import type { Limiter, ReloadResult } from '../types.js';
+import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
 import { sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError } from '../util/errors.js';
 
-/** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
-export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
+export type { ReloadSource } from '../types.js';
 
 /** Where a reload counts its outcome (the server's metrics: `sluice_policy_reloads_total`). */
 export interface ReloadCounter {

@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/index.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { policySetVersion } from '../../../src/config/policies.js';
-import { PolicyReloader, type ReloadSource } from '../../../src/server/reloader.js';
+import { PolicyReloader, type ReloadSource } from '../../../src/reload/reloader.js';
 import { isSluiceError } from '../../../src/util/errors.js';
 import { startRedis, type TestRedis } from '../../helpers/redis.js';
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
