@@ -4,8 +4,11 @@
  * same status behind its token. Checks go through every counting path: GET and POST /v1/check (single and
  * batch), /v1/auth, and the WebSocket's binary and JSON frames.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { ServerPool, postJson, send } from '../helpers/server.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ServerPool, postJson, send, spawnServe, type ServeProcess } from '../helpers/server.js';
 import { startAdminServer, type AdminServer } from '../../src/server/admin.js';
 import { createClient } from '../../src/client/index.js';
 
@@ -141,3 +144,45 @@ describe('status and hot keys', () => {
     expect([unknown.json.field, unknown.json.code]).toStrictEqual(['policy', 'UNKNOWN_POLICY']);
   });
 });
+
+describe('sluice serve: where the status page is served', () => {
+  const running: ServeProcess[] = [];
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'sluice-status-'));
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((p) => p.kill()));
+  });
+  const serve = async (server: string, extra: string[] = []): Promise<{ main: string; admin: string | null }> => {
+    const file = path.join(tmp, `p-${running.length}.yaml`);
+    writeFileSync(file, `policies:\n  free: { algorithm: token_bucket, limit: 10, period: 1d }\n${server}`);
+    const p = await spawnServe(['--config', file, ...extra]);
+    running.push(p);
+    const line = p.logs().find((l) => l.msg === 'admin API listening');
+    return { main: p.url, admin: line === undefined ? null : `http://127.0.0.1:${line.port as number}` };
+  };
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('on the public port without an admin port; on the admin port (behind its token) with one; nowhere with statusPage: false', async () => {
+    const open = await serve('');
+    expect((await send(`${open.main}/`)).status).toBe(200);
+    expect((await send(`${open.main}/v1/status`)).json.policies.map((p: { name: string }) => p.name)).toStrictEqual(['free']);
+
+    const withAdmin = await serve('', ['--admin-port', '0', '--admin-token', TOKEN]);
+    expect((await send(`${withAdmin.main}/`)).status).toBe(404);
+    expect((await send(`${withAdmin.main}/v1/status`)).status).toBe(404);
+    expect((await send(`${withAdmin.admin}/status`)).status).toBe(200);
+    expect((await send(`${withAdmin.admin}/v1/status`)).status).toBe(401);
+    expect((await send(`${withAdmin.admin}/v1/status`, { headers: { authorization: `Bearer ${TOKEN}` } })).json.service).toBe('sluice');
+
+    const off = await serve('server:\n  statusPage: false\n', ['--admin-port', '0', '--admin-token', TOKEN]);
+    expect((await send(`${off.main}/`)).status).toBe(404);
+    const offAdmin = await send(`${off.admin}/v1/status`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect([offAdmin.status, offAdmin.json.code]).toStrictEqual([404, 'NOT_FOUND']);
+    expect((await send(`${off.admin}/`)).status).toBe(401);
+
+    const hotOff = await serve('server:\n  hotKeys: { capacity: 0 }\n');
+    await send(`${hotOff.main}/v1/check?policy=free&key=a`);
+    const st = (await send(`${hotOff.main}/v1/status`)).json;
+    expect([st.hot, st.activity.policies.free.checks]).toStrictEqual([{}, 1]);
+  }, 60_000);
+});
+
