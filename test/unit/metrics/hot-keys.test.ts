@@ -65,6 +65,7 @@ describe('SpaceSaving (hot keys)', () => {
     const top = s.top();
     expect(top.length).toBe(K);
     const monitored = new Set(top.map((h) => h.key));
+    expect(monitored.size).toBe(K); // no key held twice
     for (const h of top) {
       const t = truth.get(h.key)!;
       expect(h.error).toBeLessThanOrEqual(s.minCount());
@@ -77,6 +78,24 @@ describe('SpaceSaving (hot keys)', () => {
     for (const [key, t] of truth) if (t.checks > N / K) expect(monitored.has(key)).toBe(true);
     // the sum of counts is N: Space-Saving's counts always add up to the stream length
     expect(top.reduce((a, h) => a + h.checks, 0)).toBe(N);
+  });
+
+  it('finds every key again through collisions, take-overs and backward-shift deletions (a long uniform churn)', () => {
+    const rand = prng(7);
+    for (const K of [1, 2, 3, 7, 64]) {
+      const s = new SpaceSaving(K);
+      const N = 30_000;
+      for (let i = 0; i < N; i++) s.add(`key-${Math.floor(rand() * 5 * K)}-${'x'.repeat(i % 3 === 0 ? 40 : 0)}`, false);
+      const top = s.top();
+      expect(new Set(top.map((h) => h.key)).size).toBe(K);
+      expect(top.reduce((a, h) => a + h.checks, 0)).toBe(N);
+      // each monitored key is found (not inserted again) by its next check
+      const before = new Map(top.map((h) => [h.key, h.checks]));
+      const [k] = before.keys();
+      s.add(k, false);
+      expect(s.top().find((h) => h.key === k)!.checks).toBe(before.get(k)! + 1);
+      expect(s.length).toBe(K);
+    }
   });
 
   it('refuses a capacity that is not a positive integer', () => {
