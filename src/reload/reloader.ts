@@ -28,7 +28,7 @@ import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
-import { sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
+import { followSwitches, sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError } from '../util/errors.js';
 
 export type { ReloadSource } from '../types.js';
@@ -357,9 +357,10 @@ export class PolicyReloader {
           enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
         })
         : 'sentinel' in target
-          ? new Redis({ ...sentinelOptions(target.sentinel, backoff), enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff })
+          ? new Redis({ enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, ...sentinelOptions(target.sentinel, backoff) })
           : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
       c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
+      if ('sentinel' in target) followSwitches(c as Redis, target.sentinel);
       return c;
     };
     this.pub = make(false);

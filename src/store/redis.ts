@@ -6,7 +6,7 @@ import { checkScript, syncScript } from './scripts.js';
 import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
-import { hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
 
 /**
  * How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL` or
@@ -147,9 +147,10 @@ export class RedisStore {
     };
     if (o.sentinel !== undefined && o.url !== undefined) throw configError('redis', 'redis.sentinel', 'give either url or sentinel, not both');
     const redis = o.sentinel !== undefined
-      ? new Redis({ ...sentinelOptions(o.sentinel, backoff), ...own })
+      ? new Redis({ ...own, ...sentinelOptions(o.sentinel, backoff) })
       : new Redis(o.url ?? 'redis://127.0.0.1:6379', own);
     redis.on('error', onError);
+    if (o.sentinel !== undefined) followSwitches(redis, o.sentinel);
     return new RedisStore(redis, o);
   }
 
