@@ -40,8 +40,9 @@ describe('Redis Sentinel', () => {
       writeFileSync(withRedis, `${policies}redis:\n  sentinels: [${set.sentinels.join(', ')}]\n  master: ${set.name}\n`);
       const master = set.client(await set.currentMaster());
       for (const [i, args] of [
-        ['--config', plain, '--redis-sentinel', set.sentinels.join(','), '--redis-master', set.name, '--redis-prefix', 'cli-flags:'],
-        ['--config', withRedis, '--redis-prefix', 'cli-file:'],
+        // a generous timeout: a first call (the script's EVAL) on a loaded machine can take more than the default 20 ms
+        ['--config', plain, '--redis-sentinel', set.sentinels.join(','), '--redis-master', set.name, '--redis-prefix', 'cli-flags:', '--redis-timeout', '1000'],
+        ['--config', withRedis, '--redis-prefix', 'cli-file:', '--redis-timeout', '1000'],
       ].entries()) {
         const p = await spawnServe(args);
         try {
