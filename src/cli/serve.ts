@@ -1,3 +1,4 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
@@ -127,7 +128,7 @@ function adminTarget(
   if (port === undefined) return null;
   const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
   if (token === undefined || token === '') {
-    throw new Error('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)');
+    throw usage('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
   }
   return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
@@ -143,7 +144,7 @@ function adminTarget(
  */
 function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
-  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw new Error(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
 }
 
@@ -160,11 +161,11 @@ function sentinelTarget(
   const envOther = Boolean(env.REDIS_URL || env.REDIS_CLUSTER_NODES);
   const envSentinel = Boolean(env.REDIS_SENTINELS || env.REDIS_MASTER);
   if (flag !== undefined || master !== undefined) {
-    if (other) throw new Error('--redis-sentinel and --redis / --redis-cluster: give one');
+    if (other) throw usage('--redis-sentinel and --redis / --redis-cluster: give one', '--redis-sentinel');
   } else if (other) {
     return null; // a flag wins over the environment and the file
   } else if (envSentinel) {
-    if (envOther) throw new Error('REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one');
+    if (envOther) throw usage('REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one', 'REDIS_SENTINELS');
   } else if (envOther) {
     return null; // the environment wins over the file
   }
@@ -172,21 +173,21 @@ function sentinelTarget(
   const sentinels = list !== undefined ? list.split(',').map((n) => n.trim()).filter((n) => n !== '') : file.sentinels;
   const name = master ?? (env.REDIS_MASTER || undefined) ?? file.master;
   if (sentinels === undefined && name === undefined) return null;
-  if (sentinels === undefined || sentinels.length === 0) throw new Error('--redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)');
-  if (name === undefined) throw new Error('--redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor');
+  if (sentinels === undefined || sentinels.length === 0) throw usage('--redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)', '--redis-sentinel');
+  if (name === undefined) throw usage('--redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor', '--redis-master');
   return { sentinel: { sentinels, name } };
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
-  if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
+  if (url !== undefined && cluster !== undefined) throw usage('--redis and --redis-cluster: give one', '--redis');
   if (url === undefined && cluster === undefined) {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw new Error('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usage('REDIS_URL and REDIS_CLUSTER_NODES: set one', 'REDIS_URL');
     url = env.REDIS_URL || undefined;
     cluster = env.REDIS_CLUSTER_NODES || undefined;
   }
   if (url !== undefined) return { url };
   if (cluster === undefined) return null;
   const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (nodes.length === 0) throw new Error(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  if (nodes.length === 0) throw usage(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`, '--redis-cluster');
   return { cluster: nodes };
 }

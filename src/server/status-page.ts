@@ -211,7 +211,7 @@ const SCRIPT = `
         $('error').textContent = token ? 'the token was refused' : '';
         return null;
       }
-      if (!r.ok) throw new Error('GET /v1/status: ' + r.status);
+      if (!r.ok) throw Error('GET /v1/status: ' + r.status);
       $('auth').style.display = 'none';
       return r.json();
     }).then(function (d) {

@@ -23,7 +23,7 @@
 import type { Limiter, LimiterStats } from '../types.js';
 import type { Activity } from '../metrics/activity.js';
 import type { HotKey } from '../metrics/hot-keys.js';
-import { invalidArgument, SluiceError } from '../util/errors.js';
+import { invalidArgument, unknownPolicy } from '../util/errors.js';
 
 /** How long `/v1/status` waits for the shards' counters (as a scrape does). */
 const STATS_WAIT_MS = 500;
@@ -100,7 +100,7 @@ export function createStatusSource(limiter: Limiter, activity: Activity | null):
       if (!/^\d+$/.test(limitText ?? '20') || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000) {
         throw invalidArgument('limit', `must be an integer from 1 to 1000 (got ${JSON.stringify(limitText)})`);
       }
-      if (!limiter.policies.has(policy)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(policy)}`, 'policy');
+      if (!limiter.policies.has(policy)) throw unknownPolicy(policy);
       const h = hotOf(policy, limit) ?? { checks: 0, errorBound: 0, top: [] };
       return JSON.stringify({ policy, checks: h.checks, errorBound: h.errorBound, keys: h.top });
     },
