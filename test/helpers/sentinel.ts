@@ -3,12 +3,12 @@
  * redis-server on a free port, with small timings so a failover takes about a second or two
  * (down-after-milliseconds 500, failover-timeout 2000). For failover tests: {@link SentinelSet.killMaster}.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { exited, freePort, launchRedis } from './redis.js';
+import { exited, freePort, launchRedis, spawnRedisServer } from './redis.js';
 
 export interface SentinelSet {
   /** The master's name, as the sentinels monitor it. */
@@ -124,17 +124,5 @@ export async function startSentinelSet(name = 'sluice-test'): Promise<SentinelSe
 
 /** A redis-server in sentinel mode on `conf` (which it rewrites), resolved once it monitors its master. */
 function launchSentinel(conf: string): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis sentinel did not start: ${out}`)), 5000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('+monitor master')) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-    child.on('error', (e) => { clearTimeout(timer); reject(e); });
-  });
+  return spawnRedisServer([conf, '--sentinel'], '+monitor master', 'redis sentinel');
 }
