@@ -1,6 +1,7 @@
 /**
  * The status page in a real headless Chromium (Debian `chromium`; .ci/run installs it), driven over the
- * DevTools protocol (test/helpers/chromium.ts): served by the admin API with the token given in the URL
+ * DevTools protocol (test/helpers/chromium.ts), for a limiter with 2 shards and a sync and a strict policy on a
+ * redis-server of the test's own: served by the admin API with the token given in the URL
  * fragment, it loads with no console error, exception or CSP report, shows the policies, shows a key holding
  * HTML as text, and its chart moves under load (the chart's total grows by exactly the checks sent between
  * two reads). A screenshot goes to a temporary folder; with UPDATE_SCREENSHOT=1 it is also copied to
@@ -10,7 +11,11 @@ import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT, ServerPool, send, type TestServer } from '../helpers/server.js';
+import { PROJECT_ROOT, TEST_MAX_KEYS, send } from '../helpers/server.js';
+import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
+import { createLimiter } from '../../src/index.js';
+import { startServer, type SluiceServer } from '../../src/server/http.js';
+import type { Limiter } from '../../src/types.js';
 import { startAdminServer, type AdminServer } from '../../src/server/admin.js';
 import { chromiumPath, launchChromium, type Browser } from '../helpers/chromium.js';
 
@@ -19,25 +24,35 @@ if (CHROMIUM === null) {
   console.warn('status-page.test: chromium is missing (Debian package "chromium", or set CHROMIUM_PATH): the browser test is skipped');
 }
 const TOKEN = 'page-token-0123456789abcdef';
+/** A sync policy and a strict one on a redis-server of the test's own: the page then shows the store and the write-behind. */
 const POLICIES = {
-  free: { algorithm: 'token_bucket' as const, limit: 20, period: 60_000 },
-  tenant: { algorithm: 'fixed_window' as const, limit: 200, period: 3_600_000, descriptors: ['tenant'] },
+  free: { algorithm: 'token_bucket' as const, limit: 20, period: 60_000, consistency: 'sync' as const },
+  tenant: { algorithm: 'fixed_window' as const, limit: 200, period: 3_600_000, descriptors: ['tenant'], consistency: 'strict' as const, onStoreError: 'open' as const },
 };
 
 describe.skipIf(CHROMIUM === null)('status page in headless Chromium', () => {
-  const pool = new ServerPool();
-  let s: TestServer;
+  let redis: TestRedis;
+  let s: { url: string; limiter: Limiter; server: SluiceServer };
   let admin: AdminServer;
   let browser: Browser;
   beforeAll(async () => {
-    s = await pool.start({ policies: POLICIES, shards: 2 });
-    admin = await startAdminServer({ limiter: s.limiter, token: TOKEN, port: 0, status: s.server.status });
+    redis = await startRedis();
+    const limiter = await createLimiter({
+      policies: POLICIES, shards: 2, maxKeys: TEST_MAX_KEYS,
+      redis: { url: redis.url, prefix: 'status-page:', timeoutMs: 500, syncIntervalMs: 50 },
+    });
+    const server = await startServer({ limiter, host: '127.0.0.1', port: 0 });
+    s = { url: `http://127.0.0.1:${server.port}`, limiter, server };
+    await connected(limiter);
+    admin = await startAdminServer({ limiter, token: TOKEN, port: 0, status: server.status });
     browser = await launchChromium(CHROMIUM!);
   }, 30_000);
   afterAll(async () => {
     await browser?.close();
     await admin?.close();
-    await pool.closeAll();
+    await s?.server.close();
+    await s?.limiter.close();
+    await redis?.stop();
   });
 
   const check = (key: string): Promise<unknown> => send(`${s.url}/v1/check?policy=free&key=${encodeURIComponent(key)}`);
