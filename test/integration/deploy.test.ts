@@ -2,7 +2,7 @@
  * deploy/: the Prometheus alert rules pass `promtool check rules` and their unit tests (`promtool test rules`,
  * deploy/prometheus/sluice-alerts.test.yml), and every metric the rules, their tests and the Grafana dashboard
  * name is one a running server exports: the names are read from `/metrics` of a server with shards, a Redis
- * store (a redis-server of the test's own), strict, sync, shadow and allow-list policies, after checks of each.
+ * store (a database of the shared test redis-server), strict, sync, shadow and allow-list policies, after checks of each.
  * promtool is Debian's `prometheus` package (.ci/run installs it); without it those two tests are skipped,
  * saying so.
  */
@@ -15,7 +15,7 @@ import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { Limiter } from '../../src/types.js';
 import { PROJECT_ROOT, send } from '../helpers/server.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const PROMTOOL = process.env.PROMTOOL_PATH ?? '/usr/bin/promtool';
 const HAS_PROMTOOL = existsSync(PROMTOOL);
@@ -54,12 +54,12 @@ describe('deploy/: alert rules and dashboard', () => {
   });
 
   describe('every metric named is exported', () => {
-    let redis: TestRedis;
+    let redis: SharedRedis;
     let limiter: Limiter;
     let server: SluiceServer;
     let exported: Set<string>;
     beforeAll(async () => {
-      redis = await startRedis();
+      redis = await sharedRedis();
       limiter = await createLimiter({
         shards: 1,
         maxKeys: 4096,

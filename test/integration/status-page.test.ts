@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT, TEST_MAX_KEYS, send } from '../helpers/server.js';
-import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
+import { connected, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { Limiter } from '../../src/types.js';
@@ -24,19 +24,19 @@ if (CHROMIUM === null) {
   console.warn('status-page.test: chromium is missing (Debian package "chromium", or set CHROMIUM_PATH): the browser test is skipped');
 }
 const TOKEN = 'page-token-0123456789abcdef';
-/** A sync policy and a strict one on a redis-server of the test's own: the page then shows the store and the write-behind. */
+/** A sync policy and a strict one on the shared test redis-server (a database of its own): the page then shows the store and the write-behind. */
 const POLICIES = {
   free: { algorithm: 'token_bucket' as const, limit: 20, period: 60_000, consistency: 'sync' as const },
   tenant: { algorithm: 'fixed_window' as const, limit: 200, period: 3_600_000, descriptors: ['tenant'], consistency: 'strict' as const, onStoreError: 'open' as const },
 };
 
 describe.skipIf(CHROMIUM === null)('status page in headless Chromium', () => {
-  let redis: TestRedis;
+  let redis: SharedRedis;
   let s: { url: string; limiter: Limiter; server: SluiceServer };
   let admin: AdminServer;
   let browser: Browser;
   beforeAll(async () => {
-    redis = await startRedis();
+    redis = await sharedRedis();
     const limiter = await createLimiter({
       policies: POLICIES, shards: 2, maxKeys: TEST_MAX_KEYS,
       redis: { url: redis.url, prefix: 'status-page:', timeoutMs: 500, syncIntervalMs: 50 },
