@@ -15,7 +15,7 @@ import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { Limiter } from '../../src/types.js';
 import { PROJECT_ROOT, send } from '../helpers/server.js';
-import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
+import { keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const PROMTOOL = process.env.PROMTOOL_PATH ?? '/usr/bin/promtool';
 const HAS_PROMTOOL = existsSync(PROMTOOL);
@@ -45,7 +45,7 @@ function stringsUnder(v: unknown, keys: readonly string[], out: string[] = []): 
 describe('deploy/: alert rules and dashboard', () => {
   it.skipIf(!HAS_PROMTOOL)('promtool check rules accepts the rules', () => {
     const out = execFileSync(PROMTOOL, ['check', 'rules', RULES], { encoding: 'utf8' });
-    expect(out).toMatch(/SUCCESS: 17 rules found/);
+    expect(out).toMatch(/SUCCESS: 20 rules found/);
   });
 
   it.skipIf(!HAS_PROMTOOL)('promtool test rules: each tested alert fires as its test says', () => {
@@ -76,6 +76,13 @@ describe('deploy/: alert rules and dashboard', () => {
       for (const q of ['policy=free&key=a', 'policy=free&key=vip', 'policy=strict&key=a', 'policy=sync&key=a', 'policy=trial&key=a', 'policy=trial&key=a']) {
         for (let i = 0; i < 6; i++) expect((await send(`${url}/v1/check?${q}`)).status).toBe(200);
       }
+      // a strict key holding a list: its check is decided by its rule (degraded, open), so the degraded family has a sample
+      expect((await send(`${url}/v1/check?policy=strict&key=poisoned`)).status).toBe(200);
+      const [poisoned] = (await keysUnder(redis.client, 'deploy-test:')).filter((k) => k.includes(':poisoned}'));
+      expect(poisoned).toBeDefined();
+      await redis.client.del(poisoned);
+      await redis.client.lpush(poisoned, 'x');
+      expect((await send(`${url}/v1/check?policy=strict&key=poisoned`)).text).toContain('"degradedBy":"open"');
       server.metrics.reloaded('api', 'rejected');
       await new Promise((r) => setTimeout(r, 100)); // a sync merge
       const text = (await send(`${url}/metrics`)).text;
@@ -93,7 +100,7 @@ describe('deploy/: alert rules and dashboard', () => {
     it('by the alert rules and their tests', () => {
       const rules = parse(readFileSync(RULES, 'utf8'));
       const exprs = stringsUnder(rules, ['expr']);
-      expect(exprs.length).toBe(17);
+      expect(exprs.length).toBe(20);
       const tests = parse(readFileSync(RULE_TESTS, 'utf8'));
       const used = new Set([...exprs, ...stringsUnder(tests, ['series'])].flatMap(metricNames));
       expect([...used].filter((n) => !exported.has(n))).toStrictEqual([]);
