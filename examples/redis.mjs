@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createLimiter } from 'sluice';
 
 const policies = { api: { algorithm: 'token_bucket', limit: 3, period: '1h', consistency: 'strict' } };
-const redis = { url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix: `example-${process.pid}:`, timeoutMs: 50 };
+const redis = { url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', prefix: `example-${process.pid}:`, timeoutMs: 200 };
 const a = await createLimiter({ policies, redis });
 const b = await createLimiter({ policies, redis });
 const seen = [];

@@ -1,4 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
@@ -38,16 +41,22 @@ export function freePort(): Promise<number> {
  * resolves with its process once it accepts connections (rejects after 5 s).
  */
 export function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  return spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
+    'Ready to accept connections', 'redis-server', env);
+}
+
+/**
+ * Spawns `redis-server args` and resolves with its process once its stdout shows `ready` (rejects after 5 s,
+ * saying `what` did not start, with what it printed).
+ */
+export function spawnRedisServer(args: string[], ready: string, what: string, env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env,
-    });
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${out}`)), 5000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('Ready to accept connections')) {
+      if (out.includes(ready)) {
         clearTimeout(timer);
         resolve(child);
       }
@@ -166,4 +175,49 @@ export async function keysUnder(client: Redis, prefix: string): Promise<string[]
     cursor = next;
   } while (cursor !== '0');
   return out.sort();
+}
+
+const FROZEN_C = `
+#include <stddef.h>
+#include <sys/time.h>
+/* Redis 7.0 reads wall time only through gettimeofday() (ustime, mstime, TIME, key expiry); its event loop
+   runs on the monotonic clock, which stays real. */
+int gettimeofday(struct timeval *tv, void *tz) {
+  (void)tz;
+  if (tv != NULL) { tv->tv_sec = 1700000000; tv->tv_usec = 0; }
+  return 0;
+}
+`;
+
+/** A redis-server whose wall clock stands still (keys never expire): see startFrozenRedis. */
+export interface FrozenRedis {
+  url: string;
+  client: Redis;
+  stop(): Promise<void>;
+}
+
+/**
+ * A redis-server whose gettimeofday() is pinned by a tiny LD_PRELOAD library (built here with cc): no key ever
+ * expires, so with `clock: 'limiter'` Redis state lives exactly as long as the controlled clock says.
+ */
+export async function startFrozenRedis(): Promise<FrozenRedis> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-frozen-'));
+  const src = path.join(dir, 'frozen.c');
+  const lib = path.join(dir, 'frozen.so');
+  writeFileSync(src, FROZEN_C);
+  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', lib, src], { stdio: 'pipe' });
+  const port = await freePort();
+  const child = await launchRedis(port, [], { ...process.env, LD_PRELOAD: lib });
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    client,
+    async stop() {
+      client.disconnect();
+      child.kill('SIGKILL');
+      await exited(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
