@@ -212,7 +212,7 @@ export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision
       limit_remaining: Math.min(d.remaining, UINT32_MAX),
       duration_until_reset: { seconds: Math.floor(d.resetAfterMs / 1000), nanos: (d.resetAfterMs % 1000) * 1_000_000 },
     });
-    rateLimit.push(rateLimitHeader(d));
+    rateLimit.push(rateLimitHeader(d, limit));
     const field = table.policyHeaders.get(plan.policy.name);
     if (field !== undefined && !policyFields.includes(field)) policyFields.push(field);
     if (!d.allowed) {
