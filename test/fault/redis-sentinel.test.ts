@@ -62,16 +62,17 @@ describe('Redis Sentinel', () => {
           await p.kill();
         }
       }
-      const bad = async (args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> => {
+      // a wrong command line is a usage error: exit 2, the message, then serve's usage
+      const bad = async (args: string[], env: NodeJS.ProcessEnv = {}, code = 2): Promise<string> => {
         const r = await runSluice(['serve', '--config', plain, '--host', '127.0.0.1', '--port', '0', ...args], { env });
-        expect(r.code).toBe(1);
-        return r.stderr;
+        expect(r.code).toBe(code);
+        return r.stderr.split('\n')[0];
       };
-      expect(await bad(['--redis-sentinel', set.sentinels[0]])).toBe('sluice: --redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor\n');
-      expect(await bad(['--redis-master', set.name])).toBe('sluice: --redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)\n');
-      expect(await bad(['--redis-sentinel', set.sentinels[0], '--redis-master', set.name, '--redis', 'redis://127.0.0.1:1'])).toBe('sluice: --redis-sentinel and --redis / --redis-cluster: give one\n');
-      expect(await bad([], { REDIS_SENTINELS: set.sentinels[0], REDIS_MASTER: set.name, REDIS_URL: 'redis://127.0.0.1:1' })).toBe('sluice: REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one\n');
-      expect(await bad(['--redis-sentinel', 'nope', '--redis-master', set.name])).toMatch(/redis\.sentinel\.sentinels.*each node must be host:port/);
+      expect(await bad(['--redis-sentinel', set.sentinels[0]])).toBe('sluice serve: --redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor');
+      expect(await bad(['--redis-master', set.name])).toBe('sluice serve: --redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)');
+      expect(await bad(['--redis-sentinel', set.sentinels[0], '--redis-master', set.name, '--redis', 'redis://127.0.0.1:1'])).toBe('sluice serve: --redis-sentinel and --redis / --redis-cluster: give one');
+      expect(await bad([], { REDIS_SENTINELS: set.sentinels[0], REDIS_MASTER: set.name, REDIS_URL: 'redis://127.0.0.1:1' })).toBe('sluice serve: REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one');
+      expect(await bad(['--redis-sentinel', 'nope', '--redis-master', set.name], {}, 1)).toMatch(/redis\.sentinel\.sentinels.*each node must be host:port/);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
