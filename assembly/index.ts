@@ -1,7 +1,7 @@
 // The kernel's only exports: numbers in, numbers out. JS writes a batch into the input region, calls
 // checkBatch(n, now) once, and reads the output region. No clock, no I/O, no allocation after init().
 import {
-  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW,
+  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW, CALENDAR_WINDOW,
   LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
 } from './layout';
 import { tableInit, find, insert, removeAt, slotAt, count, mask, maxKeys } from './table';
@@ -12,6 +12,7 @@ import { ceilDiv } from './math';
 import { gcra, gcraIdle } from './algorithms/gcra';
 import { fixedWindow, fixedWindowIdle } from './algorithms/fixed-window';
 import { slidingWindow, slidingWindowIdle } from './algorithms/sliding-window';
+import { calendarWindow, calendarWindowIdle } from './algorithms/calendar-window';
 
 let limits: usize = 0;
 let limitCount: u32 = 0;
@@ -70,14 +71,14 @@ const USED: u32 = 1;
 const CARRY: u32 = 2;
 
 /**
- * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window), limit L
+ * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window, 4 calendar_window), limit L
  * (tokens per period), period P (ms), burst B (tokens), carry (1: a token bucket that takes over the consumed
  * amount of a key's state under another limit id, see `stateOf`). The loader has checked B·P and L·P < 2^63.
  * An id is set once and never changes meaning: a reload adds ids, so a slot's id always names the numbers
  * its state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
 export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
-  if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return 1;
+  if (id >= limitCount || algorithm > CALENDAR_WINDOW || period < 1) return 1;
   const lim = changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
   lim.algorithm = algorithm;
   lim.used = carry != 0 && algorithm == TOKEN_BUCKET ? CARRY : USED;
@@ -87,6 +88,17 @@ export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst
   lim.BP = lim.B * lim.P;
   lim.LP = lim.L * lim.P;
   lim.fullAfter = lim.L > 0 ? (lim.BP + lim.L - 1) / lim.L : 0;
+  lim.winEnd = 0;
+  return 0;
+}
+
+/**
+ * Sets the end (Unix ms) of calendar limit `id`'s current window: JS calls it before a batch whose time is
+ * not below the end it set last (src/shard/kernel.ts). Returns 0, or 1 for an id that is not a calendar limit.
+ */
+export function setWindow(id: u32, endMs: f64): u32 {
+  if (id >= limitCount || limitAt(id).used == 0 || limitAt(id).algorithm != CALENDAR_WINDOW) return 1;
+  limitAt(id).winEnd = <u64>endMs;
   return 0;
 }
 
@@ -148,7 +160,8 @@ function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64): void {
   if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
   else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
   else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
-  else slidingWindow(lim, exists, w0, w1, last, c, t);
+  else if (alg == SLIDING_WINDOW) slidingWindow(lim, exists, w0, w1, last, c, t);
+  else calendarWindow(lim, exists, w0, w1, c, t);
   lastT = t;
 }
 let lastT: u64 = 0;
@@ -321,6 +334,7 @@ function idle(s: Slot, now: u64): bool {
   if (alg == TOKEN_BUCKET) return tokenBucketIdle(lim, s.w0, last, now);
   if (alg == GCRA) return gcraIdle(lim, s.w0, s.w1, last, now);
   if (alg == FIXED_WINDOW) return fixedWindowIdle(lim, last, now);
+  if (alg == CALENDAR_WINDOW) return calendarWindowIdle(s.w1, now);
   return slidingWindowIdle(lim, last, now);
 }
 

@@ -17,6 +17,7 @@ import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
 import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
 
 const RESOLVED = Promise.resolve();
 
@@ -450,7 +451,7 @@ export class Front {
       for (let j = 0; j < rt.legCount; j++) {
         redisKeys.push(this.legKey(rt, b.keys[i], j));
         const l = rt.legLimits[j];
-        args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, b.costs[i], j === 0 ? rt.legCount : 0);
+        args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], j === 0 ? rt.legCount : 0);
       }
     }
     this.inFlight += b.n;

@@ -24,6 +24,7 @@ import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
 import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
 
 /** What inspect and reset need from a limiter. */
 export interface KeyAdminDeps {
@@ -113,7 +114,9 @@ export class KeyAdmin {
         const tt = held ? Math.max(t, last) : t;
         const k = Math.floor(tt / l.periodMs);
         const lk = Math.floor(last / l.periodMs);
-        if (l.algorithm === 'fixed_window') {
+        if (l.calendar !== undefined) {
+          s.count = held && tt < w1 ? w0 : 0; // w1: the end of the calendar window the count belongs to
+        } else if (l.algorithm === 'fixed_window') {
           s.count = held && lk === k ? w0 : 0;
         } else {
           s.count = held && lk === k ? w1 : 0;
@@ -210,7 +213,7 @@ export class KeyAdmin {
     for (let j = 0; j < rt.legCount; j++) {
       keys.push(j < own ? storeKey(store.prefix, rt.policy.name, rt.policy.version, at.key, j) : rt.guardStoreKeys![j - own]);
       const l = rt.legLimits[j];
-      args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, 0, j === 0 ? rt.legCount : 0);
+      args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), 0, j === 0 ? rt.legCount : 0);
     }
     const client = storeClient(store);
     const names = keys.slice(0, own).map((k) => (client instanceof Cluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));

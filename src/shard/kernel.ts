@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
+import { calendarClock, type CalendarClock } from '../util/calendar.js';
 import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
 
 /** The raw exports of build/kernel.wasm (assembly/index.ts). */
@@ -8,6 +9,7 @@ interface KernelExports {
   memory: WebAssembly.Memory;
   init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number): number;
   setLimit(id: number, algorithm: number, limit: number, period: number, burst: number, carry: number): number;
+  setWindow(id: number, endMs: number): number;
   peekBatch(n: number): number;
   removeBatch(n: number): number;
   checkBatch(n: number, nowMs: number): number;
@@ -110,6 +112,32 @@ export class Kernel {
     if (this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0) !== 0) {
       throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
     }
+    if (l.calendar) {
+      this.calendarIds.push(id);
+      this.calendarClocks.push(calendarClock(l.calendar));
+      this.windowsFrom = 1; // empty range: the next decide sets every calendar limit's window
+      this.windowsUntil = 0;
+    }
+  }
+
+  /** Calendar limits by id, with the clocks of their windows. */
+  private readonly calendarIds: number[] = [];
+  private readonly calendarClocks: CalendarClock[] = [];
+  /** [windowsFrom, windowsUntil): the times every calendar limit's window set in the kernel holds. */
+  private windowsFrom = 1;
+  private windowsUntil = 0;
+
+  /** Sets each calendar limit's window to the one holding `now` (the kernel keeps its end, see setWindow). */
+  private setWindows(now: number): void {
+    let from = -Infinity, until = Infinity;
+    for (let i = 0; i < this.calendarIds.length; i++) {
+      const w = this.calendarClocks[i].at(now);
+      this.k.setWindow(this.calendarIds[i], w.endMs);
+      if (w.startMs > from) from = w.startMs;
+      if (w.endMs < until) until = w.endMs;
+    }
+    this.windowsFrom = from;
+    this.windowsUntil = until;
   }
 
   /**
@@ -127,8 +155,12 @@ export class Kernel {
     return removed;
   }
 
-  /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */
+  /**
+   * Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. Calendar limits get
+   * the window holding `nowMs` first, when it is not the one they have (once per window boundary).
+   */
   decide(n: number, nowMs: number): void {
+    if ((nowMs >= this.windowsUntil || nowMs < this.windowsFrom) && this.calendarIds.length > 0) this.setWindows(nowMs);
     if (this.k.checkBatch(n, nowMs) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
   }
 

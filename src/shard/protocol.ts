@@ -8,6 +8,8 @@
  * A check is a group of consecutive legs (one per limit of its policy, then its guard's); the first leg
  * carries the group length and the kernel admits the group all-or-nothing.
  */
+import type { CalendarPeriod } from '../util/calendar.js';
+
 export const LEG_IN = 4;
 export const LEG_OUT = 4;
 export const GROUP_SHIFT = 65536;
@@ -74,4 +76,6 @@ export interface KernelLimit {
   burst: number;
   /** A token bucket that takes over a key's consumed amount from the limit its state was made under. */
   carryOver?: boolean;
+  /** A calendar window (algorithm code 4): the period whose window bounds the kernel is given. */
+  calendar?: CalendarPeriod | null;
 }

@@ -30,6 +30,11 @@ export interface ModelLimit {
   limit: number;
   period: number;
   burst?: number;
+  /**
+   * fixed_window over calendar windows: the window [start, end) holding a time (test/helpers/calendar-model.ts
+   * computes them independently of src/util/calendar.ts). `period` is then not used by the model.
+   */
+  window?: (t: bigint) => readonly [bigint, bigint];
 }
 
 /** A policy: one limit, or several limits that must all admit. */
@@ -224,17 +229,26 @@ function evalBucket(lim: ModelLimit, state: BucketState | undefined, cost: bigin
 }
 
 /**
- * fixed_window: windows [k·P, (k+1)·P) aligned to the epoch; the count resets when t' lies in a later
- * window than lastSeen. Admitted iff count + c ≤ L. remaining = L − count; resetAfterMs = window end − t';
+ * fixed_window: windows [k·P, (k+1)·P) aligned to the epoch (or the calendar windows of `lim.window`); the
+ * count resets when t' lies in a later window than lastSeen. Admitted iff count + c ≤ L. remaining = L − count; resetAfterMs = window end − t';
  * retryAfterMs (denied) = window end − t'.
  */
 function evalFixed(lim: ModelLimit, state: FixedState | undefined, cost: bigint, t: bigint): Evaluation {
   const L = BigInt(lim.limit);
   const P = BigInt(lim.period);
   const now = effectiveTime(state, t);
-  const k = floorDiv(now, P);
-  const count = state !== undefined && floorDiv(state.lastSeen, P) === k ? state.count : 0n;
-  const untilEnd = (k + 1n) * P - now;
+  let count: bigint;
+  let untilEnd: bigint;
+  if (lim.window !== undefined) {
+    // calendar windows: lastSeen ≤ now, so lastSeen ≥ the start of now's window means the same window
+    const [start, end] = lim.window(now);
+    count = state !== undefined && state.lastSeen >= start ? state.count : 0n;
+    untilEnd = end - now;
+  } else {
+    const k = floorDiv(now, P);
+    count = state !== undefined && floorDiv(state.lastSeen, P) === k ? state.count : 0n;
+    untilEnd = (k + 1n) * P - now;
+  }
 
   if (cost === 0n) return { decision: allow(L - count, untilEnd), next: undefined };
   if (L === 0n || cost > L) return { decision: deny(L - count, untilEnd, null), next: undefined };

@@ -13,7 +13,7 @@ const ALGORITHMS: Algorithm[] = ['token_bucket', 'gcra', 'fixed_window', 'slidin
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
 const COUNT_RULE = 'must be a non-negative safe integer';
 const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
 
 /** The error compilePolicies throws (fails the test when it does not throw). */
 function configErrorOf(policies: unknown): SluiceError {
@@ -332,7 +332,7 @@ describe('compilePolicies: limits arrays', () => {
   it('rejects unknown keys in a limit', () => {
     expectError(
       { tenantA: { limits: [{ ...BASE, descriptors: [] }] } },
-      'policy "tenantA": limits[0].descriptors: unknown key (a limit accepts algorithm, limit, period, burst, name)',
+      'policy "tenantA": limits[0].descriptors: unknown key (a limit accepts algorithm, limit, period, burst, timeZone, name)',
       'limits[0].descriptors',
     );
   });
@@ -363,12 +363,12 @@ describe('compilePolicies: limits arrays', () => {
   it('rejects a limit that is not an object (holes included)', () => {
     expectError(
       { tenantA: { limits: [BASE, 5] } },
-      'policy "tenantA": limits[1]: must be an object {algorithm, limit, period, burst?, name?} (got 5)',
+      'policy "tenantA": limits[1]: must be an object {algorithm, limit, period, burst?, timeZone?, name?} (got 5)',
       'limits[1]',
     );
     expectError(
       { tenantA: { limits: [BASE, , BASE] } },
-      'policy "tenantA": limits[1]: must be an object {algorithm, limit, period, burst?, name?} (got undefined)',
+      'policy "tenantA": limits[1]: must be an object {algorithm, limit, period, burst?, timeZone?, name?} (got undefined)',
       'limits[1]',
     );
   });
