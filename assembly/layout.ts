@@ -12,6 +12,7 @@
 //         calendar_window: count
 //   w1    gcra: TAT fraction numerator (< L), TAT = w0 + w1/L    sliding_window: cur
 //         calendar_window: end of the window the count belongs to (Unix ms)
+//   sliding_log: w0 = its arena block (assembly/log-arena.ts), w1 = ring head | length << 32
 //   meta  (limitId << 48) | lastSeen (Unix ms < 2^48: the time of the last check that changed the state)
 @unmanaged export class Slot {
   hash: u64;
@@ -45,6 +46,8 @@ export const FIXED_WINDOW: u32 = 2;
 export const SLIDING_WINDOW: u32 = 3;
 /** fixed_window over calendar windows whose bounds JS computes (assembly/algorithms/calendar-window.ts). */
 export const CALENDAR_WINDOW: u32 = 4;
+/** Sliding log: w0 = the key's arena block, w1 = ring head | length << 32 (assembly/algorithms/sliding-log.ts). */
+export const SLIDING_LOG: u32 = 5;
 
 // Batch input, one leg per row, 4 × f64 (integral values only; no i64 crosses the boundary):
 //   [hashLo (u32), hashHi (u32), limitId | groupLength << 16, cost]

@@ -10,7 +10,7 @@ import { describeValue, parseDuration } from './duration.js';
 import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
 import { CALENDAR_MAX_MS, CALENDAR_NOMINAL_MS, isTimeZone, type CalendarPeriod, type CalendarUnit } from '../util/calendar.js';
 
-export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log';
 
 /** The kernel's numeric code for each algorithm (`setPolicy(id, algorithm, ...)`). */
 export const ALGORITHM_CODES: Record<Algorithm, number> = {
@@ -18,7 +18,14 @@ export const ALGORITHM_CODES: Record<Algorithm, number> = {
   gcra: 1,
   fixed_window: 2,
   sliding_window: 3,
+  sliding_log: 5,
 };
+
+/**
+ * Most entries a sliding_log key may need: it holds min(limit, period in ms) entries at worst (one per ms,
+ * counts ≥ 1 summing to ≤ limit), 16 bytes each, in a block of this many (src/shard/kernel.ts LOG_ENTRIES).
+ */
+export const SLIDING_LOG_MAX_ENTRIES = 64;
 
 /**
  * The kernel's code for a fixed_window limit over a calendar period (`1d` in a time zone, `1w`, `1mo`): its
@@ -256,6 +263,9 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
   if (consistency === 'sync') checkSyncable(limits, own(raw, 'limits') !== undefined, fail);
+  if (consistency !== 'local' && limits.some((l) => l.algorithm === 'sliding_log')) {
+    fail('consistency', `sliding_log keeps its log in this instance only: consistency ${consistency} is not supported for it (use local)`);
+  }
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
   const shadow = readShadow(own(raw, 'shadow'), guard, fail);
   const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
@@ -381,6 +391,9 @@ function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): Comp
   // a calendar window is as long as its longest instance (a 31-day month with a DST hour) for the bounds
   const bounds: LimitNumbers = { algorithm, limit, periodMs: calendar === null ? periodMs : CALENDAR_MAX_MS[calendar.unit], burst, burstGiven };
   checkExactness(bounds, at, fail);
+  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_MAX_ENTRIES) {
+    fail(at(limit > periodMs ? 'period' : 'limit'), `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${SLIDING_LOG_MAX_ENTRIES} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit`);
+  }
   const algorithmCode = calendar === null ? ALGORITHM_CODES[algorithm] : CALENDAR_WINDOW_CODE;
   return calendar === null ? { algorithm, algorithmCode, limit, periodMs, burst, name } : { algorithm, algorithmCode, limit, periodMs, burst, calendar, name };
 }

@@ -109,6 +109,8 @@ export class KeyAdmin {
       };
       if (l.algorithm === 'token_bucket' || l.algorithm === 'gcra') {
         s.tokens = rows[r + 1];
+      } else if (l.algorithm === 'sliding_log') {
+        s.count = l.limit - rows[r + 1]; // a cost-0 check's remaining is L − the cost logged in the trailing period
       } else {
         // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
         const tt = held ? Math.max(t, last) : t;

@@ -7,7 +7,7 @@ import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
 /** The raw exports of build/kernel.wasm (assembly/index.ts). */
 interface KernelExports {
   memory: WebAssembly.Memory;
-  init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number): number;
+  init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number, logKeys: number, logEntries: number): number;
   setLimit(id: number, algorithm: number, limit: number, period: number, burst: number, carry: number): number;
   setWindow(id: number, endMs: number): number;
   peekBatch(n: number): number;
@@ -24,6 +24,8 @@ interface KernelExports {
   slotCount(): number;
   evictions(): number;
   memoryBytes(): number;
+  logBlocksUsed(): number;
+  logBlockEntries(): number;
 }
 
 /** f64s per row of Kernel.setState's input. */
@@ -51,7 +53,21 @@ export interface KernelOptions {
   limits: readonly (KernelLimit | undefined | null)[];
   /** Room for limit ids, to add more on reloads. Default max(limits.length, {@link LIMIT_CAPACITY}). */
   limitCapacity?: number;
+  /**
+   * Keys that can hold a sliding log at once (one arena block each, allocated at init; past it a sliding-log
+   * key is evicted, idle ones first). Default min(maxKeys, {@link LOG_KEYS}).
+   */
+  logKeys?: number;
+  /** Entries per sliding-log block (16 bytes each): a sliding_log limit needs min(limit, period ms) ≤ it. Default {@link LOG_ENTRIES}. */
+  logEntries?: number;
 }
+
+/** Default sliding-log keys per kernel: 4,096 blocks of 64 entries = 4 MiB. */
+export const LOG_KEYS = 4096;
+/** Default entries per sliding-log key, the policy loader's bound (SLIDING_LOG_MAX_ENTRIES). */
+export const LOG_ENTRIES = 64;
+/** Bytes per sliding-log entry: [timestamp ms, count], two u64. */
+export const LOG_ENTRY_BYTES = 16;
 
 /** Limit ids a kernel has room for by default: 4,096 × 64 B = 256 KiB; a reload adds ids up to it. */
 export const LIMIT_CAPACITY = 4096;
@@ -89,7 +105,8 @@ export class Kernel {
       throw new RangeError(`sluice kernel: maxKeys must be an integer in [1, ${MAX_KERNEL_KEYS}] (got ${opts.maxKeys})`);
     }
     this.limitCapacity = Math.min(MAX_LIMIT_IDS, Math.max(1, opts.limits.length, opts.limitCapacity ?? LIMIT_CAPACITY));
-    const code = k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes);
+    const logKeys = opts.logKeys ?? Math.min(opts.maxKeys, LOG_KEYS);
+    const code = k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes, logKeys, opts.logEntries ?? LOG_ENTRIES);
     if (code !== 0) throw new Error(`sluice kernel: init failed (code ${code})`);
     opts.limits.forEach((l, id) => { if (l) this.setLimit(id, l); });
     const buf = k.memory.buffer;
@@ -110,7 +127,7 @@ export class Kernel {
    */
   setLimit(id: number, l: KernelLimit): void {
     if (this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0) !== 0) {
-      throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
+      throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity}; a sliding_log needs min(limit, period) <= ${this.k.logBlockEntries()} entries)`);
     }
     if (l.calendar) {
       this.calendarIds.push(id);
@@ -181,5 +198,10 @@ export class Kernel {
   stats(): { keys: number; slots: number; evictions: number; memoryBytes: number } {
     const k = this.k;
     return { keys: k.size(), slots: k.slotCount(), evictions: k.evictions(), memoryBytes: k.memoryBytes() };
+  }
+
+  /** Sliding-log blocks in use (one per key holding a log) and entries per block. */
+  logStats(): { blocksUsed: number; entriesPerBlock: number } {
+    return { blocksUsed: this.k.logBlocksUsed(), entriesPerBlock: this.k.logBlockEntries() };
   }
 }

@@ -155,3 +155,28 @@ describe('README: Calendar periods', () => {
     }
   });
 });
+
+describe('sliding_log: compile and refuse', () => {
+  it('compiles to code 5; burst refused as for windows', () => {
+    expect(limitOf({ algorithm: 'sliding_log', limit: 64, period: '1m' })).toStrictEqual({
+      algorithm: 'sliding_log', algorithmCode: 5, limit: 64, periodMs: 60_000, burst: 64, name: 'p',
+    });
+    expect(refusal({ algorithm: 'sliding_log', limit: 5, period: '1s', burst: 6 }).field).toBe('burst');
+  });
+
+  it('min(limit, period) past 64 entries per key is refused naming the field that binds', () => {
+    const e = refusal({ algorithm: 'sliding_log', limit: 65, period: '1s' });
+    expect([e.field, e.message]).toStrictEqual(['limit',
+      'policy "p": limit: sliding_log keeps up to min(limit, period in ms) entries per key, at most 64 (got min(65, 1000) = 65); use sliding_window or a smaller limit']);
+    expect(refusal({ algorithm: 'sliding_log', limit: 1000, period: 100 }).field).toBe('period');
+    expect(limitOf({ algorithm: 'sliding_log', limit: 1_000_000, period: 64 }).limit).toBe(1_000_000);
+  });
+
+  it('strict and sync are refused naming consistency', () => {
+    for (const consistency of ['strict', 'sync']) {
+      const e = refusal({ algorithm: 'sliding_log', limit: 5, period: '1s', consistency });
+      expect([e.field, e.message]).toStrictEqual(['consistency',
+        `policy "p": consistency: sliding_log keeps its log in this instance only: consistency ${consistency} is not supported for it (use local)`]);
+    }
+  });
+});

@@ -42,7 +42,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-period.yaml': [`policies.free.period: ${PERIOD_RULE} (got "0s")`, 'policies.free.period'],
   'bad-limit.yaml': ['policies.free.limit: must be a non-negative safe integer (got "100")', 'policies.free.limit'],
   'bad-algorithm.yaml': [
-    'policies.free.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window (got "leaky_queue")',
+    'policies.free.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log (got "leaky_queue")',
     'policies.free.algorithm',
   ],
   'bad-burst-window.yaml': [

@@ -12,7 +12,7 @@ const MAX = Number.MAX_SAFE_INTEGER;
 const ALGORITHMS: Algorithm[] = ['token_bucket', 'gcra', 'fixed_window', 'sliding_window'];
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
 const COUNT_RULE = 'must be a non-negative safe integer';
-const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window';
+const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window, sliding_log';
 const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
 
 /** The error compilePolicies throws (fails the test when it does not throw). */
@@ -107,7 +107,7 @@ describe('compilePolicies: one inline limit', () => {
   });
 
   it('has the documented algorithm codes', () => {
-    expect(ALGORITHM_CODES).toEqual({ token_bucket: 0, gcra: 1, fixed_window: 2, sliding_window: 3 });
+    expect(ALGORITHM_CODES).toEqual({ token_bucket: 0, gcra: 1, fixed_window: 2, sliding_window: 3, sliding_log: 5 });
   });
 
   it.each([
