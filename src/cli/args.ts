@@ -1,3 +1,4 @@
+import { usage } from '../util/errors.js';
 import { loadConfigFile } from '../config/load.js';
 import { defaultConfig } from '../config/default.js';
 import type { SluiceConfig } from '../config/schema.js';
@@ -12,6 +13,6 @@ export async function configFrom(file: string | undefined): Promise<SluiceConfig
 export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
   if (v === undefined || v === '') return undefined;
   const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
+  if (!/^\d+$/.test(v) || n < min || n > max) throw usage(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`, name);
   return n;
 }

@@ -1,3 +1,4 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
 import { configFrom, intArg } from './args.js';
@@ -53,7 +54,7 @@ async function replayCommand(argv: string[]): Promise<number> {
       compare: { type: 'string' },
     },
   });
-  if (positionals.length !== 1) throw new Error('replay takes one trace file\n' + USAGE);
+  if (positionals.length !== 1) throw usage('replay takes one trace file\n' + USAGE);
   const file = positionals[0];
   const config = await configFrom(values.config);
   if (values.compare !== undefined) {

@@ -1,3 +1,4 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
@@ -118,7 +119,7 @@ function adminTarget(
   if (port === undefined) return null;
   const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
   if (token === undefined || token === '') {
-    throw new Error('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)');
+    throw usage('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
   }
   return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
@@ -134,20 +135,20 @@ function adminTarget(
  */
 function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
-  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw new Error(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
-  if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
+  if (url !== undefined && cluster !== undefined) throw usage('--redis and --redis-cluster: give one', '--redis');
   if (url === undefined && cluster === undefined) {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw new Error('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usage('REDIS_URL and REDIS_CLUSTER_NODES: set one', 'REDIS_URL');
     url = env.REDIS_URL || undefined;
     cluster = env.REDIS_CLUSTER_NODES || undefined;
   }
   if (url !== undefined) return { url };
   if (cluster === undefined) return null;
   const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (nodes.length === 0) throw new Error(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  if (nodes.length === 0) throw usage(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`, '--redis-cluster');
   return { cluster: nodes };
 }

@@ -5,7 +5,7 @@
  * with the same reasons; only the prefix naming the place differs.
  */
 import { createHash } from 'node:crypto';
-import { configError, SluiceError } from '../util/errors.js';
+import { configError, SluiceError, configSourceError, policiesError } from '../util/errors.js';
 import { describeValue, parseDuration } from './duration.js';
 import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
 import { CALENDAR_MAX_MS, CALENDAR_NOMINAL_MS, isTimeZone, type CalendarPeriod, type CalendarUnit } from '../util/calendar.js';
@@ -210,8 +210,8 @@ export function compilePolicies(policies: unknown): Map<string, CompiledPolicy> 
 }
 
 function throwLibraryError(site: PolicyErrorSite, why: string): never {
-  if (site.policy === null) throw new SluiceError('CONFIG', `policies: ${why}`, 'policies');
-  if (site.field === null) throw new SluiceError('CONFIG', `policy "${site.policy}": ${why}`);
+  if (site.policy === null) throw policiesError(why);
+  if (site.field === null) throw configSourceError(`policy "${site.policy}"`, why);
   throw configError(`policy "${site.policy}"`, site.field, why);
 }
 

@@ -1,6 +1,6 @@
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import type { KernelLimit } from '../shard/protocol.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, policiesError } from '../util/errors.js';
 
 /** What a policy set needs from the limit table: each policy's limit ids, and the ids it adds. */
 export interface LimitPlan {
@@ -44,7 +44,7 @@ export class LimitTable {
         if (id === undefined) {
           id = this.table.length + added.length;
           if (id >= this.capacity) {
-            throw new SluiceError('CONFIG', `policies: no room for more distinct limits (${this.capacity} ids, never reused while running): restart sluice to apply this set`, 'policies');
+            throw policiesError(`no room for more distinct limits (${this.capacity} ids, never reused while running): restart sluice to apply this set`);
           }
           fresh.set(key, id);
           added.push({ id, limit });

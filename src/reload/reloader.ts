@@ -28,7 +28,7 @@ import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
-import { SluiceError, isSluiceError } from '../util/errors.js';
+import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 
 export type { ReloadSource } from '../types.js';
 
@@ -178,7 +178,7 @@ export class PolicyReloader {
   async apply(doc: unknown, source: ReloadSource, file?: string): Promise<ReloadResult> {
     const name = file ?? (source === 'file' || source === 'signal' ? this.file ?? '<file>' : `<${source}>`);
     try {
-      if (this.closed) throw new SluiceError('CLOSED', 'policy reloader is closed');
+      if (this.closed) throw closed('policy reloader');
       const config = typeof doc === 'string' ? parseConfig(doc, name) : configFromDocument(doc, name);
       const previous = this.limiter.version;
       const version = policySetVersion(config.policies);
@@ -197,7 +197,7 @@ export class PolicyReloader {
     } catch (e) {
       this.metrics?.reloaded(source, 'rejected');
       this.log?.error({ err: e, file: name, source }, 'policy reload rejected');
-      throw isSluiceError(e) ? e : new SluiceError('CONFIG', `${name}: ${(e as Error).message}`);
+      throw isSluiceError(e) ? e : configSourceError(name, (e as Error).message);
     }
   }
 
@@ -225,7 +225,7 @@ export class PolicyReloader {
           return null;
         }
         this.metrics?.reloaded(source, 'rejected');
-        this.log?.error({ err: new SluiceError('CONFIG', `${this.file}: cannot read: ${(e as Error).message}`), file: this.file, source }, 'policy reload rejected');
+        this.log?.error({ err: configSourceError(this.file, `cannot read: ${(e as Error).message}`), file: this.file, source }, 'policy reload rejected');
         return null;
       }
       const hash = createHash('sha256').update(text).digest('hex');

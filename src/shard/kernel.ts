@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
 import { calendarClock, type CalendarClock } from '../util/calendar.js';
-import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
+import { HASH_IN, HASH_OUT, LEG_IN, LEG_OUT, STATE_ROW, STATUS } from './abi.js';
+import type { KernelLimit } from './protocol.js';
 
 /** The raw exports of build/kernel.wasm (assembly/index.ts). */
 interface KernelExports {
@@ -28,8 +29,7 @@ interface KernelExports {
   logBlockEntries(): number;
 }
 
-/** f64s per row of Kernel.setState's input. */
-export const STATE_ROW = 6;
+export { STATE_ROW };
 
 /** Key text hashed per batch; a batch goes out early when it fills. */
 const DEFAULT_KEY_BYTES = 1 << 20;
@@ -106,14 +106,13 @@ export class Kernel {
     }
     this.limitCapacity = Math.min(MAX_LIMIT_IDS, Math.max(1, opts.limits.length, opts.limitCapacity ?? LIMIT_CAPACITY));
     const logKeys = opts.logKeys ?? Math.min(opts.maxKeys, LOG_KEYS);
-    const code = k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes, logKeys, opts.logEntries ?? LOG_ENTRIES);
-    if (code !== 0) throw new Error(`sluice kernel: init failed (code ${code})`);
+    status(k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes, logKeys, opts.logEntries ?? LOG_ENTRIES), 'init', 0);
     opts.limits.forEach((l, id) => { if (l) this.setLimit(id, l); });
     const buf = k.memory.buffer;
     this.legIn = new Float64Array(buf, k.legInPtr(), opts.maxBatch * LEG_IN);
     this.legOut = new Float64Array(buf, k.legOutPtr(), opts.maxBatch * LEG_OUT);
-    this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * 4);
-    this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * 2);
+    this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * HASH_IN);
+    this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * HASH_OUT);
     this.keyBytes = Buffer.from(buf, k.keyPtr(), keyBytes);
   }
 
@@ -126,7 +125,8 @@ export class Kernel {
    * @throws Error for an id past {@link limitCapacity} or a bad algorithm code.
    */
   setLimit(id: number, l: KernelLimit): void {
-    if (this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0) !== 0) {
+    const code = this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0);
+    if (code !== STATUS.OK) {
       throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity}; a sliding_log needs min(limit, period) <= ${this.k.logBlockEntries()} entries)`);
     }
     if (l.calendar) {
@@ -162,13 +162,13 @@ export class Kernel {
    * (signed), w1, lastSeen (Unix ms)]. A key held under another limit id reads as not found. Changes nothing.
    */
   peek(n: number): void {
-    if (this.k.peekBatch(n) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    status(this.k.peekBatch(n), 'batch', n);
   }
 
   /** Forgets the keys of legs [0, n) of `legIn` (by hash); returns how many were held. */
   remove(n: number): number {
     const removed = this.k.removeBatch(n);
-    if (removed < 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    if (removed === STATUS.REMOVE_TOO_MANY) status(STATUS.TOO_MANY, 'batch', n);
     return removed;
   }
 
@@ -178,7 +178,7 @@ export class Kernel {
    */
   decide(n: number, nowMs: number): void {
     if ((nowMs >= this.windowsUntil || nowMs < this.windowsFrom) && this.calendarIds.length > 0) this.setWindows(nowMs);
-    if (this.k.checkBatch(n, nowMs) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    status(this.k.checkBatch(n, nowMs), 'batch', n);
   }
 
   /**
@@ -186,7 +186,7 @@ export class Kernel {
    * w0 (signed), w1, lastSeen]. Sync mode uses it to replace a key's state with the merged one.
    */
   setState(n: number, nowMs: number): void {
-    if (this.k.setState(n, nowMs) !== 0) throw new Error(`sluice kernel: ${n} states exceed the input region`);
+    status(this.k.setState(n, nowMs), 'states', n);
   }
 
   /** XXH64 of rows [0, n) of `hashIn` into `hashOut`. */
@@ -204,4 +204,15 @@ export class Kernel {
   logStats(): { blocksUsed: number; entriesPerBlock: number } {
     return { blocksUsed: this.k.logBlocksUsed(), entriesPerBlock: this.k.logBlockEntries() };
   }
+}
+
+/**
+ * The kernel's status codes (./abi.ts STATUS) read in one place: OK returns; anything else is a bug in the
+ * caller (a batch past the size it set up, init twice) and throws a plain Error, never a user-facing one.
+ */
+function status(code: number, call: 'init' | 'batch' | 'states', n: number): void {
+  if (code === STATUS.OK) return;
+  if (call === 'init') throw new Error(`sluice kernel: init failed (code ${code})`);
+  if (call === 'states') throw new Error(`sluice kernel: ${n} states exceed the input region`);
+  throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
 }

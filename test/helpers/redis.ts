@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { Redis } from 'ioredis';
+import { inject } from 'vitest';
 import type { Limiter } from '../../src/index.js';
 
 /** A redis-server of the test's own on a free port (no persistence), with controls for fault tests. */
@@ -84,6 +85,49 @@ export async function startRedis(): Promise<TestRedis> {
       client.disconnect();
       child.kill('SIGCONT');
       await kill();
+    },
+  };
+}
+
+/** Databases of the run's shared redis-server: one per test file that uses it (database 0 hands them out). */
+export const SHARED_DATABASES = 64;
+
+/** A database of the run's shared redis-server (test/helpers/redis-global.ts), this test file's alone. */
+export interface SharedRedis {
+  port: number;
+  /** `redis://127.0.0.1:<port>/<db>`: a limiter or `sluice serve --redis` given it uses this database. */
+  url: string;
+  db: number;
+  /** A plain client on this database. */
+  client: Redis;
+  /** Empties this database and disconnects (the server stays up for other files). */
+  stop(): Promise<void>;
+}
+
+/**
+ * A database of the run's shared redis-server, emptied, for a test file that needs a Redis but does not
+ * pause, kill, restart, flush scripts of or reconfigure it (those use {@link startRedis}). Databases are
+ * handed out by INCR on database 0, so files running in parallel never share one.
+ * @throws Error when the shared server is not running (redis-server missing), or no database is left.
+ */
+export async function sharedRedis(): Promise<SharedRedis> {
+  const port = inject('sharedRedisPort');
+  if (!port) throw new Error(inject('sharedRedisError') || 'no shared redis-server: vitest.config.ts globalSetup did not run');
+  const admin = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  const db = await admin.incr('sluice-test:next-db');
+  admin.disconnect();
+  if (db >= SHARED_DATABASES) throw new Error(`the shared redis-server has no database left (${db}): raise SHARED_DATABASES`);
+  const client = new Redis(port, '127.0.0.1', { db, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  client.on('error', () => undefined);
+  await client.flushdb();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}/${db}`,
+    db,
+    client,
+    async stop() {
+      await client.flushdb();
+      client.disconnect();
     },
   };
 }

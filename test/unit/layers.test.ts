@@ -9,11 +9,10 @@
  * metrics, reload and limiter (the composition of engine, store and shards); the transports and clients
  * (server, middleware, client); cli; index (the package's entry).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const SRC = join(import.meta.dirname, '..', '..', 'src');
+import { SRC, sourceFiles } from '../helpers/sources.js';
 
 const LAYER: Record<string, number> = {
   util: 0,
@@ -27,16 +26,6 @@ const LAYER: Record<string, number> = {
   cli: 8,
   index: 9,
 };
-
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...sourceFiles(p));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
 
 /** Relative imports of one file, as paths under src/ ending in .ts. */
 function importsOf(file: string): string[] {
