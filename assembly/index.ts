@@ -195,16 +195,23 @@ let lastT: u64 = 0;
 /** Stores a leg's new state, inserting (and evicting, when full) if the key is new. */
 function commit(h: u64, idx: i32, limitId: u32, w0: u64, w1: u64, t: u64, now: u64): void {
   if (limitAt(limitId).algorithm == SLIDING_LOG) { commitLog(h, idx, limitId, w0, t, now); return; }
-  if (idx < 0) {
-    if (count >= maxKeys) evictOne(now, false);
-    idx = <i32>insert(h);
-  } else {
-    release(slotAt(<u32>idx), limitId);
-  }
-  const s = slotAt(<u32>idx);
+  const s = slotAt(claim(h, idx, limitId, now));
   s.w0 = w0;
   s.w1 = w1;
   s.meta = (<u64>limitId << 48) | t;
+}
+
+/**
+ * The slot of `h` (at `idx`, or inserted when idx < 0, evicting when full) made ready for state under
+ * `limitId`: a sliding log it held under another limit id gives its block back.
+ */
+function claim(h: u64, idx: i32, limitId: u32, now: u64): u32 {
+  if (idx < 0) {
+    if (count >= maxKeys) evictOne(now, false);
+    return insert(h);
+  }
+  release(slotAt(<u32>idx), limitId);
+  return <u32>idx;
 }
 
 /** Frees the log block of a slot about to hold state under `limitId` (a sliding log under another id). */
@@ -231,14 +238,7 @@ function commitLog(h: u64, idx: i32, limitId: u32, c: u64, t: u64, now: u64): vo
     evictOne(now, true);
     b = logAlloc();
   }
-  idx = find(h);
-  if (idx < 0) {
-    if (count >= maxKeys) evictOne(now, false);
-    idx = <i32>insert(h);
-  } else {
-    release(slotAt(<u32>idx), limitId);
-  }
-  const s = slotAt(<u32>idx);
+  const s = slotAt(claim(h, find(h), limitId, now));
   s.w0 = <u64>b;
   s.w1 = slidingLogCommit(lim, <u32>b, 0, c, t);
   s.meta = (<u64>limitId << 48) | t;
