@@ -47,7 +47,8 @@ local function evaluate(j, c)
     SLOT[key] = j
     local v = raw[j]
     if v then
-      local w0, w1, last = decodeState(v)
+      local w0, w1, last
+      if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
       if w0 then
         S0[j] = w0
         S1[j] = w1
@@ -121,6 +122,8 @@ while i <= n do
 end
 for k = 1, #dirty do
   local s = dirty[k]
-  redis.call('SET', KEYS[s], encodeState(S0[s], S1[s], SL[s]), 'PX', TTL[s])
+  local v
+  if type(S0[s]) == 'table' then v = encodeLog(S0[s]) else v = encodeState(S0[s], S1[s], SL[s]) end
+  redis.call('SET', KEYS[s], v, 'PX', TTL[s])
 end
 return out

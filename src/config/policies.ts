@@ -263,8 +263,8 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
   if (consistency === 'sync') checkSyncable(limits, own(raw, 'limits') !== undefined, fail);
-  if (consistency !== 'local' && limits.some((l) => l.algorithm === 'sliding_log')) {
-    fail('consistency', `sliding_log keeps its log in this instance only: consistency ${consistency} is not supported for it (use local)`);
+  if (consistency === 'sync' && limits.some((l) => l.algorithm === 'sliding_log')) {
+    fail('consistency', 'sliding_log cannot be merged in consistency sync (a log is not a sum of deltas): use local or strict');
   }
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
   const shadow = readShadow(own(raw, 'shadow'), guard, fail);

@@ -229,7 +229,9 @@ export class KeyAdmin {
       ]);
       if (rows.some((v) => Number.isNaN(v))) throw new Error('the key\'s state could not be read (its slot did not answer, or it holds another type or a malformed value: DELETE resets it)');
       const t = time === null ? now : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-      const raw = (values as Array<Buffer | null>).map((v): [boolean, number, number, number] => {
+      const raw = (values as Array<Buffer | null>).map((v, j): [boolean, number, number, number] => {
+        // a sliding log's value is its packed entries [ts, count]... (lua/sliding_log.lua): held, last = the newest ts
+        if (v !== null && rt.policy.limits[j].algorithm === 'sliding_log' && v.length >= 16 && v.length % 16 === 0) return [true, 0, 0, v.readDoubleLE(v.length - 16)];
         const s = v === null ? null : decodeState(v);
         return s === null ? [false, 0, 0, 0] : [true, s[0], s[1], s[2]];
       });

@@ -3,13 +3,16 @@
  * which keeps every admitted check uncoalesced), call for call. fast-check draws limits 0..64 with periods
  * 1..5000 ms (the loader's bound: min(limit, period) ≤ 64), single policies and a sliding log paired with a
  * token bucket on one key (`limits: [a, b]`), and up to 150 calls over 1–3 keys whose time moves by 0, 1 ms,
- * a few ms, about a period, a lot, or backwards; costs 0..L+1 biased to 1.
+ * a few ms, about a period, a lot, or backwards; costs 0..L+1 biased to 1. Then strict mode
+ * (lua/sliding_log.lua in a frozen-clock Redis, `clock: 'limiter'`) against the local kernel, decision for
+ * decision, on the same draws.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFrozenRedis, type FrozenRedis } from '../helpers/frozen-redis.js';
 import { createLimiter } from '../../src/index.js';
 import { ReferenceModel, type ModelLimit } from '../helpers/model.js';
-import { Clock, MAX_KEYS, expectWellFormed, pick } from './support.js';
+import { Clock, MAX_KEYS, expectWellFormed, pick, type Limiter } from './support.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 
@@ -43,12 +46,16 @@ const runArb = fc.tuple(logArb, bucketArb).chain(([log, tb]) => fc.tuple(
   fc.constant(log), fc.constant(tb), fc.integer({ min: 0, max: 2 ** 40 }), fc.array(callArb(Math.min(log.limit, 70)), { minLength: 1, maxLength: 150 }),
 ));
 
+function policiesOf(log: ModelLimit, tb: ModelLimit, extra: Record<string, unknown> = {}): Policies {
+  return {
+    one: { algorithm: 'sliding_log', limit: log.limit, period: log.period, ...extra },
+    two: { limits: [{ algorithm: 'sliding_log', limit: log.limit, period: log.period }, { algorithm: 'token_bucket', limit: tb.limit, period: tb.period }], ...extra },
+  } as unknown as Policies;
+}
+
 async function compare(shards: number, log: ModelLimit, tb: ModelLimit, start: number, calls: Call[]): Promise<void> {
   const model = new ReferenceModel({ one: log, two: { limits: [log, tb] } });
-  const policies = {
-    one: { algorithm: 'sliding_log', limit: log.limit, period: log.period },
-    two: { limits: [{ algorithm: 'sliding_log', limit: log.limit, period: log.period }, { algorithm: 'token_bucket', limit: tb.limit, period: tb.period }] },
-  } as unknown as Policies;
+  const policies = policiesOf(log, tb);
   const clock = new Clock();
   const limiter = await createLimiter({ policies, shards, clock: clock.read, maxKeys: MAX_KEYS });
   try {
@@ -71,5 +78,51 @@ describe.each([0, 2])('sliding_log: engine = reference model, shards: %i', (shar
     await fc.assert(fc.asyncProperty(runArb, async ([log, tb, start, calls]) => {
       await compare(shards, log, tb, start, calls);
     }), { numRuns: shards === 0 ? 200 : 20, interruptAfterTimeLimit: 30_000, markInterruptAsFailure: false });
+  }, 60_000);
+});
+
+describe('sliding_log: strict (lua/sliding_log.lua, limiter clock) = local kernel', () => {
+  let redis: FrozenRedis;
+  let prefixes = 0;
+  beforeAll(async () => { redis = await startFrozenRedis(); });
+  afterAll(async () => { await redis?.stop(); });
+
+  async function connected(limiter: Limiter): Promise<void> {
+    const deadline = Date.now() + 5000;
+    while (!(await limiter.stats()).store?.connected) {
+      if (Date.now() > deadline) throw new Error('strict limiter did not connect to Redis within 5 s');
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  }
+
+  it('decision for decision; several checks of one turn in one script call', async () => {
+    await fc.assert(fc.asyncProperty(runArb, fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }), async ([log, tb, start, calls], together) => {
+      const clock = new Clock();
+      const local = await createLimiter({ policies: policiesOf(log, tb), shards: 0, clock: clock.read, maxKeys: MAX_KEYS });
+      const strict = await createLimiter({
+        policies: policiesOf(log, tb, { consistency: 'strict', onStoreError: 'closed' }), shards: 0, clock: clock.read, maxKeys: MAX_KEYS,
+        redis: { url: redis.url, prefix: `slog${process.pid}.${++prefixes}:`, clock: 'limiter', timeoutMs: 5000 },
+      });
+      try {
+        await connected(strict);
+        let t = start;
+        let i = 0;
+        while (i < calls.length) {
+          t = Math.max(0, t + calls[i].dt);
+          clock.now = t;
+          // calls after the first with dt 0 and `together` go out in the same turn
+          let j = i + 1;
+          while (j < calls.length && calls[j].dt === 0 && together[j]) j++;
+          const batch = calls.slice(i, j);
+          const fire = (l: Limiter) => Promise.all(batch.map((c) => l.check({ policy: c.policy, key: c.key, cost: c.cost })));
+          const [x, y] = [await fire(local), await fire(strict)];
+          batch.forEach((c, k) => expect({ ...y[k] }, `call #${i + k} t=${t} ${c.policy} ${c.key} cost ${c.cost}`).toStrictEqual({ ...x[k] }));
+          i = j;
+        }
+      } finally {
+        await strict.close();
+        await local.close();
+      }
+    }), { numRuns: 80, interruptAfterTimeLimit: 30_000, markInterruptAsFailure: false });
   }, 60_000);
 });

@@ -172,11 +172,10 @@ describe('sliding_log: compile and refuse', () => {
     expect(limitOf({ algorithm: 'sliding_log', limit: 1_000_000, period: 64 }).limit).toBe(1_000_000);
   });
 
-  it('strict and sync are refused naming consistency', () => {
-    for (const consistency of ['strict', 'sync']) {
-      const e = refusal({ algorithm: 'sliding_log', limit: 5, period: '1s', consistency });
-      expect([e.field, e.message]).toStrictEqual(['consistency',
-        `policy "p": consistency: sliding_log keeps its log in this instance only: consistency ${consistency} is not supported for it (use local)`]);
-    }
+  it('sync is refused naming consistency; strict compiles (lua/sliding_log.lua)', () => {
+    const e = refusal({ algorithm: 'sliding_log', limit: 5, period: '1s', consistency: 'sync' });
+    expect([e.field, e.message]).toStrictEqual(['consistency',
+      'policy "p": consistency: sliding_log cannot be merged in consistency sync (a log is not a sum of deltas): use local or strict']);
+    expect(compilePolicies({ p: { algorithm: 'sliding_log', limit: 5, period: '1s', consistency: 'strict' } }).get('p')!.consistency).toBe('strict');
   });
 });
