@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
+import { startGrpcServer, type SluiceGrpcServer } from '../grpc/server.js';
 import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
@@ -17,7 +18,8 @@ import { configFrom, intArg } from './args.js';
  * announced to (and heard from) other instances (see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
- * SLUICE_ADMIN_TOKEN, and refuses to start without one.
+ * SLUICE_ADMIN_TOKEN, and refuses to start without one. `--grpc-port N` (or SLUICE_GRPC_PORT, or
+ * `server.grpcPort`) serves Envoy's rate limit service over gRPC on `host` (src/grpc/server.ts).
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -28,6 +30,7 @@ export async function serve(argv: string[]): Promise<number> {
       'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
+      'grpc-port': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -45,6 +48,8 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const prefix = redisPrefix(values['redis-prefix'] ?? (env.SLUICE_REDIS_PREFIX || undefined));
   const admin = adminTarget(values, env, config.server.admin ?? undefined);
+  const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
+    ?? config.server.grpcPort;
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs, prefix } } : {}),
@@ -72,12 +77,10 @@ export async function serve(argv: string[]): Promise<number> {
     await limiter.close();
     throw e;
   }
-  let adminServer: AdminServer | null = null;
-  if (admin !== null) {
+  let grpcServer: SluiceGrpcServer | null = null;
+  if (grpcPort !== undefined) {
     try {
-      adminServer = await startAdminServer({
-        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
-      });
+      grpcServer = await startGrpcServer({ limiter, host, port: grpcPort, metrics: server.metrics, logger: log });
     } catch (e) {
       await reloader.close();
       await server.close();
@@ -85,12 +88,27 @@ export async function serve(argv: string[]): Promise<number> {
       throw e;
     }
   }
-  log.info({ host, port: server.port, shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
+  let adminServer: AdminServer | null = null;
+  if (admin !== null) {
+    try {
+      adminServer = await startAdminServer({
+        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
+      });
+    } catch (e) {
+      await grpcServer?.close();
+      await reloader.close();
+      await server.close();
+      await limiter.close();
+      throw e;
+    }
+  }
+  log.info({ host, port: server.port, ...(grpcServer ? { grpcPort: grpcServer.port } : {}), shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       log.info({ signal }, 'draining');
       (adminServer?.close() ?? Promise.resolve())
         .then(() => reloader.close())
+        .then(() => grpcServer?.close())
         .then(() => server.close())
         .then(() => limiter.close())
         .then(() => {

@@ -1,6 +1,7 @@
 /**
  * The policies file's document shape (strict: unknown keys are errors at every level) and its translation to
- * a {@link SluiceConfig}. `policies` goes through the same compiler as the library option, with errors
+ * a {@link SluiceConfig} (a document with a top-level `domain` is envoyproxy/ratelimit's format instead:
+ * see envoy-ratelimit.ts). `policies` goes through the same compiler as the library option, with errors
  * re-addressed to the document path; `engine` and `server` are checked here with zod.
  *
  * ```yaml
@@ -15,12 +16,14 @@
  *   authDenyStatus: 429                # 429 or 403: what /v1/auth answers when denied
  *   stream: { maxInFlight: 4096, ... }  # /v1/stream limits (StreamOptions in src/server/ws.ts)
  *   admin: { port: 9090, host: 127.0.0.1 }  # the admin API (src/server/admin.ts); its token is never in the file
+ *   grpcPort: 8081                     # Envoy's rate limit service over gRPC (src/grpc/), on server.host; off when absent
  * ```
  */
 import * as z from 'zod';
 import { configError, SluiceError } from '../util/errors.js';
 import { describeValue } from './duration.js';
 import { compilePoliciesWith, joinPath, type CompiledPolicy, type PolicyErrorSite } from './policies.js';
+import { isEnvoyRateLimitDocument, policiesFromEnvoyRateLimit } from './envoy-ratelimit.js';
 
 /** `engine:` section. Absent keys are left absent: the engine applies its own defaults. */
 export interface EngineConfig {
@@ -51,6 +54,8 @@ export interface ServerConfig {
    * the token comes from `--admin-token` or SLUICE_ADMIN_TOKEN, never from this file.
    */
   admin?: { port?: number; host?: string } | null;
+  /** Envoy's rate limit service over gRPC (src/grpc/server.ts) on this port (0..65535); off when absent. */
+  grpcPort?: number;
 }
 
 /** A validated configuration file. */
@@ -123,6 +128,7 @@ const ServerSchema = section({
     port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
     host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
   }).nullish(),
+  grpcPort: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
 });
 
 /** The top level; `policies` is checked by the policy compiler. A null section means an empty one. */
@@ -143,6 +149,12 @@ const DocumentSchema = section({
 export function configFromDocument(raw: unknown, file: string): SluiceConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw configError(file, ROOT_PATH, `must be a mapping with a top-level "policies" key (got ${describeValue(raw)})`);
+  }
+  if (isEnvoyRateLimitDocument(raw)) {
+    const policies = compilePoliciesWith(policiesFromEnvoyRateLimit(raw as Record<string, unknown>, file), (site, why) => {
+      throw configError(file, policyPath(site), why);
+    });
+    return { policies, engine: {}, server: {}, raw };
   }
   const parsed = DocumentSchema.safeParse(raw);
   if (!parsed.success) throw zodError(parsed.error.issues[0], file);

@@ -32,11 +32,17 @@
  *
  * | metric | type | labels |
  * |---|---|---|
- * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the four below) |
- * | sluice_store_timeouts_total | counter | calls that got no answer within timeoutMs |
- * | sluice_store_script_errors_total | counter | calls Redis answered with an error (the script failed: WRONGTYPE, OOM...) |
+ * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the five below) |
+ * | sluice_store_timeouts_total | counter | calls during which Redis sent nothing on the connection for timeoutMs |
+ * | sluice_store_script_errors_total | counter | calls Redis answered with an error about the call (the script failed) |
  * | sluice_store_connection_errors_total | counter | calls that could not be sent or lost their connection |
  * | sluice_store_breaker_rejections_total | counter | calls not made because the circuit breaker was open |
+ * | sluice_store_unavailable_total | counter | calls Redis refused: OOM, BUSY, LOADING, READONLY... (open the breaker) |
+ * | sluice_store_late_calls_total | counter | strict calls answered after they had timed out (Redis ran them late) |
+ * | sluice_store_late_spent_tokens_total | counter | tokens those late calls spent in Redis |
+ * | sluice_store_over_limit_answers_total | counter | strict checks denied by the over-limit cache, without Redis |
+ * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
+ * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
  * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
@@ -288,10 +294,35 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
         },
       });
     };
-    storeCounter('sluice_store_timeouts_total', 'Redis calls that got no answer within timeoutMs.', (st) => st.timeouts);
-    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error: the script failed (WRONGTYPE, OOM, a script error).', (st) => st.scriptErrors);
+    storeCounter('sluice_store_timeouts_total', 'Redis calls given up: Redis sent nothing on the connection for timeoutMs (frozen, down, unreachable).', (st) => st.timeouts);
+    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error about the call: the script failed (a script error).', (st) => st.scriptErrors);
     storeCounter('sluice_store_connection_errors_total', 'Redis calls that could not be sent or lost their connection (Redis down, restarting, not yet connected).', (st) => st.connectionErrors);
     storeCounter('sluice_store_breaker_rejections_total', 'Redis calls not made because the circuit breaker was open.', (st) => st.breakerRejections);
+    storeCounter('sluice_store_unavailable_total', 'Redis calls Redis refused because it cannot serve now (OOM, BUSY, LOADING, READONLY...); they count toward the breaker.', (st) => st.unavailable);
+    storeCounter('sluice_store_late_calls_total', 'Strict script calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
+    storeCounter('sluice_store_late_spent_tokens_total', 'Tokens spent in Redis by checks whose call had timed out (they took their failure rule).', (st) => st.lateSpentTokens);
+    storeCounter('sluice_store_over_limit_answers_total', 'Strict checks denied by the exact over-limit cache, without a Redis call.', (st) => st.overLimitAnswers);
+    new Gauge({
+      name: 'sluice_store_known_keys',
+      help: 'Strict keys whose last Redis answer this instance keeps (over-limit cache, local-rule seeding).',
+      registers,
+      collect() {
+        const st = store();
+        if (st !== undefined) this.set(st.knownKeys);
+      },
+    });
+    new Counter({
+      name: 'sluice_degraded_decisions_total',
+      help: 'Strict decisions not made by Redis (it failed), by policy and the rule that made them: open, closed, local.',
+      labelNames: ['policy', 'rule'], registers,
+      collect() {
+        if (stats?.degraded === undefined) return;
+        this.reset();
+        for (const [policy, c] of Object.entries(stats.degraded)) {
+          for (const rule of ['open', 'closed', 'local'] as const) if (c[rule] > 0) this.inc({ policy, rule }, c[rule]);
+        }
+      },
+    });
     new Gauge({
       name: 'sluice_store_connected',
       help: '1 while the Redis client is connected, else 0.',

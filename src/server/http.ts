@@ -310,7 +310,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
-  app.any('/v1/auth', (res, req) => {
+  const auth = (res: HttpResponse, req: HttpRequest): void => {
     let check: CheckRequest;
     try {
       check = authCheck(req, limiter.policies);
@@ -318,7 +318,10 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       return failNow(res, e);
     }
     runCheck(res, null, check, denyStatus);
-  });
+  };
+  app.any('/v1/auth', auth);
+  // Envoy ext_authz (HTTP) appends the original path to the auth URL: /v1/auth/<policy>/<path> (see auth.ts).
+  app.any('/v1/auth/*', auth);
 
   app.get('/healthz', (res) => {
     const x = begin(res);
@@ -387,12 +390,15 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
 /**
  * A decision's rate-limit headers as one header for one `writeHeader` call: `RateLimit-Policy` (when the
- * policy is known), `RateLimit`, and `Retry-After` on a denial with a finite wait, joined by CRLF. uWS writes
+ * policy is known), `RateLimit`, `Retry-After` on a denial with a finite wait, and `Sluice-Degraded: open |
+ * closed | local` on a strict decision Redis did not make, joined by CRLF. uWS writes
  * `name: value\r\n` as given, so the bytes are those of separate calls, at one crossing into native code
  * instead of three (names and numbers here are plain ASCII: policy names are `A-Z a-z 0-9 _ . - #`).
  */
 function rateLimitFields(d: Decision, policyHeader: string | undefined): { name: string; value: string } {
-  const retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  let retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  // a strict decision Redis did not make says so, and by which rule (README "Failure behaviour")
+  if (d.degraded === true) retry += `\r\nSluice-Degraded: ${d.degradedBy ?? 'local'}`;
   FIELDS.name = policyHeader === undefined ? 'RateLimit' : 'RateLimit-Policy';
   FIELDS.value = policyHeader === undefined ? `${rateLimitHeader(d)}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimitHeader(d)}${retry}`;
   return FIELDS;

@@ -1,4 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
@@ -166,4 +169,49 @@ export async function keysUnder(client: Redis, prefix: string): Promise<string[]
     cursor = next;
   } while (cursor !== '0');
   return out.sort();
+}
+
+const FROZEN_C = `
+#include <stddef.h>
+#include <sys/time.h>
+/* Redis 7.0 reads wall time only through gettimeofday() (ustime, mstime, TIME, key expiry); its event loop
+   runs on the monotonic clock, which stays real. */
+int gettimeofday(struct timeval *tv, void *tz) {
+  (void)tz;
+  if (tv != NULL) { tv->tv_sec = 1700000000; tv->tv_usec = 0; }
+  return 0;
+}
+`;
+
+/** A redis-server whose wall clock stands still (keys never expire): see startFrozenRedis. */
+export interface FrozenRedis {
+  url: string;
+  client: Redis;
+  stop(): Promise<void>;
+}
+
+/**
+ * A redis-server whose gettimeofday() is pinned by a tiny LD_PRELOAD library (built here with cc): no key ever
+ * expires, so with `clock: 'limiter'` Redis state lives exactly as long as the controlled clock says.
+ */
+export async function startFrozenRedis(): Promise<FrozenRedis> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-frozen-'));
+  const src = path.join(dir, 'frozen.c');
+  const lib = path.join(dir, 'frozen.so');
+  writeFileSync(src, FROZEN_C);
+  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', lib, src], { stdio: 'pipe' });
+  const port = await freePort();
+  const child = await launchRedis(port, [], { ...process.env, LD_PRELOAD: lib });
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    client,
+    async stop() {
+      client.disconnect();
+      child.kill('SIGKILL');
+      await exited(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -19,8 +19,10 @@ const E2 = Date.parse('2026-03-01T00:00:00Z'); // and February's here
 
 /** One leg, limit 3, of a calendar window: [code, remaining, resetAfterMs, retryAfterMs]. */
 async function leg(key: string, cost: number, t: number): Promise<number[]> {
-  return (await redis.client.eval(checkScript(), 1, key, '0', String(t), '1',
-    String(CALENDAR_WINDOW_CODE), '3', String(E), String(E2), String(cost), '1')) as number[];
+  const packed = Buffer.alloc(48); // ARGV[4]: the leg as 6 little-endian doubles (lua/check.lua)
+  [CALENDAR_WINDOW_CODE, 3, E, E2, cost, 1].forEach((v, i) => packed.writeDoubleLE(v, 8 * i));
+  const reply = (await redis.client.eval(checkScript(), 1, key, '0', String(t), '1', packed)) as number[];
+  return reply.slice(0, 4);
 }
 
 describe('lua/calendar_window.lua', () => {

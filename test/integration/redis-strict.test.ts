@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { loadCases } from '../helpers/cases.js';
 import { sharedRedis, type SharedRedis, redisNow, insideWindow, keysUnder } from '../helpers/redis.js';
-import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { send, serveStrict, type ServeProcess } from '../helpers/server.js';
 import { readState } from '../helpers/state.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
@@ -394,25 +394,7 @@ describe('case 14 across processes: 4 sluice serve instances on one Redis', () =
     dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-redis-'));
     const file = path.join(dir, 'policies.yaml');
     writeFileSync(file, JSON.stringify({ policies: POLICIES })); // JSON is YAML
-    const started = await Promise.allSettled(
-      Array.from({ length: INSTANCES }, () => spawnServe(['--config', file, '--redis', r.url], { env: { LOG_LEVEL: 'info' } })),
-    );
-    procs = started.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
-    const failed = started.find((x) => x.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
-    // the connection to Redis comes up after the listening socket: warm up until answers come from Redis
-    for (const proc of procs) {
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const a = await send(`${proc.url}/v1/check?policy=warm&key=w&cost=1`);
-        expect(a.status).toBe(200);
-        if (a.json.degraded !== true) break;
-        if (Date.now() > deadline) throw new Error(`${proc.url} never decided in Redis`);
-        await sleep(20);
-      }
-      // a few more turns, so the first burst does not pay for JIT warm-up inside the 20 ms store timeout
-      await Promise.all(Array.from({ length: 20 }, (_, i) => send(`${proc.url}/v1/check?policy=warm&key=w${i}&cost=1`)));
-    }
+    procs = await serveStrict(INSTANCES, ['--config', file, '--redis', r.url]);
   }, 60_000);
 
   afterAll(async () => {

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { calendarWindow } from '../../src/util/calendar.js';
 import { modelWindow } from '../helpers/calendar-model.js';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/frozen-redis.js';
+import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { ReferenceModel, type ModelLimit } from '../helpers/model.js';
 import { Clock, MAX_KEYS, pick, type Limiter } from './support.js';
 

@@ -26,11 +26,10 @@
  * against real time in test/integration/redis-strict.test.ts (case 03 and 05).
  */
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/frozen-redis.js';
+import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { checkInput, loadCases, missingMentions, pickExpected, type Case } from '../helpers/cases.js';
 import type { ModelLimit } from '../helpers/model.js';
 import {

@@ -9,7 +9,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/frozen-redis.js';
+import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { createLimiter } from '../../src/index.js';
 import { ReferenceModel, type ModelLimit } from '../helpers/model.js';
 import { Clock, MAX_KEYS, expectWellFormed, pick, type Limiter } from './support.js';

@@ -7,7 +7,7 @@
  *
  * The layers, lowest first: util; shard and store; keys; config; types (the public contract); wire and engine;
  * metrics, reload and limiter (the composition of engine, store and shards); the transports and clients
- * (server, middleware, client); cli; index (the package's entry).
+ * (server, grpc, middleware, client); cli; index (the package's entry).
  */
 import { readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
@@ -22,7 +22,7 @@ const LAYER: Record<string, number> = {
   types: 4,
   wire: 5, engine: 5,
   metrics: 6, reload: 6, limiter: 6,
-  server: 7, middleware: 7, client: 7,
+  server: 7, grpc: 7, middleware: 7, client: 7,
   cli: 8,
   index: 9,
 };

@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -101,7 +101,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort)',
     'server.tls',
   ],
 };
@@ -135,8 +135,8 @@ describe('loadConfigFile: basic.yaml', () => {
       version: expect.stringMatching(/^[0-9a-f]{8}$/),
       limits: [{ algorithm: 'token_bucket', algorithmCode: 0, limit: 100, periodMs: 60_000, burst: 50, name: 'free' }],
       descriptors: [
-        { name: 'tenant', header: null },
-        { name: 'action', header: null },
+        { name: 'tenant', header: null, from: 'query' },
+        { name: 'action', header: null, from: 'query' },
       ],
       guard: 'global',
       consistency: 'local',
@@ -147,6 +147,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -156,8 +158,8 @@ describe('loadConfigFile: basic.yaml', () => {
         { algorithm: 'sliding_window', algorithmCode: 3, limit: 10_000, periodMs: 3_600_000, burst: 10_000, name: 'paid#1' },
       ],
       descriptors: [
-        { name: 'tenant', header: null },
-        { name: 'user', header: 'x-user-id' },
+        { name: 'tenant', header: null, from: 'query' },
+        { name: 'user', header: 'x-user-id', from: 'header' },
       ],
       guard: 'global',
       consistency: 'local',
@@ -168,6 +170,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -183,6 +187,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -276,14 +282,14 @@ describe('the built-in default', () => {
       name,
     });
     const tenantAction = [
-      { name: 'tenant', header: null },
-      { name: 'action', header: null },
+      { name: 'tenant', header: null, from: 'query' },
+      { name: 'action', header: null, from: 'query' },
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});
