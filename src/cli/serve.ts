@@ -11,8 +11,11 @@ import { configFrom, intArg } from './args.js';
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
  * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
- * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX), which wins over the file. `--redis URL` and
- * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
+ * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, REDIS_SENTINELS, REDIS_MASTER), which wins over
+ * the file. `--redis URL`, `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) and `--redis-sentinel
+ * host:port,...` with `--redis-master NAME` (Redis Sentinel; also `redis.sentinels` and `redis.master` in the
+ * file) exclude each other. The status page and `/v1/status` are served on the admin port when there is one,
+ * else on the public port; `server.statusPage: false` turns them off.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
  * announced to (and heard from) other instances (see src/reload/reloader.ts). `--admin-port N` (or
@@ -27,6 +30,7 @@ export async function serve(argv: string[]): Promise<number> {
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
       redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
+      'redis-sentinel': { type: 'string' }, 'redis-master': { type: 'string' },
       'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
@@ -41,7 +45,8 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
-  const redis = redisTarget(values.redis, values['redis-cluster'], env);
+  const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
+    ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
@@ -58,6 +63,9 @@ export async function serve(argv: string[]): Promise<number> {
   try {
     server = await startServer({
       limiter, host, port, logger: log,
+      statusPage: admin === null && config.server.statusPage !== false,
+      activity: { hotKeys: config.server.hotKeys?.capacity },
+      hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
     });
@@ -93,6 +101,7 @@ export async function serve(argv: string[]): Promise<number> {
     try {
       adminServer = await startAdminServer({
         limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
+        ...(config.server.statusPage === false ? {} : { status: server.status }),
       });
     } catch (e) {
       await grpcServer?.close();
@@ -155,6 +164,36 @@ function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
   if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
+}
+
+/**
+ * Redis Sentinel: `--redis-sentinel host:port,...` with `--redis-master NAME`, else REDIS_SENTINELS with
+ * REDIS_MASTER, else the file's `redis.sentinels` and `redis.master`; null when none is given, or when `other`
+ * (`--redis` or `--redis-cluster`) is, unless a sentinel flag is too (an error).
+ * @throws Error for sentinels without a master name (or the reverse), or with `--redis` / `--redis-cluster`.
+ */
+function sentinelTarget(
+  flag: string | undefined, master: string | undefined, env: NodeJS.ProcessEnv,
+  file: { sentinels?: string[]; master?: string }, other: boolean,
+): { sentinel: { sentinels: string[]; name: string } } | null {
+  const envOther = Boolean(env.REDIS_URL || env.REDIS_CLUSTER_NODES);
+  const envSentinel = Boolean(env.REDIS_SENTINELS || env.REDIS_MASTER);
+  if (flag !== undefined || master !== undefined) {
+    if (other) throw usage('--redis-sentinel and --redis / --redis-cluster: give one', '--redis-sentinel');
+  } else if (other) {
+    return null; // a flag wins over the environment and the file
+  } else if (envSentinel) {
+    if (envOther) throw usage('REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one', 'REDIS_SENTINELS');
+  } else if (envOther) {
+    return null; // the environment wins over the file
+  }
+  const list = flag ?? (env.REDIS_SENTINELS || undefined);
+  const sentinels = list !== undefined ? list.split(',').map((n) => n.trim()).filter((n) => n !== '') : file.sentinels;
+  const name = master ?? (env.REDIS_MASTER || undefined) ?? file.master;
+  if (sentinels === undefined && name === undefined) return null;
+  if (sentinels === undefined || sentinels.length === 0) throw usage('--redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)', '--redis-sentinel');
+  if (name === undefined) throw usage('--redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor', '--redis-master');
+  return { sentinel: { sentinels, name } };
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {

@@ -27,6 +27,8 @@
  * | sluice_policies_info | gauge | version: the policy-set version in force (`limiter.version`), value 1; only that one |
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
  * | process_resident_memory_bytes | gauge | the process's RSS |
+ * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit (with an {@link Activity}) |
+ * | sluice_hot_key_checks, sluice_hot_key_denied | gauge | policy, key: the top `hotKeyMetrics` keys per policy of the hot-key sketch (estimates: see src/metrics/hot-keys.ts); none when 0 |
  *
  * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
  *
@@ -58,6 +60,8 @@
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
+import type { Activity } from './activity.js';
+import { keyOf } from '../keys/derive.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
@@ -84,9 +88,19 @@ export const LATENCY_BUCKETS = [
   0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 ];
 
+/** What {@link createMetrics} counts besides its own counters. */
+export interface MetricsOptions {
+  /** Per-policy rates, near-limit counts and hot keys, fed with every decision counted here. Default none. */
+  activity?: Activity | null;
+  /** Keys per policy exported as `sluice_hot_key_*` (the sketch's top N; bounded cardinality); 0: none. Default 10. */
+  hotKeyMetrics?: number;
+}
+
 export interface ServerMetrics {
   /** This server's registry: add your own metrics to it if you like. */
   readonly registry: Registry;
+  /** The activity counts decisions feed (rates, near-limit, hot keys), or null. */
+  readonly activity: Activity | null;
   /** `Content-Type` of {@link render}'s text. */
   readonly contentType: string;
   /**
@@ -106,8 +120,16 @@ export interface ServerMetrics {
    * (two reads, no per-turn caching and its microtasks), passing `ended`.
    */
   now(): number;
-  /** Counts a check's decision under `policy` (the check's), started at {@link started}, `ended` or now. */
-  decided(policy: unknown, d: Decision, started: number, ended?: number): void;
+  /**
+   * Counts a check's decision under `policy` (the check's), started at {@link started}, `ended` or now;
+   * `req`, the check, gives its key to the hot-key sketch.
+   */
+  decided(policy: unknown, d: Decision, started: number, ended?: number, req?: CheckRequest): void;
+  /**
+   * For a batch counted by {@link tally}: one of its decisions for the activity (rates, near-limit, hot keys):
+   * admitted or not, degraded, tokens left of the limit. Does nothing without an activity.
+   */
+  observe(policy: string, key: string, allowed: boolean, degraded: boolean, remaining: number, limit: number): void;
   /** Counts a check that failed with `e`: only a 5xx is the engine failing to decide. */
   failed(policy: unknown, e: unknown, started: number, ended?: number): void;
   /**
@@ -124,8 +146,13 @@ export interface ServerMetrics {
 }
 
 /** Creates the metrics of one server over `limiter`. */
-export function createMetrics(limiter: Limiter): ServerMetrics {
+export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): ServerMetrics {
   const registry = new Registry();
+  const activity = options.activity ?? null;
+  const hotKeyMetrics = options.hotKeyMetrics ?? 10;
+  if (!Number.isSafeInteger(hotKeyMetrics) || hotKeyMetrics < 0 || hotKeyMetrics > 1000) {
+    throw new RangeError(`hotKeyMetrics: must be an integer from 0 to 1000 (got ${hotKeyMetrics})`);
+  }
   const registers = [registry];
 
   /** Per policy: counts by result, in RESULTS order. Only configured policy names: bounded label values. */
@@ -408,6 +435,33 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       });
     },
   });
+  if (activity !== null) {
+    new Counter({
+      name: 'sluice_near_limit_total',
+      help: 'Admitted checks that left less than 20 % of the limit, by policy (tenants close to their quota).',
+      labelNames: ['policy'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [policy, n] of activity.nearLimit()) this.inc({ policy }, n);
+      },
+    });
+    if (hotKeyMetrics > 0 && activity.hotKeys > 0) {
+      const hotGauge = (name: string, help: string, read: (h: { checks: number; denied: number }) => number): void => {
+        new Gauge({
+          name, help, labelNames: ['policy', 'key'], registers,
+          collect() {
+            this.reset();
+            for (const policy of activity.policies()) {
+              for (const h of activity.hot(policy, hotKeyMetrics) ?? []) this.set({ policy, key: h.key }, read(h));
+            }
+          },
+        });
+      };
+      hotGauge('sluice_hot_key_checks', `Checks of the hottest keys per policy (the top ${hotKeyMetrics} of a Space-Saving sketch: an overestimate by at most checks/K).`, (h) => h.checks);
+      hotGauge('sluice_hot_key_denied', `Denied checks of the hottest keys per policy (the top ${hotKeyMetrics} by checks), since each entered the sketch.`, (h) => h.denied);
+    }
+  }
   new Gauge({
     name: 'process_resident_memory_bytes',
     help: 'Resident memory size of the process in bytes.',
@@ -451,8 +505,23 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     }
     latency.observe((ended - started) / 1000);
   };
-  const countDecision = (policy: unknown, d: Decision, started: number, ended?: number): void =>
+  /** The check's key for the hot-key sketch: its `key`, or its descriptors joined (only while the sketch is on). */
+  const keyFor = (policy: string, req: CheckRequest | undefined): string | undefined => {
+    if (req === undefined) return undefined;
+    if (req.key !== undefined || req.descriptors === undefined || !activity!.wantsKeys()) return req.key;
+    const p = limiter.policies.get(policy);
+    try {
+      return p === undefined ? undefined : keyOf(p, undefined, req.descriptors);
+    } catch {
+      return undefined;
+    }
+  };
+  const countDecision = (policy: unknown, d: Decision, started: number, ended?: number, req?: CheckRequest): void => {
     count(policy, d.allowed ? 0 : d.retryAfterMs === null ? 2 : 1, started, ended);
+    if (activity !== null && typeof policy === 'string') {
+      activity.record(policy, keyFor(policy, req), d.allowed, d.degraded === true, d.remaining, d.limit);
+    }
+  };
   const countFailure = (policy: unknown, e: unknown, started: number, ended?: number): void => {
     // A 4xx is the caller's mistake, not a decision; a 5xx is the engine failing to decide.
     if (isSluiceError(e) && e.status >= 500) {
@@ -464,13 +533,14 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
 
   return {
     registry,
+    activity,
     contentType: registry.contentType,
     instrument(inner: Limiter): Limiter {
       const check = (req: CheckRequest): Promise<Decision> => {
         const started = enteredAt();
         return inner.check(req).then(
           (d) => {
-            countDecision(req.policy, d, started);
+            countDecision(req.policy, d, started, undefined, req);
             return d;
           },
           (e: unknown) => {
@@ -488,6 +558,9 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     now: monotonicMs,
     decided: countDecision,
     failed: countFailure,
+    observe(policy: string, key: string, allowed: boolean, degraded: boolean, remaining: number, limit: number): void {
+      activity?.record(policy, key, allowed, degraded, remaining, limit);
+    },
     tally(policy: unknown, allowed: number, denied: number, never: number, started: number, ended: number): void {
       const counts = typeof policy === 'string' ? decided.get(policy) ?? addPolicy(policy) : undefined;
       if (counts === undefined) return;

@@ -28,6 +28,7 @@ import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
+import { followSwitches, sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 
 export type { ReloadSource } from '../types.js';
@@ -49,7 +50,7 @@ export interface PolicyReloaderOptions {
    * Redis for announcing reloads to other instances and hearing theirs (pub/sub): one server or a Cluster's
    * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
    */
-  redis?: { url: string } | { cluster: readonly string[] } | null;
+  redis?: { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget } | null;
   /** Prefix of the pub/sub channel (`<prefix>policies`). Default `sluice:`, the store's key prefix. */
   prefix?: string;
   /** This instance's id in announcements. Default `<hostname>/<pid>/<8 random hex>`. */
@@ -123,6 +124,7 @@ export class PolicyReloader {
     this.startup = o.startup;
     this.redis = o.redis ?? null;
     if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
+    if (this.redis && 'sentinel' in this.redis) sentinelOptions(this.redis.sentinel, () => 0);
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
     this.current = policiesOf(o.startup?.raw);
@@ -354,8 +356,11 @@ export class PolicyReloader {
         ? new Cluster(clusterNodes(target.cluster), {
           enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
         })
-        : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
+        : 'sentinel' in target
+          ? new Redis({ enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, ...sentinelOptions(target.sentinel, backoff) })
+          : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
       c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
+      if ('sentinel' in target) followSwitches(c as Redis, target.sentinel);
       return c;
     };
     this.pub = make(false);

@@ -192,7 +192,7 @@ class BinSeg implements CheckColumns, BatchInput {
 export interface StreamEngine {
   /** The limiter without the metrics wrapper; binary checks are counted per batch in `metrics` instead. */
   raw: Limiter;
-  metrics: Pick<ServerMetrics, 'now' | 'tally' | 'failed'>;
+  metrics: Pick<ServerMetrics, 'now' | 'tally' | 'failed' | 'observe' | 'activity'>;
 }
 
 /** An armed (or firing) subscription. */
@@ -522,6 +522,9 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         if (code === OUTCOME_ALLOWED) allowed++;
         else if (retry < 0) never++;
         else denied++;
+        if (metrics.activity !== null) {
+          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] === 1, out.remaining[j], out.limit[j]);
+        }
       }
       if (w === null) continue;
       let flags = degradedFlags(out.degraded[j]);

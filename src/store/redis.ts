@@ -8,6 +8,7 @@ import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, widen } from './reply.js';
+import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 
@@ -27,6 +28,11 @@ export interface RedisOptions {
    * (field `redis.cluster`) when empty, malformed, or given with `url`.
    */
   cluster?: readonly string[];
+  /**
+   * Redis Sentinel: the sentinels' addresses and the master's name (src/store/sentinel.ts); the client follows
+   * the master through failovers. Excludes `url` and `cluster` (a `CONFIG` SluiceError, field `redis.sentinel`).
+   */
+  sentinel?: SentinelTarget;
   /** Prefix of every key sluice writes. Default `sluice:`. */
   prefix?: string;
   /**
@@ -155,7 +161,7 @@ export class RedisStore {
     // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
     const onError = (e: Error): void => log?.debug({ err: e.message }, 'redis error');
     if (o.cluster !== undefined) {
-      if (o.url !== undefined) throw configError('redis', 'redis.cluster', 'give either url or cluster, not both');
+      if (o.url !== undefined || o.sentinel !== undefined) throw configError('redis', 'redis.cluster', `give either ${o.url !== undefined ? 'url' : 'sentinel'} or cluster, not both`);
       const cluster = new Cluster(clusterNodes(o.cluster), {
         scaleReads: 'master', // the scripts write
         enableOfflineQueue: false,
@@ -175,7 +181,7 @@ export class RedisStore {
       cluster.on('node error', onError);
       return new RedisStore(cluster, o);
     }
-    const redis = new Redis(o.url ?? 'redis://127.0.0.1:6379', {
+    const own = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout,
@@ -184,8 +190,13 @@ export class RedisStore {
       enableAutoPipelining: false,
       connectTimeout: 1000,
       retryStrategy: backoff,
-    });
+    };
+    if (o.sentinel !== undefined && o.url !== undefined) throw configError('redis', 'redis.sentinel', 'give either url or sentinel, not both');
+    const redis = o.sentinel !== undefined
+      ? new Redis({ ...own, ...sentinelOptions(o.sentinel, backoff) })
+      : new Redis(o.url ?? 'redis://127.0.0.1:6379', own);
     redis.on('error', onError);
+    if (o.sentinel !== undefined) followSwitches(redis, o.sentinel);
     return new RedisStore(redis, o);
   }
 
@@ -326,17 +337,7 @@ function script(lua: string): Script {
 
 /** Host and port of each `host:port` seed; throws a CONFIG error naming `redis.cluster`. */
 export function clusterNodes(nodes: readonly string[]): Array<{ host: string; port: number }> {
-  if (!Array.isArray(nodes) || nodes.length === 0) {
-    throw configError('redis', 'redis.cluster', 'must be a non-empty list of host:port');
-  }
-  return nodes.map((n) => {
-    const m = typeof n === 'string' ? /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(n.trim()) : null;
-    const port = m ? Number(m[2]) : 0;
-    if (!m || port < 1 || port > 65535) {
-      throw configError('redis', 'redis.cluster', `each node must be host:port with a port in 1..65535 (got ${JSON.stringify(n)})`);
-    }
-    return { host: m[1].startsWith('[') ? m[1].slice(1, -1) : m[1], port };
-  });
+  return hostPorts(nodes, 'redis.cluster');
 }
 
 /**

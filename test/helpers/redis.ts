@@ -41,16 +41,22 @@ export function freePort(): Promise<number> {
  * resolves with its process once it accepts connections (rejects after 5 s).
  */
 export function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  return spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
+    'Ready to accept connections', 'redis-server', env);
+}
+
+/**
+ * Spawns `redis-server args` and resolves with its process once its stdout shows `ready` (rejects after 5 s,
+ * saying `what` did not start, with what it printed).
+ */
+export function spawnRedisServer(args: string[], ready: string, what: string, env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env,
-    });
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${out}`)), 5000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('Ready to accept connections')) {
+      if (out.includes(ready)) {
         clearTimeout(timer);
         resolve(child);
       }

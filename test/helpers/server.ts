@@ -58,6 +58,7 @@ export async function startTestServer(o: TestServerOptions): Promise<TestServer>
     server = await startServer({
       limiter, host: '127.0.0.1', port: 0, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems,
       authDenyStatus: o.authDenyStatus, logger: o.logger,
+      statusPage: o.statusPage, activity: o.activity, hotKeyMetrics: o.hotKeyMetrics,
     });
   } catch (e) {
     await limiter.close();

@@ -37,7 +37,7 @@ function parseError(text: string, file = 'policies.yaml'): SluiceError {
 
 /** fixture -> [message after "<file>: ", the error's field (the document path; undefined for YAML errors)] */
 const BAD: Record<string, [string, string | undefined]> = {
-  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server)', 'logging'],
+  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server, redis)', 'logging'],
   'bad-unknown-policy-key.yaml': [`policies.free.perid: unknown key (a policy accepts ${POLICY_KEYS})`, 'policies.free.perid'],
   'bad-period.yaml': [`policies.free.period: ${PERIOD_RULE} (got "0s")`, 'policies.free.period'],
   'bad-limit.yaml': ['policies.free.limit: must be a non-negative safe integer (got "100")', 'policies.free.limit'],
@@ -101,9 +101,13 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, hotKeys)',
     'server.tls',
   ],
+  'bad-server-status-page.yaml': ['server.statusPage: must be true or false (got "yes")', 'server.statusPage'],
+  'bad-server-hot-keys.yaml': ['server.hotKeys.metrics: must be an integer from 0 to 1000 (got 5000)', 'server.hotKeys.metrics'],
+  'bad-redis-sentinels.yaml': ['redis.sentinels[0]: must be host:port (got "10.0.0.1")', 'redis.sentinels[0]'],
+  'bad-redis-unknown-key.yaml': ['redis.url: unknown key (accepted: sentinels, master)', 'redis.url'],
 };
 
 describe('loadConfigFile: one fixture per failure mode', () => {
