@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { calendarWindow } from '../../src/util/calendar.js';
 import { modelWindow } from '../helpers/calendar-model.js';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
+import { connected, startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { ReferenceModel, type ModelLimit } from '../helpers/model.js';
 import { Clock, MAX_KEYS, pick, type Limiter } from './support.js';
 
@@ -124,13 +124,6 @@ describe('calendar windows: strict (lua/calendar_window.lua, limiter clock) = lo
   beforeAll(async () => { redis = await startFrozenRedis(); });
   afterAll(async () => { await redis?.stop(); });
 
-  async function connected(limiter: Limiter): Promise<void> {
-    const deadline = Date.now() + 5000;
-    while (!(await limiter.stats()).store?.connected) {
-      if (Date.now() > deadline) throw new Error('strict limiter did not connect to Redis within 5 s');
-      await new Promise((r) => setTimeout(r, 2));
-    }
-  }
 
   function view(d: Decision): unknown {
     return { ...d };

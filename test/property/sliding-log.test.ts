@@ -9,7 +9,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
+import { connected, startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { createLimiter } from '../../src/index.js';
 import { ReferenceModel, type ModelLimit } from '../helpers/model.js';
 import { Clock, MAX_KEYS, expectWellFormed, pick, type Limiter } from './support.js';
@@ -87,13 +87,6 @@ describe('sliding_log: strict (lua/sliding_log.lua, limiter clock) = local kerne
   beforeAll(async () => { redis = await startFrozenRedis(); });
   afterAll(async () => { await redis?.stop(); });
 
-  async function connected(limiter: Limiter): Promise<void> {
-    const deadline = Date.now() + 5000;
-    while (!(await limiter.stats()).store?.connected) {
-      if (Date.now() > deadline) throw new Error('strict limiter did not connect to Redis within 5 s');
-      await new Promise((r) => setTimeout(r, 2));
-    }
-  }
 
   it('decision for decision; several checks of one turn in one script call', async () => {
     await fc.assert(fc.asyncProperty(runArb, fc.array(fc.boolean(), { minLength: 150, maxLength: 150 }), async ([log, tb, start, calls], together) => {
