@@ -63,8 +63,8 @@ export function rateLimitPolicyHeader(policy: CompiledPolicy, guard: CompiledPol
  * - denied with a finite wait: the wait (the same number as Retry-After);
  * - denied for good (`retryAfterMs` null: limit 0, cost above capacity, deny list): no t, as no wait would do;
  * - admitted: until the next token for a token bucket or GCRA, the window's end for fixed_window; for
- *   sliding_window the time until every counted grant has left both windows (resetAfterMs: an upper bound, as
- *   the decision does not say how the count splits between the two windows); no t when the limit is full
+ *   sliding_window and sliding_log the time until every counted grant has left the window (resetAfterMs: an
+ *   upper bound, as the decision does not say when the oldest grants leave); no t when the limit is full
  *   (nothing is pending) or `limit` is not given (a remote limiter's decision).
  * @param limit the binding limit ({@link bindingLimit}), which admitted checks need for t.
  */
@@ -90,6 +90,7 @@ function msUntilMoreQuota(d: Decision, l: CompiledLimit): number {
     }
     case 'fixed_window':
     case 'sliding_window':
+    case 'sliding_log':
       return d.resetAfterMs;
   }
 }
