@@ -124,9 +124,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     inspect: (req) => keyAdmin.inspect(req),
     reset: (req) => keyAdmin.reset(req),
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
-    close(): Promise<void> {
+    close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
-        await front.close();
+        await front.close(options?.drainMs);
         await pool?.close();
         await store?.close();
       })();

@@ -236,6 +236,11 @@ export interface Limiter {
   reset(req: KeyRequest): Promise<{ removed: number }>;
   /** Redis connectivity: `none` without a store. */
   storeStatus(): 'none' | 'connected' | 'disconnected';
-  /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */
-  close(): Promise<void>;
+  /**
+   * Decides what is queued, then stops the shards. Later checks reject with CLOSED. With sync policies it
+   * keeps trying to merge their deltas into Redis until `drainMs` (ms, default 10,000) have passed, then
+   * logs (`warn`) and drops what it could not merge: close() resolves within `drainMs` plus the wait for
+   * checks in flight.
+   */
+  close(options?: { drainMs?: number }): Promise<void>;
 }

@@ -26,6 +26,12 @@ export interface ShardTask {
   /** Number of legs. */
   n: number;
   legs: Float64Array;
+  /**
+   * Sync mode only: the batch's number on this shard, and the last one the front had settled when it sent
+   * this. The worker logs what the batch admitted until the front has read it (src/shard/admissions.ts).
+   */
+  seq?: number;
+  ack?: number;
 }
 
 /** Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. */
@@ -34,6 +40,10 @@ export interface ShardStates {
   now: number;
   n: number;
   rows: Float64Array;
+  /** 3 per row: algorithm code, L, P (ms), to spend what later batches admitted (src/shard/admissions.ts). */
+  params?: Float64Array;
+  /** The last batch (ShardTask.seq) the front had settled when it computed the rows. */
+  after?: number;
 }
 
 /** Limits to add by id (a policy reload), applied in order with the shard's batches. */

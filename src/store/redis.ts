@@ -59,7 +59,9 @@ export class RedisStore {
   readonly prefix: string;
   readonly useRedisTime: boolean;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
-  private readonly mergeCall: (keys: string[], args: number[]) => Promise<number[]>;
+  private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
+  /** A merge call's deadline for `n` keys, in ms. */
+  readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
   /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
@@ -88,7 +90,10 @@ export class RedisStore {
       check = (keys, args) => checkCmd(keys.length, ...keys, ...args);
       sync = (keys, args) => syncCmd(keys.length, ...keys, ...args);
     }
-    this.mergeCall = (keys, args) => deadline(sync(keys, args), timeoutMs);
+    this.mergeCall = (keys, args, ms) => deadline(sync(keys, args), ms);
+    // A merge is not on a decision's path: its deadline grows with its keys (~8 µs of Redis time each
+    // here), up to what ioredis would wait anyway.
+    this.mergeDeadlineMs = (n) => Math.min(timeoutMs + MERGE_MS_PER_KEY * n, Math.max(1000, 10 * timeoutMs));
     const { breaker, state } = createBreaker(
       (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker,
       // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
@@ -199,11 +204,13 @@ export class RedisStore {
    * `batchId` makes it idempotent: a second call with the same id (a retry after a timeout whose first call
    * ran late) adds nothing. Marker keys expire after 10 minutes.
    */
-  async merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
+  async merge(keys: string[], args: number[], nowMs: number, batchId: string, o: MergeOptions = {}): Promise<number[]> {
     const start = performance.now();
     try {
-      // the marker's name is completed per slot in a Cluster (clusterCalls)
-      return await this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+      // the markers' names are completed per slot in a Cluster (clusterCalls)
+      const markers = [batchId, ...(o.parents ?? [])].map((id) => `${this.prefix}merged:${id}`);
+      const ms = Math.max(1, Math.min(o.maxMs ?? Infinity, this.mergeDeadlineMs(keys.length)));
+      return await this.mergeCall([...keys, ...markers], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args], ms);
     } catch (e) {
       this.failed(e);
       throw e;
@@ -325,18 +332,29 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       });
       return out;
     },
-    // keys: the n state keys, then the batch's marker; args: clock flag, now, n, then 5 per key. Each part
-    // gets its own marker, in its slot: `<marker>:{<tag>}`; a retry splits the same way, so it meets the same.
+    // keys: the n state keys, then the batch's markers (its own, then its parents'); args: clock flag, now, n,
+    // then 5 per key. Each part gets its own markers, in its slot: `<marker>:{<tag>}`; a retry splits the same
+    // way, so it meets the same.
     merge(keys, args) {
       if (c.status !== 'ready') return notReady();
-      const n = keys.length - 1;
+      const n = args[2];
       const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
+      const markers = keys.slice(n);
       const calls = parts.map((p) =>
-        run(syncLua, [...p.keys, `${keys[n]}:{${p.tag}}`], [args[0], args[1], p.keys.length, ...p.args]));
+        run(syncLua, [...p.keys, ...markers.map((m) => `${m}:{${p.tag}}`)], [args[0], args[1], p.keys.length, ...p.args]));
       return gather(parts, calls, 3, n);
     },
   };
 }
+
+/** A sync merge's options: the ids it was split from (lua/sync.lua), and a cap on its deadline in ms. */
+export interface MergeOptions {
+  parents?: readonly string[];
+  maxMs?: number;
+}
+
+/** Added to a merge's deadline per key, in ms. */
+export const MERGE_MS_PER_KEY = 0.05;
 
 /** Failed store calls by kind; they add up to `storeErrors`. */
 export interface StoreFailures {
