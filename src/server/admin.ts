@@ -22,6 +22,7 @@ import { configFromDocument } from '../config/schema.js';
 import { problem, problemOf, type Problem } from './problem.js';
 import { invalidArgument, isSluiceError, SluiceError } from '../util/errors.js';
 import { readBody } from './body.js';
+import { refuseAmbiguousFraming } from './framing.js';
 
 export interface AdminServerOptions {
   limiter: Limiter;
@@ -147,7 +148,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
     return req;
   };
 
-  const app: TemplatedApp = uWS.App();
+  const app: TemplatedApp = refuseAmbiguousFraming(uWS.App());
 
   app.get('/v1/policies', (res, req) => {
     const x = begin(res);

@@ -12,6 +12,7 @@ import { invalidArgument } from '../util/errors.js';
 import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
+import { refuseAmbiguousFraming } from './framing.js';
 
 export interface ServerOptions {
   limiter: Limiter;
@@ -233,7 +234,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   };
 
-  const app: TemplatedApp = uWS.App();
+  const app: TemplatedApp = refuseAmbiguousFraming(uWS.App());
 
   app.get('/v1/check', (res, req) => {
     let check: CheckRequest;
