@@ -73,8 +73,9 @@ const CARRY: u32 = 2;
  * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window), limit L
  * (tokens per period), period P (ms), burst B (tokens), carry (1: a token bucket that takes over the consumed
  * amount of a key's state under another limit id, see `stateOf`). The loader has checked B·P and L·P < 2^63.
- * An id is set once and never changes meaning: a reload adds ids, so a slot's id always names the numbers
- * its state was made under. Returns 0, or 1 for a bad id or algorithm.
+ * An id keeps its meaning while any slot refers to it: a reload adds ids, and one is set again with other
+ * numbers only after purgeLimit removed every key under it, so a slot's id always names the numbers its
+ * state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
 export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
   if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return 1;
@@ -310,6 +311,29 @@ export function removeBatch(n: u32): i32 {
     if (idx >= 0) { removeAt(<u32>idx); removed++; }
   }
   return removed;
+}
+
+/**
+ * Frees limit id `id` for reuse if no key's state under it carries information at `nowMs`: then every slot
+ * under it (all idle) is removed and 0 is returned. Otherwise nothing changes and the number of slots whose
+ * state under `id` still carries information is returned. A full scan of the table: a reload's reclaim of
+ * limit ids no policy uses, never a decision's work.
+ */
+export function purgeLimit(id: u32, nowMs: f64): i32 {
+  const now = <u64>nowMs;
+  let live: i32 = 0;
+  for (let i: u32 = 0; i <= mask; i++) {
+    const s = slotAt(i);
+    if (s.hash != 0 && <u32>(s.meta >> 48) == id && !idle(s, now)) live++;
+  }
+  if (live > 0) return live;
+  // backward-shift deletion moves the next entry into i: look at i again before moving on
+  for (let i: u32 = 0; i <= mask;) {
+    const s = slotAt(i);
+    if (s.hash != 0 && <u32>(s.meta >> 48) == id) removeAt(i);
+    else i++;
+  }
+  return 0;
 }
 
 /** True when the slot's state carries no information at `now` (full bucket, ended window). */

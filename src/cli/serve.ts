@@ -1,4 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { checkSecret } from '../server/announce.js';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
@@ -13,7 +15,8 @@ import { configFrom, intArg } from './index.js';
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
  * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
  * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
- * announced to (and heard from) other instances (see src/server/reloader.ts). `--admin-port N` (or
+ * announced to (and heard from) other instances when they share an announce secret (`--announce-secret-file`,
+ * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/server/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one.
@@ -27,6 +30,7 @@ export async function serve(argv: string[]): Promise<number> {
       'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
+      'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -44,6 +48,7 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const prefix = redisPrefix(values['redis-prefix'] ?? (env.SLUICE_REDIS_PREFIX || undefined));
   const admin = adminTarget(values, env, config.server.admin ?? undefined);
+  const announceSecret = await secretFrom(values['announce-secret'], values['announce-secret-file'], env);
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs, prefix } } : {}),
@@ -62,6 +67,7 @@ export async function serve(argv: string[]): Promise<number> {
   // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
   const reloader = new PolicyReloader({
     limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, redis, prefix, startup: config,
+    announceSecret,
   });
   try {
     await reloader.start();
@@ -103,6 +109,27 @@ export async function serve(argv: string[]): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/**
+ * The secret policy announcements are signed with (src/server/announce.ts): `--announce-secret-file PATH`
+ * (its content, one trailing newline dropped), `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE or
+ * SLUICE_ANNOUNCE_SECRET, in that order; null (announcements off) when none is given.
+ * @throws Error for an unreadable file or a secret under 16 bytes.
+ */
+async function secretFrom(flag: string | undefined, file: string | undefined, env: NodeJS.ProcessEnv): Promise<string | null> {
+  const path = file ?? (flag === undefined ? env.SLUICE_ANNOUNCE_SECRET_FILE || undefined : undefined);
+  if (path !== undefined) {
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (e) {
+      throw new Error(`--announce-secret-file: cannot read ${path}: ${(e as Error).message}`);
+    }
+    return checkSecret(text.replace(/\r?\n$/, ''), '--announce-secret-file');
+  }
+  const v = flag ?? (env.SLUICE_ANNOUNCE_SECRET || undefined);
+  return v === undefined ? null : checkSecret(v, flag !== undefined ? '--announce-secret' : 'SLUICE_ANNOUNCE_SECRET');
 }
 
 /**

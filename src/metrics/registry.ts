@@ -26,6 +26,7 @@
  * | sluice_shard_downs_total, sluice_shard_recoveries_total | counter | shard: times it went down; came back |
  * | sluice_policies_info | gauge | version: the policy-set version in force (`limiter.version`), value 1; only that one |
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
+ * | sluice_policy_announcements_refused_total | counter | reason = malformed / unsigned / bad_mac / replayed |
  * | process_resident_memory_bytes | gauge | the process's RSS |
  *
  * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
@@ -52,6 +53,7 @@
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
 import type { ReloadSource } from '../server/reloader.js';
+import { REFUSAL_REASONS, type RefusalReason } from '../server/announce.js';
 import { isSluiceError } from '../util/errors.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
@@ -114,6 +116,8 @@ export interface ServerMetrics {
   response(status: number): void;
   /** Counts one policy reload (`sluice_policy_reloads_total`) by what started it and whether it was applied. */
   reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
+  /** Counts a refused policy announcement (`sluice_policy_announcements_refused_total`) by reason. */
+  announcementRefused(reason: RefusalReason): void;
   /** Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. */
   render(): Promise<string>;
 }
@@ -363,6 +367,18 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       this.set({ version: limiter.version }, 1);
     },
   });
+  /** Policy announcements refused, by reason (src/server/announce.ts). */
+  const refusedAnnouncements = new Float64Array(REFUSAL_REASONS.length);
+  new Counter({
+    name: 'sluice_policy_announcements_refused_total',
+    help: 'Policy announcements from the Redis channel refused before being read: malformed, unsigned, bad_mac (forged or another secret), replayed (too old, or not newer than the last from its origin).',
+    labelNames: ['reason'],
+    registers,
+    collect() {
+      this.reset();
+      REFUSAL_REASONS.forEach((reason, i) => this.inc({ reason }, refusedAnnouncements[i]));
+    },
+  });
   /** Reloads by source and result, in RELOAD_SOURCES x (ok, rejected) order. */
   const reloads = new Float64Array(RELOAD_SOURCES.length * 2);
   new Counter({
@@ -469,6 +485,10 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void {
       const i = RELOAD_SOURCES.indexOf(source);
       if (i >= 0) reloads[2 * i + (result === 'ok' ? 0 : 1)]++;
+    },
+    announcementRefused(reason: RefusalReason): void {
+      const i = REFUSAL_REASONS.indexOf(reason);
+      if (i >= 0) refusedAnnouncements[i]++;
     },
     response(status: number): void {
       const c = Math.floor(status / 100) - 2;

@@ -10,6 +10,7 @@ interface KernelExports {
   setLimit(id: number, algorithm: number, limit: number, period: number, burst: number, carry: number): number;
   peekBatch(n: number): number;
   removeBatch(n: number): number;
+  purgeLimit(id: number, nowMs: number): number;
   checkBatch(n: number, nowMs: number): number;
   hashBatch(n: number): void;
   setState(n: number, nowMs: number): number;
@@ -127,6 +128,14 @@ export class Kernel {
     const removed = this.k.removeBatch(n);
     if (removed < 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
     return removed;
+  }
+
+  /**
+   * Removes every key under limit id `id` when none of them carries information at `nowMs` (returns 0: the
+   * id can be reused), else changes nothing and returns how many still do. A full table scan.
+   */
+  purgeLimit(id: number, nowMs: number): number {
+    return this.k.purgeLimit(id, nowMs);
   }
 
   /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */

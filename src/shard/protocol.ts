@@ -62,8 +62,18 @@ export interface ShardKeys {
   legs: Float64Array;
 }
 
-/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, its kernel's counters, or a start-up ping. */
-export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | { kind: 'stats' } | { kind: 'ping' };
+/**
+ * Limit ids no policy uses, to free (Kernel.purgeLimit at `now`); the reply holds, per id, how many keys
+ * under it still carry information (0: freed on this shard).
+ */
+export interface ShardPurge {
+  kind: 'purge';
+  now: number;
+  ids: number[];
+}
+
+/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, limit ids to free, its kernel's counters, or a start-up ping. */
+export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | ShardPurge | { kind: 'stats' } | { kind: 'ping' };
 
 /** What a shard worker is built with (structured-cloned into each worker; the Module is not recompiled). */
 export interface ShardInit {

@@ -37,6 +37,8 @@ export default function handle(req: ShardRequest): unknown {
     case 'remove':
       kernel.legIn.set(req.legs.subarray(0, req.n * LEG_IN));
       return kernel.remove(req.n);
+    case 'purge':
+      return req.ids.map((id) => kernel.purgeLimit(id, req.now));
     case 'stats':
       return kernel.stats();
     case 'ping':

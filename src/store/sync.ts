@@ -299,6 +299,14 @@ export class SyncWriter {
     this.resize(cap);
   }
 
+  /** The kernel limit ids of the legs with a delta waiting (pending or queued): ids not to free yet. */
+  limitIdsHeld(): Set<number> {
+    const ids = new Set<number>();
+    for (const i of this.pending) ids.add(this.legs[i].limitId);
+    for (const b of this.queue) for (const l of b.legs) ids.add(l.limitId);
+    return ids;
+  }
+
   /** Ms since the last successful merge: how old this instance's view of other instances' spending is. */
   staleness(nowMs: number): number {
     return Math.max(0, nowMs - this.lastMerge);
