@@ -13,8 +13,10 @@ import { configFrom, intArg } from './index.js';
  * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
  * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX), which wins over the file. `--redis URL` and
  * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
- * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
- * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
+ * SIGTERM or SIGINT drains within a deadline (`--drain-timeout` ms, SLUICE_DRAIN_TIMEOUT_MS, default 10 s): stop
+ * listening (/readyz 503), finish requests in flight, keep merging sync-mode deltas into Redis until the
+ * deadline (what is left is logged, `sync: deltas not merged ...`), stop the shards, exit 0; exit 1 if the
+ * shutdown is still not done 2 s past the deadline. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
  * announced to (and heard from) other instances when they share an announce secret (`--announce-secret-file`,
  * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/server/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
@@ -31,6 +33,7 @@ export async function serve(argv: string[]): Promise<number> {
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
       'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
+      'drain-timeout': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -49,6 +52,8 @@ export async function serve(argv: string[]): Promise<number> {
   const prefix = redisPrefix(values['redis-prefix'] ?? (env.SLUICE_REDIS_PREFIX || undefined));
   const admin = adminTarget(values, env, config.server.admin ?? undefined);
   const announceSecret = await secretFrom(values['announce-secret'], values['announce-secret-file'], env);
+  const drainMs = intArg(values['drain-timeout'], '--drain-timeout', 0, 3_600_000)
+    ?? intArg(env.SLUICE_DRAIN_TIMEOUT_MS, 'SLUICE_DRAIN_TIMEOUT_MS', 0, 3_600_000) ?? DRAIN_MS;
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs, prefix } } : {}),
@@ -93,23 +98,43 @@ export async function serve(argv: string[]): Promise<number> {
   log.info({ host, port: server.port, shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
-      log.info({ signal }, 'draining');
-      (adminServer?.close() ?? Promise.resolve())
-        .then(() => reloader.close())
-        .then(() => server.close())
-        .then(() => limiter.close())
+      const started = Date.now();
+      log.info({ signal, drainTimeoutMs: drainMs }, 'draining');
+      // Past the deadline (and a grace for the shards and sockets to close), exit whatever still waits.
+      const hard = setTimeout(() => {
+        log.error({ drainTimeoutMs: drainMs }, 'shutdown did not finish within the drain deadline; exiting');
+        process.exit(1);
+      }, drainMs + HARD_GRACE_MS);
+      hard.unref();
+      // Stop accepting first (the listener closes and /readyz answers 503 at once), while the admin API and
+      // the reloader close beside it; then the limiter merges sync deltas until the deadline.
+      Promise.all([server.close(), adminServer?.close(), reloader.close()])
+        .then(() => limiter.close({ drainMs: Math.max(0, drainMs - (Date.now() - started)) }))
         .then(() => {
-          log.info('stopped');
-          resolve(0);
+          log.info({ ms: Date.now() - started }, 'stopped');
+          return 0;
         }, (e: unknown) => {
           log.error({ err: e }, 'shutdown failed');
-          resolve(1);
+          return 1;
+        })
+        .then((code) => {
+          clearTimeout(hard);
+          // a handle some library left open must not keep the process alive past its drain
+          setTimeout(() => process.exit(code), EXIT_GRACE_MS).unref();
+          resolve(code);
         });
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
 }
+
+/** Default drain deadline after SIGTERM/SIGINT, in ms (`--drain-timeout`, SLUICE_DRAIN_TIMEOUT_MS). */
+export const DRAIN_MS = 10_000;
+/** Past the drain deadline, how long shutdown may still take before the process exits with 1, in ms. */
+const HARD_GRACE_MS = 2000;
+/** After shutdown, how long the process may linger on handles left open before it exits, in ms. */
+const EXIT_GRACE_MS = 500;
 
 /**
  * The secret policy announcements are signed with (src/server/announce.ts): `--announce-secret-file PATH`

@@ -43,7 +43,7 @@ export interface SyncOptions {
 
 /** What {@link SyncWriter.close} could not merge before its deadline. */
 export interface SyncUnmerged {
-  /** Keys whose deltas were never merged. */
+  /** Distinct keys (Redis keys) whose deltas were never merged. */
   keys: number;
   /** Tokens those deltas held (admitted here, missing from Redis). */
   tokens: number;
@@ -494,15 +494,18 @@ export class SyncWriter {
     }
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
+    // a key can have a delta in doubt and a newer one pending: count it once
+    const keys = new Set<string>();
     const lost: SyncUnmerged = { keys: 0, tokens: 0 };
     for (const i of this.pending) {
-      lost.keys++;
+      keys.add(this.legs[i].redisKey);
       lost.tokens += this.cells[2 * i + 1];
     }
     for (const b of this.queue) {
-      lost.keys += b.legs.length;
+      for (const l of b.legs) keys.add(l.redisKey);
       for (const d of b.deltas) lost.tokens += d;
     }
+    lost.keys = keys.size;
     if (lost.keys > 0) {
       this.warn?.({ ...lost, deadlineMs }, 'sync: deltas not merged into Redis before the drain deadline (those admissions are lost to the other instances)');
     }
