@@ -349,9 +349,34 @@ function idle(s: Slot, now: u64): bool {
 }
 
 /**
+ * The time (Unix ms) from which the slot's state carries no information: its bucket full, its TAT passed,
+ * its window (both windows, sliding) over. The later it is, the more the state says about the key.
+ */
+function idleAt(s: Slot): u64 {
+  const lim = limitAt(<u32>(s.meta >> 48));
+  const last = s.meta & TIME_MASK;
+  if (lim.L == 0) return 0;
+  const alg = lim.algorithm;
+  if (alg == TOKEN_BUCKET) {
+    const x = s.w0; // signed: a sync-mode debt is negative, and BP − x stays exact
+    if (<i64>x >= <i64>lim.BP) return last;
+    return last + ceilDiv(lim.BP - x, lim.L);
+  }
+  if (alg == GCRA) {
+    const at = s.w0 + (s.w1 > 0 ? 1 : 0);
+    return at > last ? at : last;
+  }
+  if (alg == FIXED_WINDOW) return (last / lim.P + 1) * lim.P;
+  return (last / lim.P + 2) * lim.P;
+}
+
+/**
  * Frees one slot: among up to EVICTION_SAMPLE occupied slots from a randomly drawn occupied slot, the first
- * whose state carries no information, else the least recently changed. An over-limit key never goes before
- * an idle one in the sample.
+ * whose state carries no information, else the one whose state stops carrying information soonest
+ * ({@link idleAt}: the bucket closest to full, the window nearest its end), the least recently changed on a
+ * tie. So the key that says least is forgotten: an over-limit key (a bucket far from full, a window at its
+ * limit) outlives every key of the sample that is closer to full, and a flood of fresh keys, each one check
+ * old, evicts its own kind first. O(EVICTION_SAMPLE) per eviction.
  *
  * The start is drawn uniformly among the keys (xorshift32, redrawn on an empty slot), so evictions fall on
  * keys the way inserts do and the table keeps the cluster lengths of a freshly filled one (max ~190 slots at
@@ -370,14 +395,16 @@ function evictOne(now: u64): void {
   } while (slotAt(i).hash == 0); // count >= maxKeys >= 1 here: some slot is occupied
   let seen: u32 = 0;
   let victim: i32 = -1;
+  let soonest: u64 = U64.MAX_VALUE;
   let oldest: u64 = U64.MAX_VALUE;
   for (let step: u32 = 0; step <= mask && seen < EVICTION_SAMPLE; step++) {
     const s = slotAt(i);
     if (s.hash != 0) {
       seen++;
-      if (idle(s, now)) { victim = <i32>i; break; }
+      const at = idleAt(s);
+      if (at <= now) { victim = <i32>i; break; }
       const last = s.meta & TIME_MASK;
-      if (last < oldest) { oldest = last; victim = <i32>i; }
+      if (at < soonest || (at == soonest && last < oldest)) { soonest = at; oldest = last; victim = <i32>i; }
     }
     i = (i + 1) & mask;
   }
