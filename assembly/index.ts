@@ -3,6 +3,10 @@
 import {
   Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW,
   LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
+  IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS,
+  OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN, STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
+  HASH_IN_LENGTH, HASH_IN_SEED_LO, HASH_IN_SEED_HI, HASH_OUT_HI,
+  OK, INIT_AGAIN, INIT_NO_ROOM, BAD_LIMIT, TOO_MANY, REMOVE_TOO_MANY,
 } from './layout';
 import { tableInit, find, insert, removeAt, slotAt, count, mask, maxKeys } from './table';
 import { xxh64 } from './hash';
@@ -39,7 +43,7 @@ function nextPow2(x: u32): u32 {
  * regions do not fit in 4 GiB of linear memory.
  */
 export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u32): u32 {
-  if (legIn != 0) return 1;
+  if (legIn != 0) return INIT_AGAIN;
   let slotCount = nextPow2(maxKeysArg + 1);
   if (<u64>maxKeysArg * 100 > <u64>slotCount * 96) slotCount <<= 1;
   const tableBytes = <u64>slotCount * SLOT_SIZE;
@@ -47,10 +51,10 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   const ioBytes = <u64>maxBatch * (LEG_IN_STRIDE + LEG_OUT_STRIDE + HASH_IN_STRIDE + HASH_OUT_STRIDE);
   // the stub allocator rounds each of the 8 blocks up to 16 bytes
   const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + 8 * 16;
-  if (end > 0xFFFF0000 || slotCount == 0) return 2;
+  if (end > 0xFFFF0000 || slotCount == 0) return INIT_NO_ROOM;
   const pages = <i32>((end + 0xFFFF) >> 16);
   const have = memory.size();
-  if (pages > have && memory.grow(pages - have) < 0) return 2;
+  if (pages > have && memory.grow(pages - have) < 0) return INIT_NO_ROOM;
   tableInit(heap.alloc(<usize>tableBytes), slotCount, maxKeysArg);
   limits = heap.alloc(<usize>limitBytes);
   memory.fill(limits, 0, <usize>limitBytes);
@@ -62,7 +66,7 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   hashOut = heap.alloc(<usize>maxBatch * HASH_OUT_STRIDE);
   keys = heap.alloc(<usize>keyBytes);
   scratch = heap.alloc(<usize>MAX_GROUP * 32);
-  return 0;
+  return OK;
 }
 
 /** Limit.used: 0 = no limit with this id; USED; CARRY = used, and a token bucket that carries state over. */
@@ -78,7 +82,7 @@ const CARRY: u32 = 2;
  * state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
 export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
-  if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return 1;
+  if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return BAD_LIMIT;
   const lim = changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
   lim.algorithm = algorithm;
   lim.used = carry != 0 && algorithm == TOKEN_BUCKET ? CARRY : USED;
@@ -88,7 +92,7 @@ export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst
   lim.BP = lim.B * lim.P;
   lim.LP = lim.L * lim.P;
   lim.fullAfter = lim.L > 0 ? (lim.BP + lim.L - 1) / lim.L : 0;
-  return 0;
+  return OK;
 }
 
 @inline function limitAt(id: u32): Limit {
@@ -156,15 +160,15 @@ let lastT: u64 = 0;
 
 @inline function writeOut(leg: u32): void {
   const o = legOut + <usize>leg * LEG_OUT_STRIDE;
-  store<f64>(o, R.code);
-  store<f64>(o, <f64>R.remaining, 8);
-  store<f64>(o, <f64>R.resetAfter, 16);
-  store<f64>(o, R.code == CODE_NEVER ? -1 : <f64>R.retryAfter, 24);
+  store<f64>(o, R.code, OUT_CODE);
+  store<f64>(o, <f64>R.remaining, OUT_REMAINING);
+  store<f64>(o, <f64>R.resetAfter, OUT_RESET_AFTER);
+  store<f64>(o, R.code == CODE_NEVER ? -1 : <f64>R.retryAfter, OUT_RETRY_AFTER);
 }
 
 @inline function legHash(leg: u32): u64 {
   const p = legIn + <usize>leg * LEG_IN_STRIDE;
-  return (<u64><u32>load<f64>(p, 8) << 32) | <u64><u32>load<f64>(p);
+  return (<u64><u32>load<f64>(p, IN_HASH_HI) << 32) | <u64><u32>load<f64>(p, IN_HASH_LO);
 }
 
 /** Stores a leg's new state, inserting (and evicting, when full) if the key is new. */
@@ -181,19 +185,19 @@ function commit(h: u64, idx: i32, limitId: u32, w0: u64, w1: u64, t: u64, now: u
 
 function badLeg(leg: u32): void {
   const o = legOut + <usize>leg * LEG_OUT_STRIDE;
-  store<f64>(o, CODE_BAD_LIMIT);
-  store<f64>(o, 0, 8);
-  store<f64>(o, 0, 16);
-  store<f64>(o, -1, 24);
+  store<f64>(o, CODE_BAD_LIMIT, OUT_CODE);
+  store<f64>(o, 0, OUT_REMAINING);
+  store<f64>(o, 0, OUT_RESET_AFTER);
+  store<f64>(o, -1, OUT_RETRY_AFTER);
 }
 
 function single(leg: u32, now: u64): void {
   const p = legIn + <usize>leg * LEG_IN_STRIDE;
-  const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+  const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
   if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); return; }
   const lim = limitAt(limitId);
   const h = legHash(leg);
-  const c = <u64>load<f64>(p, 24);
+  const c = <u64>load<f64>(p, IN_COST);
   const idx = find(h);
   evaluate(lim, limitId, idx, c, now);
   writeOut(leg);
@@ -206,10 +210,10 @@ function group(first: u32, n: u32, now: u64): void {
   for (let j: u32 = 0; j < n; j++) {
     const leg = first + j;
     const p = legIn + <usize>leg * LEG_IN_STRIDE;
-    const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+    const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
     const sc = scratch + <usize>j * 32;
     if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); store<u64>(sc, 0, 24); all = false; continue; }
-    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, 24), now);
+    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, IN_COST), now);
     writeOut(leg);
     store<u64>(sc, R.nw0);
     store<u64>(sc, R.nw1, 8);
@@ -220,13 +224,13 @@ function group(first: u32, n: u32, now: u64): void {
   for (let j: u32 = 0; j < n; j++) {
     const leg = first + j;
     const p = legIn + <usize>leg * LEG_IN_STRIDE;
-    const limitId = (<u32>load<f64>(p, 16)) & 0xffff;
+    const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
     const sc = scratch + <usize>j * 32;
     const h = legHash(leg);
     if (all) {
       // look up again: an earlier leg's insert may have moved slots
       if (load<u64>(sc, 24) != 0) commit(h, find(h), limitId, load<u64>(sc), load<u64>(sc, 8), load<u64>(sc, 16), now);
-    } else if (load<f64>(legOut + <usize>leg * LEG_OUT_STRIDE) == CODE_ALLOW) {
+    } else if (load<f64>(legOut + <usize>leg * LEG_OUT_STRIDE, OUT_CODE) == CODE_ALLOW) {
       // this leg alone would admit, but the check is denied: report its state untouched
       evaluate(limitAt(limitId), limitId, find(h), 0, now);
       writeOut(leg);
@@ -239,11 +243,11 @@ function group(first: u32, n: u32, now: u64): void {
  * output row per leg. Returns 0, or 1 if n exceeds the batch size.
  */
 export function checkBatch(n: u32, nowMs: f64): u32 {
-  if (n > batchMax) return 1;
+  if (n > batchMax) return TOO_MANY;
   const now = <u64>nowMs;
   let i: u32 = 0;
   while (i < n) {
-    let g = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, 16)) >>> 16;
+    let g = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, IN_LIMIT)) >>> GROUP_BITS;
     if (g <= 1) {
       single(i, now);
       i++;
@@ -254,11 +258,8 @@ export function checkBatch(n: u32, nowMs: f64): u32 {
       i += g;
     }
   }
-  return 0;
+  return OK;
 }
-
-/** Row of setState's input, in f64s: [hashLo, hashHi, limitId, w0 (signed), w1, lastSeen]. */
-const STATE_ROW: usize = 48;
 
 /**
  * Installs state for rows [0, n) of the leg input region, read as STATE_ROW rows: the merged state sync mode
@@ -266,16 +267,16 @@ const STATE_ROW: usize = 48;
  * 0, or 1 if n rows do not fit in the region.
  */
 export function setState(n: u32, nowMs: f64): u32 {
-  if (<u64>n * STATE_ROW > <u64>batchMax * LEG_IN_STRIDE) return 1;
+  if (<u64>n * STATE_STRIDE > <u64>batchMax * LEG_IN_STRIDE) return TOO_MANY;
   const now = <u64>nowMs;
   for (let i: u32 = 0; i < n; i++) {
-    const p = legIn + <usize>i * STATE_ROW;
-    const h = (<u64><u32>load<f64>(p, 8) << 32) | <u64><u32>load<f64>(p);
-    const limitId = <u32>load<f64>(p, 16);
+    const p = legIn + <usize>i * STATE_STRIDE;
+    const h = (<u64><u32>load<f64>(p, IN_HASH_HI) << 32) | <u64><u32>load<f64>(p, IN_HASH_LO);
+    const limitId = <u32>load<f64>(p, IN_LIMIT);
     if (limitId >= limitCount || limitAt(limitId).used == 0) continue;
-    commit(h, find(h), limitId, <u64><i64>load<f64>(p, 24), <u64>load<f64>(p, 32), <u64>load<f64>(p, 40), now);
+    commit(h, find(h), limitId, <u64><i64>load<f64>(p, STATE_W0), <u64>load<f64>(p, STATE_W1), <u64>load<f64>(p, STATE_LAST_SEEN), now);
   }
-  return 0;
+  return OK;
 }
 
 /**
@@ -284,19 +285,19 @@ export function setState(n: u32, nowMs: f64): u32 {
  * Changes nothing. The admin API's inspect. Returns 0, or 1 if n exceeds the batch size.
  */
 export function peekBatch(n: u32): u32 {
-  if (n > batchMax) return 1;
+  if (n > batchMax) return TOO_MANY;
   for (let i: u32 = 0; i < n; i++) {
-    const limitId = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, 16)) & 0xffff;
+    const limitId = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, IN_LIMIT)) & LIMIT_ID_MASK;
     const idx = find(legHash(i));
     const o = legOut + <usize>i * LEG_OUT_STRIDE;
     const s = idx >= 0 ? slotAt(<u32>idx) : changetype<Slot>(0);
     const found = idx >= 0 && <u32>(s.meta >> 48) == limitId;
-    store<f64>(o, found ? 1 : 0);
-    store<f64>(o, found ? <f64><i64>s.w0 : 0, 8);
-    store<f64>(o, found ? <f64>s.w1 : 0, 16);
-    store<f64>(o, found ? <f64>(s.meta & TIME_MASK) : 0, 24);
+    store<f64>(o, found ? 1 : 0, PEEK_FOUND);
+    store<f64>(o, found ? <f64><i64>s.w0 : 0, PEEK_W0);
+    store<f64>(o, found ? <f64>s.w1 : 0, PEEK_W1);
+    store<f64>(o, found ? <f64>(s.meta & TIME_MASK) : 0, PEEK_LAST_SEEN);
   }
-  return 0;
+  return OK;
 }
 
 /**
@@ -304,7 +305,7 @@ export function peekBatch(n: u32): u32 {
  * API's reset. Returns how many were held, or −1 if n exceeds the batch size.
  */
 export function removeBatch(n: u32): i32 {
-  if (n > batchMax) return -1;
+  if (n > batchMax) return REMOVE_TOO_MANY;
   let removed: i32 = 0;
   for (let i: u32 = 0; i < n; i++) {
     const idx = find(legHash(i));
@@ -417,12 +418,12 @@ function evictOne(now: u64): void {
 export function hashBatch(n: u32): void {
   for (let i: u32 = 0; i < n; i++) {
     const p = hashIn + <usize>i * HASH_IN_STRIDE;
-    const seed = (<u64>load<u32>(p, 12) << 32) | <u64>load<u32>(p, 8);
-    let h = xxh64(keys + <usize>load<u32>(p), <usize>load<u32>(p, 4), seed);
+    const seed = (<u64>load<u32>(p, HASH_IN_SEED_HI) << 32) | <u64>load<u32>(p, HASH_IN_SEED_LO);
+    let h = xxh64(keys + <usize>load<u32>(p), <usize>load<u32>(p, HASH_IN_LENGTH), seed);
     if (h == 0) h = 1;
     const o = hashOut + <usize>i * HASH_OUT_STRIDE;
     store<u32>(o, <u32>h);
-    store<u32>(o, <u32>(h >> 32), 4);
+    store<u32>(o, <u32>(h >> 32), HASH_OUT_HI);
   }
 }
 
@@ -439,3 +440,13 @@ export function slotCount(): u32 { return mask + 1; }
 export function evictions(): f64 { return <f64>evicted; }
 /** Bytes of linear memory in use. */
 export function memoryBytes(): f64 { return <f64>(memory.size() << 16); }
+
+// The ABI constants, exported as globals so that test/unit/kernel/abi.test.ts pins src/shard/abi.ts to them.
+export {
+  LEG_IN_STRIDE, IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS, MAX_GROUP,
+  LEG_OUT_STRIDE, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN,
+  CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT,
+  STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
+  HASH_IN_STRIDE, HASH_IN_LENGTH, HASH_IN_SEED_LO, HASH_IN_SEED_HI, HASH_OUT_STRIDE, HASH_OUT_HI,
+  OK, INIT_AGAIN, INIT_NO_ROOM, BAD_LIMIT, TOO_MANY, REMOVE_TOO_MANY,
+} from './layout';

@@ -99,4 +99,11 @@ local function swRoll(P, exists, w0, w1, last, t)
   return k, prev, cur
 end
 
+-- A fixed window's count as of time t: k = t's window, count = of window k (last's count if last is in it).
+local function fwRoll(P, exists, w0, last, t)
+  local k = fdiv(t, P)
+  if exists and fdiv(last, P) == k then return k, w0 end
+  return k, 0
+end
+
 local ALG = {}

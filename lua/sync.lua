@@ -49,9 +49,7 @@ local function merge(alg, L, P, B, d, exists, w0, w1, last, t)
     local whole = fdiv(nd, L)
     return t + whole, nd - whole * L, cdiv(nd, L)
   elseif alg == 2 then
-    local k = fdiv(t, P)
-    local count = 0
-    if exists and fdiv(last, P) == k then count = w0 end
+    local k, count = fwRoll(P, exists, w0, last, t)
     return count + d, 0, (k + 1) * P - t
   end
   local k, prev, cur = swRoll(P, exists, w0, w1, last, t)

@@ -8,7 +8,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
-import { configError, isSluiceError, SluiceError } from './util/errors.js';
+import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 import { RedisStore } from './store/redis.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -104,7 +104,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   }
 
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
-    if (closing !== null) throw new SluiceError('CLOSED', 'limiter is closed');
+    if (closing !== null) throw closed();
     const compiled = toCompiled(next);
     checkTransition(policies, compiled, store !== null);
     let p: LimitPlan;
@@ -148,7 +148,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
     async stats(options?: { waitMs?: number }): Promise<LimiterStats> {
-      if (closing !== null) throw new SluiceError('CLOSED', 'limiter is closed');
+      if (closing !== null) throw closed();
       const parts = pool === null ? [kernel.stats()] : await pool.stats(options?.waitMs);
       return {
         shards,

@@ -98,6 +98,15 @@ export interface ReloadResult {
   changed: string[];
 }
 
+/** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
+export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
+
+/**
+ * Why a policy announcement from the Redis channel was refused before it was read (src/reload/announce.ts;
+ * the `reason` of `sluice_policy_announcements_refused_total`).
+ */
+export type RefusalReason = 'malformed' | 'unsigned' | 'bad_mac' | 'replayed';
+
 /** Which key {@link Limiter.inspect} and {@link Limiter.reset} act on: `key`, or `descriptors`, as in a check. */
 export interface KeyRequest {
   policy: string;

@@ -17,7 +17,7 @@ import WebSocket from 'ws';
 import type { Decision } from '../../src/index.js';
 import {
   ANSWER_HEAD, FRAME_ANSWERS, FRAME_CHECKS, FRAME_HEADER, CHECK_HEAD, FrameWriter, KIND_ALLOWED,
-} from '../../src/server/binary.js';
+} from '../../src/wire/binary.js';
 import { alternate, roundMain, startAll, startRoundChild, stopAll, type RoundChild } from '../lib/ab.js';
 import { isChildEntry, serverMain, startServerChild, type Cpu, type ServerChild } from '../lib/harness.js';
 import { median, percentile, summary, xorshift32 } from '../lib/measure.js';

@@ -1,5 +1,6 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
-import { intArg } from './index.js';
+import { intArg } from './args.js';
 
 /** Exit code of `sluice check` when the check is denied (0: admitted, 1: error, 2: usage). */
 export const EXIT_DENIED = 3;
@@ -19,14 +20,14 @@ export async function check(argv: string[]): Promise<number> {
       url: { type: 'string' },
     },
   });
-  if (values.policy === undefined) throw new Error('check needs --policy');
+  if (values.policy === undefined) throw usage('check needs --policy', '--policy');
   const params = new URLSearchParams({ policy: values.policy });
   if (values.key !== undefined) params.set('key', values.key);
   const cost = intArg(values.cost, '--cost', 0, Number.MAX_SAFE_INTEGER);
   if (cost !== undefined) params.set('cost', String(cost));
   for (const d of values.descriptor ?? []) {
     const eq = d.indexOf('=');
-    if (eq <= 0) throw new Error(`--descriptor must be name=value (got ${JSON.stringify(d)})`);
+    if (eq <= 0) throw usage(`--descriptor must be name=value (got ${JSON.stringify(d)})`, '--descriptor');
     params.set(d.slice(0, eq), d.slice(eq + 1));
   }
   const base = values.url ?? process.env.SLUICE_URL ?? 'http://127.0.0.1:8080';

@@ -1,7 +1,7 @@
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
-import { defaultConfig } from '../config/default.js';
-import type { SluiceConfig } from '../config/schema.js';
+import { configFrom, intArg } from './args.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
 import { readFile } from 'node:fs/promises';
 
@@ -40,20 +40,6 @@ export async function main(argv: string[]): Promise<number | void> {
   return (await load())(rest);
 }
 
-/** The config from --config (or SLUICE_CONFIG), else the built-in default. */
-export async function configFrom(file: string | undefined): Promise<SluiceConfig> {
-  const path = file ?? process.env.SLUICE_CONFIG;
-  return path ? loadConfigFile(path) : defaultConfig();
-}
-
-/** Parses an integer option, naming it in the error. */
-export function intArg(v: string | undefined, name: string, min: number, max: number): number | undefined {
-  if (v === undefined || v === '') return undefined;
-  const n = Number(v);
-  if (!/^\d+$/.test(v) || n < min || n > max) throw new Error(`${name} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
-  return n;
-}
-
 async function replayCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -68,7 +54,7 @@ async function replayCommand(argv: string[]): Promise<number> {
       compare: { type: 'string' },
     },
   });
-  if (positionals.length !== 1) throw new Error('replay takes one trace file\n' + USAGE);
+  if (positionals.length !== 1) throw usage('replay takes one trace file\n' + USAGE);
   const file = positionals[0];
   const config = await configFrom(values.config);
   if (values.compare !== undefined) {

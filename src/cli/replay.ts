@@ -3,7 +3,7 @@ import { parse } from 'csv-parse/sync';
 import { createLimiter } from '../limiter.js';
 import type { CompiledPolicy } from '../config/policies.js';
 import type { CheckRequest } from '../types.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, unknownPolicy, traceError } from '../util/errors.js';
 import { keyOf } from '../keys/derive.js';
 
 /**
@@ -50,7 +50,7 @@ export async function replay(o: ReplayOptions): Promise<PolicyReplay[]> {
   const out: PolicyReplay[] = [];
   for (const name of names) {
     const policy = o.policies.get(name);
-    if (!policy) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    if (!policy) throw unknownPolicy(name);
     out.push(await replayPolicy(rows, policy, o));
   }
   return out;
@@ -96,7 +96,7 @@ function requestBuilder(policy: CompiledPolicy, keyColumn: string, file: string,
   const names = policy.descriptors.map((d) => d.name);
   for (const n of names.length > 0 ? names : [keyColumn]) {
     if (!(n in sample)) {
-      throw new SluiceError('INVALID_ARGUMENT', `${file}: policy "${policy.name}" needs column "${n}", which the trace lacks`, n);
+      throw traceError(file, `policy "${policy.name}" needs column "${n}", which the trace lacks`, n);
     }
   }
   return (r: Row): CheckRequest => names.length > 0
@@ -109,12 +109,12 @@ function parseTrace(csv: string, file: string): Row[] {
   try {
     records = parse(csv, { columns: true, skip_empty_lines: true, trim: true }) as Record<string, string>[];
   } catch (e) {
-    throw new SluiceError('INVALID_ARGUMENT', `${file}: ${(e as Error).message}`);
+    throw traceError(file, (e as Error).message);
   }
   return records.map((fields, i) => {
     const t = Number(fields.ts_ms);
     if (!/^\d+$/.test(fields.ts_ms ?? '') || !Number.isSafeInteger(t)) {
-      throw new SluiceError('INVALID_ARGUMENT', `${file}: row ${i + 2}: ts_ms must be integer Unix ms (got ${JSON.stringify(fields.ts_ms)})`, 'ts_ms');
+      throw traceError(file, `row ${i + 2}: ts_ms must be integer Unix ms (got ${JSON.stringify(fields.ts_ms)})`, 'ts_ms');
     }
     return { t, fields };
   });
@@ -184,7 +184,7 @@ export async function replayCompare(o: CompareOptions): Promise<PolicyComparison
   const wanted = (m: ReadonlyMap<string, CompiledPolicy>): string[] => [...m.values()].filter((p) => !isOnlyGuard(p, m)).map((p) => p.name);
   const names = o.only ?? [...new Set([...wanted(o.a), ...wanted(o.b)])];
   for (const n of names) {
-    if (!o.a.has(n) && !o.b.has(n)) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(n)} (in neither config)`, 'policy');
+    if (!o.a.has(n) && !o.b.has(n)) throw unknownPolicy(n, '(in neither config)');
   }
   const side = async (policies: ReadonlyMap<string, CompiledPolicy>): Promise<Map<string, SideCounts>> => {
     const only = names.filter((n) => policies.has(n));

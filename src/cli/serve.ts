@@ -1,12 +1,13 @@
 import { readFile } from 'node:fs/promises';
+import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
-import { checkSecret } from '../server/announce.js';
+import { checkSecret } from '../reload/announce.js';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
-import { PolicyReloader } from '../server/reloader.js';
+import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
-import { configFrom, intArg } from './index.js';
+import { configFrom, intArg } from './args.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
@@ -18,7 +19,7 @@ import { configFrom, intArg } from './index.js';
  * deadline (what is left is logged, `sync: deltas not merged ...`), stop the shards, exit 0; exit 1 if the
  * shutdown is still not done 2 s past the deadline. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
  * announced to (and heard from) other instances when they share an announce secret (`--announce-secret-file`,
- * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/server/reloader.ts). `--admin-port N` (or
+ * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one.
@@ -137,10 +138,10 @@ const HARD_GRACE_MS = 2000;
 const EXIT_GRACE_MS = 500;
 
 /**
- * The secret policy announcements are signed with (src/server/announce.ts): `--announce-secret-file PATH`
+ * The secret policy announcements are signed with (src/reload/announce.ts): `--announce-secret-file PATH`
  * (its content, one trailing newline dropped), `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE or
  * SLUICE_ANNOUNCE_SECRET, in that order; null (announcements off) when none is given.
- * @throws Error for an unreadable file or a secret under 16 bytes.
+ * @throws SluiceError INVALID_ARGUMENT for an unreadable file or a secret under 16 bytes.
  */
 async function secretFrom(flag: string | undefined, file: string | undefined, env: NodeJS.ProcessEnv): Promise<string | null> {
   const path = file ?? (flag === undefined ? env.SLUICE_ANNOUNCE_SECRET_FILE || undefined : undefined);
@@ -149,7 +150,7 @@ async function secretFrom(flag: string | undefined, file: string | undefined, en
     try {
       text = await readFile(path, 'utf8');
     } catch (e) {
-      throw new Error(`--announce-secret-file: cannot read ${path}: ${(e as Error).message}`);
+      throw usage(`--announce-secret-file: cannot read ${path}: ${(e as Error).message}`, '--announce-secret-file');
     }
     return checkSecret(text.replace(/\r?\n$/, ''), '--announce-secret-file');
   }
@@ -170,7 +171,7 @@ function adminTarget(
   if (port === undefined) return null;
   const token = values['admin-token'] ?? (env.SLUICE_ADMIN_TOKEN || undefined);
   if (token === undefined || token === '') {
-    throw new Error('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)');
+    throw usage('the admin API needs a token: give --admin-token or SLUICE_ADMIN_TOKEN with --admin-port (or server.admin)', '--admin-token');
   }
   return { port, host: values['admin-host'] ?? (env.SLUICE_ADMIN_HOST || undefined) ?? file?.host ?? '127.0.0.1', token };
 }
@@ -186,20 +187,20 @@ function adminTarget(
  */
 function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
-  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw new Error(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`);
+  if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {
-  if (url !== undefined && cluster !== undefined) throw new Error('--redis and --redis-cluster: give one');
+  if (url !== undefined && cluster !== undefined) throw usage('--redis and --redis-cluster: give one', '--redis');
   if (url === undefined && cluster === undefined) {
-    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw new Error('REDIS_URL and REDIS_CLUSTER_NODES: set one');
+    if (env.REDIS_URL && env.REDIS_CLUSTER_NODES) throw usage('REDIS_URL and REDIS_CLUSTER_NODES: set one', 'REDIS_URL');
     url = env.REDIS_URL || undefined;
     cluster = env.REDIS_CLUSTER_NODES || undefined;
   }
   if (url !== undefined) return { url };
   if (cluster === undefined) return null;
   const nodes = cluster.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (nodes.length === 0) throw new Error(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`);
+  if (nodes.length === 0) throw usage(`--redis-cluster: expected host:port,host:port,... (got ${JSON.stringify(cluster)})`, '--redis-cluster');
   return { cluster: nodes };
 }

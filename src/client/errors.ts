@@ -42,6 +42,16 @@ export function isSluiceClientError(e: unknown): e is SluiceClientError {
   return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
 }
 
+/** A call after the client's close(). */
+export function clientClosed(): SluiceClientError {
+  return new SluiceClientError('CLOSED', 'client is closed');
+}
+
+/** The client's own queue of `max` checks waiting for the server is full. */
+export function clientOverloaded(max: number): SluiceClientError {
+  return new SluiceClientError('OVERLOADED', `more than ${max} checks pending in the client`);
+}
+
 /** An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw. */
 export function remoteError(e: { code?: unknown; detail?: unknown; field?: unknown; status?: unknown }): Error {
   const detail = typeof e.detail === 'string' ? e.detail : 'error';

@@ -1,6 +1,6 @@
 import type { CheckRequest } from '../types.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, Transport, TransportStats } from './types.js';
 
 export interface HttpTransportOptions {
@@ -41,7 +41,7 @@ export class HttpTransport implements Transport {
   readonly connected = true;
 
   connect(): Promise<void> {
-    return this.closed ? Promise.reject(new SluiceClientError('CLOSED', 'client is closed')) : Promise.resolve();
+    return this.closed ? Promise.reject(clientClosed()) : Promise.resolve();
   }
 
   rateLimitPolicy(policy: string): string | undefined {
@@ -53,12 +53,12 @@ export class HttpTransport implements Transport {
   }
 
   check(req: CheckRequest, opts: CheckOptions | undefined): Promise<ClientDecision> {
-    if (this.closed) return Promise.reject(new SluiceClientError('CLOSED', 'client is closed'));
+    if (this.closed) return Promise.reject(clientClosed());
     if (opts?.onReady !== undefined) {
       return Promise.reject(new RangeError('onReady: subscriptions need the WebSocket transport (a ws:// url or transport: "ws")'));
     }
     if (this.pending >= this.o.maxPending) {
-      return Promise.reject(new SluiceClientError('OVERLOADED', `more than ${this.o.maxPending} checks pending in the client`));
+      return Promise.reject(clientOverloaded(this.o.maxPending));
     }
     this.pending++;
     return new Promise<ClientDecision>((resolve, reject) => {
@@ -80,7 +80,7 @@ export class HttpTransport implements Transport {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
-    const err = new SluiceClientError('CLOSED', 'client is closed');
+    const err = clientClosed();
     for (const p of [...this.live]) this.settle(p, err);
     this.queue = [];
   }

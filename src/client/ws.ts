@@ -3,9 +3,9 @@ import type { CheckRequest, Decision } from '../types.js';
 import {
   ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, AnswerReader,
-} from '../server/binary.js';
+} from '../wire/binary.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, Transport, TransportStats } from './types.js';
 
 export interface WsTransportOptions {
@@ -86,15 +86,15 @@ export class WsTransport implements Transport {
   }
 
   connect(): Promise<void> {
-    if (this.closed) return Promise.reject(new SluiceClientError('CLOSED', 'client is closed'));
+    if (this.closed) return Promise.reject(clientClosed());
     if (this.open) return Promise.resolve();
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
   check(req: CheckRequest, opts: CheckOptions | undefined): Promise<ClientDecision> {
-    if (this.closed) return Promise.reject(new SluiceClientError('CLOSED', 'client is closed'));
+    if (this.closed) return Promise.reject(clientClosed());
     if (this.pending.size >= this.o.maxPending) {
-      return Promise.reject(new SluiceClientError('OVERLOADED', `more than ${this.o.maxPending} checks pending in the client`));
+      return Promise.reject(clientOverloaded(this.o.maxPending));
     }
     const p: Pending = {
       id: this.allocId(), req, resolve: noop, reject: noop, deadline: performance.now() + this.o.timeoutMs,
@@ -115,7 +115,7 @@ export class WsTransport implements Transport {
     this.closed = true;
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.stopSweep();
-    const err = new SluiceClientError('CLOSED', 'client is closed');
+    const err = clientClosed();
     for (const p of this.pending.values()) this.fail(p, err);
     this.pending.clear();
     this.outbox = [];

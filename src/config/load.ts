@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument } from 'yaml';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, configSourceError } from '../util/errors.js';
 import { configFromDocument, type SluiceConfig } from './schema.js';
 
 export type { EngineConfig, ServerConfig, SluiceConfig } from './schema.js';
@@ -28,13 +28,13 @@ export function parseConfig(text: string, file: string): SluiceConfig {
   if (first !== undefined) {
     const { line, col } = lineCounter.linePos(first.pos[0]);
     const why = first.code === 'MULTIPLE_DOCS' ? 'a policies file holds a single YAML document' : firstLine(first.message);
-    throw new SluiceError('CONFIG', `${file}: line ${line}, column ${col}: invalid YAML: ${why}`);
+    throw configSourceError(file, `line ${line}, column ${col}: invalid YAML: ${why}`);
   }
   let raw: unknown;
   try {
     raw = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT });
   } catch (e) {
-    throw new SluiceError('CONFIG', `${file}: invalid YAML: ${firstLine((e as Error).message)}`);
+    throw configSourceError(file, `invalid YAML: ${firstLine((e as Error).message)}`);
   }
   return configFromDocument(raw, file);
 }
@@ -48,7 +48,7 @@ export async function loadConfigFile(path: string): Promise<SluiceConfig> {
   try {
     text = await readFile(path, 'utf8');
   } catch (e) {
-    throw new SluiceError('CONFIG', `${path}: cannot read: ${firstLine((e as Error).message)}`);
+    throw configSourceError(path, `cannot read: ${firstLine((e as Error).message)}`);
   }
   return parseConfig(text, path);
 }

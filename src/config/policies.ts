@@ -5,9 +5,9 @@
  * with the same reasons; only the prefix naming the place differs.
  */
 import { createHash } from 'node:crypto';
-import { configError, SluiceError } from '../util/errors.js';
+import { configError, SluiceError, configSourceError, policiesError } from '../util/errors.js';
 import { describeValue, parseDuration } from './duration.js';
-import { MAX_LIST_ENTRIES, parseListEntry } from '../engine/lists.js';
+import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
 
 export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
 
@@ -185,8 +185,8 @@ export function compilePolicies(policies: unknown): Map<string, CompiledPolicy> 
 }
 
 function throwLibraryError(site: PolicyErrorSite, why: string): never {
-  if (site.policy === null) throw new SluiceError('CONFIG', `policies: ${why}`, 'policies');
-  if (site.field === null) throw new SluiceError('CONFIG', `policy "${site.policy}": ${why}`);
+  if (site.policy === null) throw policiesError(why);
+  if (site.field === null) throw configSourceError(`policy "${site.policy}"`, why);
   throw configError(`policy "${site.policy}"`, site.field, why);
 }
 

@@ -6,11 +6,12 @@
  */
 import type { Decision } from '../types.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
-import { MAX_KEY_BYTES, type Kernel } from '../shard/kernel.js';
+import type { Kernel } from '../shard/kernel.js';
+import { MAX_KEY_BYTES } from '../keys/bounds.js';
 import type { Hasher } from '../keys/hasher.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import { GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
 import { BOUND_DENIED, BOUND_NEVER, badLegError, bindingLeg, neverReason } from './decision.js';
-import { SluiceError, isSluiceError } from '../util/errors.js';
+import { isSluiceError, shardFailed } from '../util/errors.js';
 
 /** The key of a limiter's `checkBatch` (internal, not part of the Limiter interface): {@link Front.checkBatch}. */
 export const CHECK_BATCH = Symbol.for('sluice.checkBatch');
@@ -129,9 +130,9 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
   const limit = rt.legLimits[pick];
   o.code[i] = allowed ? OUTCOME_ALLOWED : OUTCOME_DENIED;
   o.limit[i] = limit.limit;
-  o.remaining[i] = out[row + 1];
-  o.resetAfterMs[i] = out[row + 2];
-  o.retryAfterMs[i] = allowed ? 0 : never ? -1 : out[row + 3];
+  o.remaining[i] = out[row + OUT_REMAINING];
+  o.resetAfterMs[i] = out[row + OUT_RESET_AFTER];
+  o.retryAfterMs[i] = allowed ? 0 : never ? -1 : out[row + OUT_RETRY_AFTER];
   o.degraded[i] = 0;
   o.name[i] = limit.name;
   o.reason[i] = never ? neverReason(limit.limit) : '';
@@ -205,8 +206,8 @@ export class DirectBatch {
         for (let j = 0; j < rt.legCount; j++) {
           const r = (base + j) * LEG_IN;
           writeLegHash(rt, lo, hi, j, legIn, r);
-          legIn[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
-          legIn[r + 3] = cost;
+          legIn[r + IN_LIMIT] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+          legIn[r + IN_COST] = cost;
         }
         base += rt.legCount;
       }
@@ -219,7 +220,7 @@ export class DirectBatch {
         base += rt.legCount;
       }
     } catch (e) {
-      const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
+      const err = isSluiceError(e) ? e : shardFailed((e as Error).message);
       for (let c = 0; c < n; c++) o.fail(at[c], err);
     } finally {
       this.hasher.reset();

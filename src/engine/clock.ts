@@ -1,5 +1,5 @@
 import { describe } from '../keys/derive.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, clockError } from '../util/errors.js';
 
 /** Clock values the kernel keeps exactly (last-seen times are stored in 48 bits). */
 export const MAX_TIME = 2 ** 48 - 1;
@@ -13,10 +13,10 @@ export function readClock(clock: () => number): number {
   try {
     now = clock();
   } catch (e) {
-    throw new SluiceError('CLOCK', `clock threw: ${(e as Error)?.message ?? String(e)}`);
+    throw clockError(`clock threw: ${(e as Error)?.message ?? String(e)}`);
   }
   if (typeof now !== 'number' || !Number.isSafeInteger(now) || now < 0 || now > MAX_TIME) {
-    throw new SluiceError('CLOCK', `clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
+    throw clockError(`clock must return integer Unix-epoch ms in [0, 2^48) (got ${describe(now)})`);
   }
   return now;
 }

@@ -1,7 +1,7 @@
 import type { Decision } from '../types.js';
 import type { PolicyRuntime } from './runtime.js';
-import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT } from '../shard/protocol.js';
-import { SluiceError } from '../util/errors.js';
+import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
+import { SluiceError, shardFailed } from '../util/errors.js';
 
 /** {@link bindingLeg}'s outcome, in bits 8 and up of its result (the leg index is in the low 8 bits). */
 export const BOUND_ALLOWED = 0;
@@ -20,7 +20,7 @@ export function bindingLeg(out: Float64Array, base: number, rt: PolicyRuntime): 
   let never = false;
   for (let j = 0; j < rt.legCount; j++) {
     const row = (base + j) * LEG_OUT;
-    const code = out[row];
+    const code = out[row + OUT_CODE];
     if (code === CODE_ALLOW) continue;
     if (code !== CODE_DENY && code !== CODE_NEVER) return -(j + 1);
     allowed = false;
@@ -28,15 +28,15 @@ export function bindingLeg(out: Float64Array, base: number, rt: PolicyRuntime): 
     if (code === CODE_NEVER) {
       never = true;
       pick = j;
-    } else if (pick < 0 || out[row + 3] > out[(base + pick) * LEG_OUT + 3]) {
+    } else if (pick < 0 || out[row + OUT_RETRY_AFTER] > out[(base + pick) * LEG_OUT + OUT_RETRY_AFTER]) {
       pick = j;
     }
   }
   if (!allowed) return pick | (never ? BOUND_NEVER : BOUND_DENIED);
   pick = 0;
   for (let j = 1; j < rt.legCount; j++) {
-    const r = out[(base + j) * LEG_OUT + 1], best = out[(base + pick) * LEG_OUT + 1];
-    if (r < best || (r === best && out[(base + j) * LEG_OUT + 2] > out[(base + pick) * LEG_OUT + 2])) pick = j;
+    const r = out[(base + j) * LEG_OUT + OUT_REMAINING], best = out[(base + pick) * LEG_OUT + OUT_REMAINING];
+    if (r < best || (r === best && out[(base + j) * LEG_OUT + OUT_RESET_AFTER] > out[(base + pick) * LEG_OUT + OUT_RESET_AFTER])) pick = j;
   }
   return pick;
 }
@@ -44,7 +44,7 @@ export function bindingLeg(out: Float64Array, base: number, rt: PolicyRuntime): 
 /** The error for a check whose leg j (from {@link bindingLeg}'s −(j + 1)) the kernel rejected. */
 export function badLegError(out: Float64Array, base: number, rt: PolicyRuntime, bound: number): SluiceError {
   const j = -bound - 1;
-  return new SluiceError('SHARD_FAILED', `kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${out[(base + j) * LEG_OUT]})`);
+  return shardFailed(`kernel rejected leg ${j} of policy "${rt.policy.name}" (code ${out[(base + j) * LEG_OUT + OUT_CODE]})`);
 }
 
 /** Why a check can never be admitted, from its binding limit. */
@@ -61,11 +61,11 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stal
   const never = bound >= BOUND_NEVER;
   const row = (base + pick) * LEG_OUT;
   const limit = rt.legLimits[pick];
-  const retryAfterMs = allowed ? 0 : never ? null : out[row + 3];
+  const retryAfterMs = allowed ? 0 : never ? null : out[row + OUT_RETRY_AFTER];
   // a sync policy's staleness in the literal: added afterwards, it would cost each decision a property store
   const d: Decision = stalenessMs < 0
-    ? { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name }
-    : { allowed, limit: limit.limit, remaining: out[row + 1], resetAfterMs: out[row + 2], retryAfterMs, policy: limit.name, stalenessMs };
+    ? { allowed, limit: limit.limit, remaining: out[row + OUT_REMAINING], resetAfterMs: out[row + OUT_RESET_AFTER], retryAfterMs, policy: limit.name }
+    : { allowed, limit: limit.limit, remaining: out[row + OUT_REMAINING], resetAfterMs: out[row + OUT_RESET_AFTER], retryAfterMs, policy: limit.name, stalenessMs };
   if (never) d.reason = neverReason(limit.limit);
   return d;
 }

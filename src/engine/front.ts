@@ -8,7 +8,7 @@ import { keyOf, describe } from '../keys/derive.js';
 import { readClock } from './clock.js';
 import { shardOf } from '../shard/router.js';
 import { GROUP_SHIFT, LEG_IN, MAX_GROUP, type ShardTask } from '../shard/protocol.js';
-import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+import { SluiceError, invalidArgument, isSluiceError, closed, overloaded, shardFailed, unknownPolicy } from '../util/errors.js';
 import type { RedisStore } from '../store/redis.js';
 import { storeKey } from '../keys/store-key.js';
 import { degraded } from './degraded.js';
@@ -193,9 +193,9 @@ export class Front {
       let cost: number;
       let direct: boolean;
       try {
-        if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
+        if (this.closed) throw closed();
         if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
-        if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+        if (rt === undefined) throw unknownPolicy(name);
         direct = chunk !== null && isDirect(rt);
         // the open chunk holds the hasher: decide it before anything else may queue a check
         if (!direct && chunk !== null && chunk.n > 0) chunk.decide(out);
@@ -212,7 +212,7 @@ export class Front {
           }
         }
         if (this.pending + (chunk === null ? 0 : chunk.n) >= this.o.maxPending) {
-          throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
+          throw overloaded(`more than ${this.o.maxPending} checks pending`);
         }
         if (direct && chunk!.n === 0) {
           // checks queued so far go first; then the chunk's clock, read once before its first key
@@ -255,7 +255,7 @@ export class Front {
     let key: string;
     let cost: number;
     try {
-      if (this.closed) throw new SluiceError('CLOSED', 'limiter is closed');
+      if (this.closed) throw closed();
       rt = this.policyOf(req);
       if (now && rt.stored) return undefined;
       // read once: a getter must not hand the kernel a value other than the one validated
@@ -270,7 +270,7 @@ export class Front {
         if (d !== null) return now ? d : Promise.resolve(d);
       }
       if (this.pending >= this.o.maxPending) {
-        throw new SluiceError('OVERLOADED', `more than ${this.o.maxPending} checks pending`);
+        throw overloaded(`more than ${this.o.maxPending} checks pending`);
       }
     } catch (e) {
       if (now) throw e;
@@ -389,7 +389,7 @@ export class Front {
     const name = (req as { policy?: unknown }).policy;
     if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
     const rt = this.runtimes.get(name);
-    if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    if (rt === undefined) throw unknownPolicy(name);
     return rt;
   }
 
@@ -408,7 +408,7 @@ export class Front {
       if (this.stored === 0) this.decideLocally(all, now);
       else this.split(all, now);
     } catch (e) {
-      const err = isSluiceError(e) ? e : new SluiceError('SHARD_FAILED', (e as Error).message);
+      const err = isSluiceError(e) ? e : shardFailed((e as Error).message);
       for (const r of rejects) r(err);
     } finally {
       // The queues are reused: nothing above keeps them, and settling a promise runs no code synchronously.

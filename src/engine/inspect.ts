@@ -16,14 +16,17 @@ import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
 import type { RedisStore } from '../store/redis.js';
 import type { KeyRequest, KeyState, LimitState } from '../types.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT } from '../shard/protocol.js';
+import {
+  GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, PEEK_FOUND, PEEK_LAST_SEEN, PEEK_W0, PEEK_W1,
+} from '../shard/abi.js';
 import { shardOf } from '../shard/router.js';
 import { keyOf, describe } from '../keys/derive.js';
 import { storeKey } from '../keys/store-key.js';
 import { readClock } from './clock.js';
 import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
-import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+import { fixedWindowCount, slidingWindowCounts } from './window.js';
+import { SluiceError, invalidArgument, isSluiceError, closed, storeFailed as redisFailed, unknownPolicy } from '../util/errors.js';
 
 /** What inspect and reset need from a limiter. */
 export interface KeyAdminDeps {
@@ -92,7 +95,7 @@ export class KeyAdmin {
       raw = [];
       for (let j = 0; j < own; j++) {
         const r = j * LEG_OUT;
-        raw.push([peeked[r] === 1, peeked[r + 1], peeked[r + 2], peeked[r + 3]]);
+        raw.push([peeked[r + PEEK_FOUND] === 1, peeked[r + PEEK_W0], peeked[r + PEEK_W1], peeked[r + PEEK_LAST_SEEN]]);
       }
       const sync = rt.synced ? this.d.front.syncWriter : null;
       if (sync !== null) out.stalenessMs = sync.staleness(now);
@@ -104,20 +107,19 @@ export class KeyAdmin {
       const s: LimitState = {
         name: l.name, algorithm: l.algorithm, limit: l.limit, burst: l.burst, periodMs: l.periodMs,
         held, lastUpdateMs: held ? last : null,
-        remaining: rows[r + 1], resetAfterMs: rows[r + 2],
+        remaining: rows[r + OUT_REMAINING], resetAfterMs: rows[r + OUT_RESET_AFTER],
       };
       if (l.algorithm === 'token_bucket' || l.algorithm === 'gcra') {
-        s.tokens = rows[r + 1];
+        s.tokens = rows[r + OUT_REMAINING];
       } else {
         // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
         const tt = held ? Math.max(t, last) : t;
-        const k = Math.floor(tt / l.periodMs);
-        const lk = Math.floor(last / l.periodMs);
         if (l.algorithm === 'fixed_window') {
-          s.count = held && lk === k ? w0 : 0;
+          s.count = fixedWindowCount(l.periodMs, held, w0, last, tt);
         } else {
-          s.count = held && lk === k ? w1 : 0;
-          s.previousCount = !held ? 0 : lk === k ? w0 : lk + 1 === k ? w1 : 0;
+          const c = slidingWindowCounts(l.periodMs, held, w0, w1, last, tt);
+          s.count = c.current;
+          s.previousCount = c.previous;
         }
       }
       out.limits.push(s);
@@ -165,12 +167,12 @@ export class KeyAdmin {
 
   /** Validates the request, hashes its key with the policy's seed and finds the owning shard. */
   private locate(req: KeyRequest): Located {
-    if (this.d.closed()) throw new SluiceError('CLOSED', 'limiter is closed');
+    if (this.d.closed()) throw closed();
     if (typeof req !== 'object' || req === null) throw invalidArgument('request', 'must be an object');
     const name = (req as { policy?: unknown }).policy;
     if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
     const rt = this.d.front.policyRuntimes.get(name);
-    if (rt === undefined) throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}`, 'policy');
+    if (rt === undefined) throw unknownPolicy(name);
     const key = keyOf(rt.policy, req.key, req.descriptors);
     // Checks queued this turn go out first (under the hasher they share); then the hasher is free.
     this.d.front.flush();
@@ -189,8 +191,8 @@ export class KeyAdmin {
     const legs = new Float64Array(rt.legCount * LEG_IN);
     for (let j = 0; j < rt.legCount; j++) {
       writeLegHash(rt, at.lo, at.hi, j, legs, j * LEG_IN);
-      legs[j * LEG_IN + 2] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
-      legs[j * LEG_IN + 3] = 0;
+      legs[j * LEG_IN + IN_LIMIT] = rt.limitIds[j] + (group && j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+      legs[j * LEG_IN + IN_COST] = 0;
     }
     return legs;
   }
@@ -250,5 +252,5 @@ function storeClient(store: RedisStore): Redis | Cluster {
 
 function storeFailed(e: unknown): SluiceError {
   if (isSluiceError(e)) return e;
-  return new SluiceError('STORE_FAILED', `redis: ${(e as Error)?.message ?? String(e)}`);
+  return redisFailed(e);
 }

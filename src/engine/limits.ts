@@ -1,6 +1,6 @@
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import type { KernelLimit } from '../shard/protocol.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, policiesError } from '../util/errors.js';
 
 /** What a policy set needs from the limit table: each policy's limit ids, and the ids it adds. */
 export interface LimitPlan {
@@ -56,7 +56,7 @@ export class LimitTable {
         if (id === undefined) {
           id = reused < this.free.length ? this.free[reused++] : next++;
           if (id >= this.capacity) {
-            throw new SluiceError('CONFIG', `policies: no room for more distinct limits (${this.capacity} ids, taken by the set in force and by earlier limits whose keys still hold state): retry once those keys are idle, or restart sluice`, 'policies');
+            throw policiesError(`no room for more distinct limits (${this.capacity} ids, taken by the set in force and by earlier limits whose keys still hold state): retry once those keys are idle, or restart sluice`);
           }
           fresh.set(key, id);
           added.push({ id, limit });
@@ -70,13 +70,15 @@ export class LimitTable {
   /** Takes the ids a plan added (call once its limits are set on every kernel). */
   commit(plan: LimitPlan): void {
     for (const { id, limit } of plan.added) {
-      if (id < this.table.length) {
-        const at = this.free.indexOf(id);
-        if (at < 0 || this.table[id] !== null) throw new Error(`limit table: plan is stale (id ${id} is not free)`);
+      // a plan takes released ids (lowest first), then the next ones in order
+      const at = id < this.table.length ? this.free.indexOf(id) : -1;
+      if (id < this.table.length ? at < 0 || this.table[id] !== null : id !== this.table.length) {
+        throw new Error(`limit table: plan is stale (id ${id}, next ${this.table.length}, free ${this.free.length})`);
+      }
+      if (at >= 0) {
         this.free.splice(at, 1);
         this.table[id] = limit;
       } else {
-        if (id !== this.table.length) throw new Error(`limit table: plan is stale (id ${id}, next ${this.table.length})`);
         this.table.push(limit);
       }
       this.byNumbers.set(numbersKey(limit), id);

@@ -1,5 +1,5 @@
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
-import { MAX_GROUP } from '../shard/protocol.js';
+import { IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
 import { buildLists, type PolicyLists } from './lists.js';
@@ -55,8 +55,8 @@ export function writeLegHash(rt: PolicyRuntime, lo: number, hi: number, j: numbe
     hl = rt.guardHashes![2 * (j - own)];
     hh = rt.guardHashes![2 * (j - own) + 1];
   }
-  out[at] = hl;
-  out[at + 1] = hh;
+  out[at + IN_HASH_LO] = hl;
+  out[at + IN_HASH_HI] = hh;
 }
 
 /** A candidate policy (`shadowOf`) and how its key comes from the live check's key. */

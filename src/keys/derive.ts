@@ -1,6 +1,5 @@
 import { invalidArgument } from '../util/errors.js';
-import type { CompiledPolicy } from '../config/policies.js';
-import { MAX_KEY_BYTES } from '../shard/kernel.js';
+import { MAX_KEY_BYTES } from './bounds.js';
 
 /**
  * Validates a key: a well-formed string of 1 to 1,024 bytes of UTF-8. Keys are bytes, compared exactly:
@@ -28,11 +27,20 @@ export function escapePart(v: string): string {
 }
 
 /**
+ * What key derivation reads of a policy: its name and its descriptors in declared order. A CompiledPolicy
+ * (config/policies.ts) is one; the shape is spelled here so keys/ sits below config/ and imports nothing of it.
+ */
+export interface KeyedPolicy {
+  readonly name: string;
+  readonly descriptors: readonly { readonly name: string }[];
+}
+
+/**
  * The key a check stands for: its `key`, or its descriptors' values in the policy's declared order,
  * each escaped, joined by `:`. A `key` given to a descriptor policy is taken as that joined form.
  * @throws SluiceError INVALID_ARGUMENT naming `key` or `descriptors.<name>`.
  */
-export function keyOf(policy: CompiledPolicy, key: unknown, descriptors: unknown): string {
+export function keyOf(policy: KeyedPolicy, key: unknown, descriptors: unknown): string {
   const values = descriptors === undefined ? undefined : descriptorValues(policy, descriptors);
   if (key !== undefined) {
     if (values !== undefined) throw invalidArgument('descriptors', 'give key or descriptors, not both');
@@ -52,7 +60,7 @@ export function keyOf(policy: CompiledPolicy, key: unknown, descriptors: unknown
 }
 
 /** The descriptors object, every name one the policy declares. */
-function descriptorValues(policy: CompiledPolicy, descriptors: unknown): Record<string, unknown> {
+function descriptorValues(policy: KeyedPolicy, descriptors: unknown): Record<string, unknown> {
   if (typeof descriptors !== 'object' || descriptors === null || Array.isArray(descriptors)) {
     throw invalidArgument('descriptors', 'must be an object of descriptor name to string value');
   }

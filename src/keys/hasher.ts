@@ -1,5 +1,6 @@
 import type { Kernel } from '../shard/kernel.js';
-import { MAX_KEY_BYTES } from '../shard/kernel.js';
+import { HASH_IN, HASH_IN_LENGTH, HASH_IN_OFFSET, HASH_IN_SEED_HI, HASH_IN_SEED_LO, HASH_OUT, HASH_OUT_HI, HASH_OUT_LO } from '../shard/abi.js';
+import { MAX_KEY_BYTES } from './bounds.js';
 
 /**
  * Hashes keys in batches with the kernel's XXH64: keys are written straight into the kernel's key region as
@@ -26,10 +27,10 @@ export class Hasher {
     const row = this.n++;
     const len = writeUtf8(this.kernel.keyBytes, key, this.offset);
     const h = this.kernel.hashIn;
-    h[row * 4] = this.offset;
-    h[row * 4 + 1] = len;
-    h[row * 4 + 2] = seedLo;
-    h[row * 4 + 3] = seedHi;
+    h[row * HASH_IN + HASH_IN_OFFSET] = this.offset;
+    h[row * HASH_IN + HASH_IN_LENGTH] = len;
+    h[row * HASH_IN + HASH_IN_SEED_LO] = seedLo;
+    h[row * HASH_IN + HASH_IN_SEED_HI] = seedHi;
     this.offset += len;
     return row;
   }
@@ -45,10 +46,10 @@ export class Hasher {
     if (len <= 64) for (let i = 0; i < len; i++) into[o + i] = src[at + i];
     else into.set(src.subarray(at, at + len), o);
     const h = this.kernel.hashIn;
-    h[row * 4] = o;
-    h[row * 4 + 1] = len;
-    h[row * 4 + 2] = seedLo;
-    h[row * 4 + 3] = seedHi;
+    h[row * HASH_IN + HASH_IN_OFFSET] = o;
+    h[row * HASH_IN + HASH_IN_LENGTH] = len;
+    h[row * HASH_IN + HASH_IN_SEED_LO] = seedLo;
+    h[row * HASH_IN + HASH_IN_SEED_HI] = seedHi;
     this.offset = o + len;
     return row;
   }
@@ -59,11 +60,11 @@ export class Hasher {
   }
 
   lo(row: number): number {
-    return this.kernel.hashOut[row * 2];
+    return this.kernel.hashOut[row * HASH_OUT + HASH_OUT_LO];
   }
 
   hi(row: number): number {
-    return this.kernel.hashOut[row * 2 + 1];
+    return this.kernel.hashOut[row * HASH_OUT + HASH_OUT_HI];
   }
 
   reset(): void {

@@ -51,9 +51,7 @@
  * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats } from '../types.js';
-import type { ReloadSource } from '../server/reloader.js';
-import { REFUSAL_REASONS, type RefusalReason } from '../server/announce.js';
+import type { CheckRequest, Decision, Limiter, LimiterStats, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
@@ -69,6 +67,7 @@ export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
 const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error'];
 const CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
 const RELOAD_SOURCES: readonly ReloadSource[] = ['file', 'signal', 'api', 'peer'];
+const REFUSAL_REASONS: readonly RefusalReason[] = ['malformed', 'unsigned', 'bad_mac', 'replayed'];
 /** `sluice_store_breaker_state` values. */
 export const BREAKER_STATE = { closed: 0, halfOpen: 1, open: 2 } as const;
 
@@ -367,7 +366,7 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       this.set({ version: limiter.version }, 1);
     },
   });
-  /** Policy announcements refused, by reason (src/server/announce.ts). */
+  /** Policy announcements refused, by reason (src/reload/announce.ts). */
   const refusedAnnouncements = new Float64Array(REFUSAL_REASONS.length);
   new Counter({
     name: 'sluice_policy_announcements_refused_total',

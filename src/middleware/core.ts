@@ -5,7 +5,7 @@
  */
 import type { CheckRequest, Decision } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../server/headers.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {

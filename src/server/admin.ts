@@ -19,8 +19,8 @@ import type { KeyRequest, Limiter, ReloadResult } from '../types.js';
 import type { CompiledPolicy, PolicySpec } from '../config/policies.js';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
-import { problem, problemOf, type Problem } from './problem.js';
-import { invalidArgument, isSluiceError, SluiceError } from '../util/errors.js';
+import { problemOf, type Problem } from './problem.js';
+import { invalidArgument, isSluiceError, SluiceError, conflict, methodNotAllowed, notFound, tooLarge, unauthorized, unsupportedMediaType, badSetting, listenFailed } from '../util/errors.js';
 import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
 
@@ -64,11 +64,12 @@ interface Exchange {
 
 /**
  * Starts the admin API.
- * @throws Error for an empty or malformed token, or a port that cannot be listened on.
+ * @throws SluiceError CONFIG naming `token` for an empty or malformed token; Error for a port that cannot be
+ * listened on.
  */
 export async function startAdminServer(o: AdminServerOptions): Promise<AdminServer> {
   if (typeof o.token !== 'string' || !TOKEN_PATTERN.test(o.token)) {
-    throw new Error('admin token: must be a non-empty string of visible ASCII characters (no spaces)');
+    throw badSetting('token', 'admin token: must be a non-empty string of visible ASCII characters (no spaces)');
   }
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
   const { limiter, logger: log } = o;
@@ -125,7 +126,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
     const ok = given.length === expected.length ? timingSafeEqual(given, expected) : (timingSafeEqual(expected, expected), false);
     if (ok) return true;
     const why = header === '' ? 'a bearer token is required' : m === null ? 'must be "Bearer <token>"' : 'the bearer token is not valid';
-    sendProblem(x, { ...problem(401, `authorization: ${why}`, 'authorization', 'UNAUTHORIZED'), title: 'Unauthorized' },
+    sendProblem(x, problemOf(unauthorized(why)),
       { 'WWW-Authenticate': 'Bearer realm="sluice-admin"' });
     return false;
   };
@@ -164,10 +165,10 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
     const type = req.getHeader('content-type');
     const json = /^application\/json\s*(;|$)/i.test(type);
     if (!json && !/^(application|text)\/(x-)?yaml\s*(;|$)/i.test(type)) {
-      return sendProblem(x, problem(415, `content-type: must be application/json or application/yaml (got ${JSON.stringify(type)})`, 'content-type', 'UNSUPPORTED_MEDIA_TYPE'));
+      return sendProblem(x, problemOf(unsupportedMediaType(type, 'application/json or application/yaml')));
     }
     readBody(res, maxBody, (body) => {
-      if (body === null) return sendProblem(x, problem(413, `body: larger than ${maxBody} bytes`, 'body', 'TOO_LARGE'));
+      if (body === null) return sendProblem(x, problemOf(tooLarge('body', `larger than ${maxBody} bytes`)));
       let doc: unknown;
       try {
         const text = new TextDecoder('utf-8', { fatal: true }).decode(body);
@@ -191,7 +192,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
   app.any('/v1/policies', (res, req) => {
     const x = begin(res);
     if (!authorized(x, req.getHeader('authorization'))) return;
-    sendProblem(x, problem(405, `method: ${req.getMethod().toUpperCase()} is not allowed on /v1/policies (GET or PUT)`, 'method', 'METHOD_NOT_ALLOWED'), { Allow: 'GET, PUT' });
+    sendProblem(x, problemOf(methodNotAllowed(req.getMethod().toUpperCase(), '/v1/policies', 'GET or PUT')), { Allow: 'GET, PUT' });
   });
 
   const keyRoute = (op: 'inspect' | 'reset') => (res: HttpResponse, req: uWS.HttpRequest): void => {
@@ -214,13 +215,13 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
   app.any('/v1/keys/*', (res, req) => {
     const x = begin(res);
     if (!authorized(x, req.getHeader('authorization'))) return;
-    sendProblem(x, problem(405, `method: ${req.getMethod().toUpperCase()} is not allowed on /v1/keys/{policy}/{key} (GET or DELETE)`, 'method', 'METHOD_NOT_ALLOWED'), { Allow: 'GET, DELETE' });
+    sendProblem(x, problemOf(methodNotAllowed(req.getMethod().toUpperCase(), '/v1/keys/{policy}/{key}', 'GET or DELETE')), { Allow: 'GET, DELETE' });
   });
 
   app.any('/*', (res, req) => {
     const x = begin(res);
     if (!authorized(x, req.getHeader('authorization'))) return;
-    sendProblem(x, problem(404, `path: no route for ${req.getUrl()}`, 'path', 'NOT_FOUND'));
+    sendProblem(x, problemOf(notFound(req.getUrl())));
   });
 
   const host = o.host ?? '127.0.0.1';
@@ -250,7 +251,7 @@ function expectVersion(doc: unknown, inForce: string): unknown {
   const { version, ...rest } = doc as Record<string, unknown>;
   if (typeof version !== 'string') throw invalidArgument('version', `must be the version string GET /v1/policies returned (got ${JSON.stringify(version) ?? typeof version})`);
   if (version !== inForce) {
-    throw new SluiceError('CONFLICT', `version: the policies in force are version ${inForce}, not ${version}: someone changed them since you read them; GET them again and reapply your change`, 'version');
+    throw conflict('version', `the policies in force are version ${inForce}, not ${version}: someone changed them since you read them; GET them again and reapply your change`);
   }
   return rest;
 }
@@ -299,7 +300,7 @@ function listen(app: TemplatedApp, host: string, port: number): Promise<{ token:
   return new Promise((resolve, reject) => {
     const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
     (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
-      if (!token) reject(new Error(`admin API: cannot listen on ${host}:${port} (in use?)`));
+      if (!token) reject(listenFailed(`admin API: cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
     });
   });

@@ -1,8 +1,8 @@
 import type { HttpRequest } from 'uWebSockets.js';
 import type { CheckRequest } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { checkFromQuery } from './codec.js';
-import { SluiceError, invalidArgument } from '../util/errors.js';
+import { checkFromQuery } from '../wire/codec.js';
+import { SluiceError, invalidArgument, unknownPolicy } from '../util/errors.js';
 
 /**
  * The check a forward-auth request stands for (nginx auth_request, Traefik ForwardAuth, Envoy ext_authz
@@ -17,7 +17,7 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
   if (check.key !== undefined) return check;
   const policy = policies.get(check.policy);
   if (policy === undefined) {
-    throw new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(check.policy)}`, 'policy');
+    throw unknownPolicy(check.policy);
   }
   if (policy.descriptors.length === 0) throw invalidArgument('key', 'is required (the policy has no descriptors)');
   const descriptors: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, check.descriptors);

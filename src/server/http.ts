@@ -3,12 +3,12 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledPolicy } from '../config/policies.js';
-import { bodyText, checkFromJson, checkFromQuery, decisionJson } from './codec.js';
-import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from './headers.js';
-import { errorItem, problem, problemOf, type Problem } from './problem.js';
+import { bodyText, checkFromJson, checkFromQuery, decisionJson } from '../wire/codec.js';
+import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
+import { errorItem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
-import { invalidArgument } from '../util/errors.js';
+import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, unsupportedMediaType, listenFailed } from '../util/errors.js';
 import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
@@ -200,7 +200,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
    * one could be decided (its tokens spent) and its answer cut off by the socket closing.
    */
   const refuseDraining = (res: HttpResponse, x: Exchange | null): void => {
-    const w = (r: HttpResponse): void => writeProblem(r, problem(503, 'server: draining (shutting down): retry on another instance', 'server', 'CLOSED'), undefined, true);
+    const w = (r: HttpResponse): void => writeProblem(r, problemOf(serverDraining()), undefined, true);
     if (x === null) replyNow(res, w);
     else reply(x, w);
   };
@@ -250,12 +250,12 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const x = begin(res);
     const type = req.getHeader('content-type');
     if (!/^application\/json\s*(;|$)/i.test(type)) {
-      return reply(x, (r) => writeProblem(r, problem(415, `content-type: must be application/json (got ${JSON.stringify(type)})`, 'content-type', 'UNSUPPORTED_MEDIA_TYPE')));
+      return reply(x, (r) => writeProblem(r, problemOf(unsupportedMediaType(type, 'application/json'))));
     }
     readBody(x.res, maxBody, (body) => {
       if (body === null) {
         // answer now and drop the connection rather than read the rest of an oversize body
-        return reply(x, (r) => writeProblem(r, problem(413, `body: larger than ${maxBody} bytes`, 'body', 'TOO_LARGE'), undefined, true));
+        return reply(x, (r) => writeProblem(r, problemOf(tooLarge('body', `larger than ${maxBody} bytes`)), undefined, true));
       }
       let parsed: unknown;
       try {
@@ -286,7 +286,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     if (extra !== undefined) return fail(x, invalidArgument(extra, 'is not allowed beside checks'));
     if (!Array.isArray(checks) || checks.length === 0) return fail(x, invalidArgument('checks', 'must be a non-empty array'));
     if (checks.length > maxItems) {
-      return reply(x, (r) => writeProblem(r, problem(413, `checks: at most ${maxItems} items per batch (got ${checks.length})`, 'checks', 'TOO_LARGE')));
+      return reply(x, (r) => writeProblem(r, problemOf(tooLarge('checks', `at most ${maxItems} items per batch (got ${checks.length})`))));
     }
     const results = checks.map((item, i) => {
       const at = `checks[${i}]`;
@@ -307,7 +307,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const x = begin(res);
     const method = req.getMethod().toUpperCase();
     reply(x, (r) => {
-      writeProblem(r, problem(405, `method: ${method} is not allowed on /v1/check (GET or POST)`, 'method', 'METHOD_NOT_ALLOWED'), 'GET, POST');
+      writeProblem(r, problemOf(methodNotAllowed(method, '/v1/check', 'GET or POST')), 'GET, POST');
     });
   });
 
@@ -351,7 +351,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   app.any('/*', (res, req) => {
     const x = begin(res);
     const url = req.getUrl();
-    reply(x, (r) => writeProblem(r, problem(404, `path: no route for ${url}`, 'path', 'NOT_FOUND')));
+    reply(x, (r) => writeProblem(r, problemOf(notFound(url))));
   });
 
   const { token, port } = await listen(app, o.host ?? '0.0.0.0', o.port ?? 8080);
@@ -425,7 +425,7 @@ function listen(app: TemplatedApp, host: string, port: number): Promise<{ token:
   return new Promise((resolve, reject) => {
     const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
     (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
-      if (!token) reject(new Error(`cannot listen on ${host}:${port} (in use?)`));
+      if (!token) reject(listenFailed(`cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
     });
   });

@@ -15,6 +15,7 @@ export interface Problem {
 
 const TITLES: Record<number, string> = {
   400: 'Bad Request',
+  401: 'Unauthorized',
   404: 'Not Found',
   405: 'Method Not Allowed',
   409: 'Conflict',

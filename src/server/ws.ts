@@ -20,14 +20,14 @@ import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit } from '../config/policies.js';
-import { checkFromJson, decisionJson } from './codec.js';
+import { checkFromJson, decisionJson } from '../wire/codec.js';
 import { errorItem } from './problem.js';
-import { SluiceError, invalidArgument, isSluiceError } from '../util/errors.js';
+import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../util/errors.js';
 import {
   ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
-} from './binary.js';
+} from '../wire/binary.js';
 import { SubscriptionScheduler, SUBSCRIPTION_DEFAULTS, type SubscriptionBounds } from './sub-schedule.js';
 import {
   BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
@@ -402,7 +402,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   /** Queues a check. Returns false when the connection was closed for overflowing while paused. */
   const enqueue = (c: Conn, it: Item): boolean => {
     if (closing) {
-      answerError(c, it.bin, it.id, it.idJson, new SluiceError('CLOSED', 'server is shutting down'));
+      answerError(c, it.bin, it.id, it.idJson, shuttingDown());
       return true;
     }
     if (queuedOf(c) >= o.maxQueued) {
@@ -412,7 +412,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         return false;
       }
       answerError(c, it.bin, it.id, it.idJson,
-        new SluiceError('OVERLOADED', `more than ${o.maxQueued} checks queued on this connection`));
+        overloaded(`more than ${o.maxQueued} checks queued on this connection`));
       return true;
     }
     c.queue.push(it);
@@ -725,7 +725,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const admit = (c: Conn, seg: BinSeg, at: number, m: number): void => {
     let keep = m;
     if (closing) {
-      const shutdown = new SluiceError('CLOSED', 'server is shutting down');
+      const shutdown = shuttingDown();
       for (let i = at; i < at + m; i++) answerError(c, true, seg.ids[i], null, shutdown);
       keep = 0;
     } else if (c.queued + m > o.maxQueued) {
@@ -735,7 +735,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         return;
       }
       keep = Math.max(0, o.maxQueued - c.queued);
-      const over = new SluiceError('OVERLOADED', `more than ${o.maxQueued} checks queued on this connection`);
+      const over = overloaded(`more than ${o.maxQueued} checks queued on this connection`);
       for (let i = at + keep; i < at + m; i++) answerError(c, true, seg.ids[i], null, over);
     }
     seg.n = at + keep;
@@ -944,7 +944,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       if (closing) return;
       closing = true;
       stopTimer();
-      const shutdown = new SluiceError('CLOSED', 'server is shutting down');
+      const shutdown = shuttingDown();
       for (const c of conns) {
         for (let i = c.head; i < c.queue.length; i++) {
           const e = c.queue[i]!;

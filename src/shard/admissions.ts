@@ -5,7 +5,7 @@
  * the state does not hold. The state message says which batches the front had settled (`after`), and the
  * worker spends, on each row, what it admitted for that leg in the later ones, so installing it gives nothing back.
  */
-import { debitState } from '../store/debit.js';
+import { debitState } from '../util/debit.js';
 import { CODE_ALLOW, GROUP_SHIFT, LEG_IN, LEG_OUT, MAX_GROUP } from './protocol.js';
 import { STATE_ROW } from './kernel.js';
 

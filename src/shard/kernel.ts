@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
-import { LEG_IN, LEG_OUT, type KernelLimit } from './protocol.js';
+import { HASH_IN, HASH_OUT, LEG_IN, LEG_OUT, STATE_ROW, STATUS } from './abi.js';
+import type { KernelLimit } from './protocol.js';
 
 /** The raw exports of build/kernel.wasm (assembly/index.ts). */
 interface KernelExports {
@@ -25,11 +26,8 @@ interface KernelExports {
   memoryBytes(): number;
 }
 
-/** f64s per row of Kernel.setState's input. */
-export const STATE_ROW = 6;
+export { STATE_ROW };
 
-/** Longest key, in bytes of UTF-8. */
-export const MAX_KEY_BYTES = 1024;
 /** Key text hashed per batch; a batch goes out early when it fills. */
 const DEFAULT_KEY_BYTES = 1 << 20;
 
@@ -90,14 +88,13 @@ export class Kernel {
       throw new RangeError(`sluice kernel: maxKeys must be an integer in [1, ${MAX_KERNEL_KEYS}] (got ${opts.maxKeys})`);
     }
     this.limitCapacity = Math.min(MAX_LIMIT_IDS, Math.max(1, opts.limits.length, opts.limitCapacity ?? LIMIT_CAPACITY));
-    const code = k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes);
-    if (code !== 0) throw new Error(`sluice kernel: init failed (code ${code})`);
+    status(k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes), 'init', 0);
     opts.limits.forEach((l, id) => { if (l) this.setLimit(id, l); });
     const buf = k.memory.buffer;
     this.legIn = new Float64Array(buf, k.legInPtr(), opts.maxBatch * LEG_IN);
     this.legOut = new Float64Array(buf, k.legOutPtr(), opts.maxBatch * LEG_OUT);
-    this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * 4);
-    this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * 2);
+    this.hashIn = new Uint32Array(buf, k.hashInPtr(), opts.maxBatch * HASH_IN);
+    this.hashOut = new Uint32Array(buf, k.hashOutPtr(), opts.maxBatch * HASH_OUT);
     this.keyBytes = Buffer.from(buf, k.keyPtr(), keyBytes);
   }
 
@@ -110,9 +107,8 @@ export class Kernel {
    * @throws Error for an id past {@link limitCapacity} or a bad algorithm code.
    */
   setLimit(id: number, l: KernelLimit): void {
-    if (this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0) !== 0) {
-      throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
-    }
+    const code = this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0);
+    if (code !== STATUS.OK) throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
   }
 
   /**
@@ -120,13 +116,13 @@ export class Kernel {
    * (signed), w1, lastSeen (Unix ms)]. A key held under another limit id reads as not found. Changes nothing.
    */
   peek(n: number): void {
-    if (this.k.peekBatch(n) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    status(this.k.peekBatch(n), 'batch', n);
   }
 
   /** Forgets the keys of legs [0, n) of `legIn` (by hash); returns how many were held. */
   remove(n: number): number {
     const removed = this.k.removeBatch(n);
-    if (removed < 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    if (removed === STATUS.REMOVE_TOO_MANY) status(STATUS.TOO_MANY, 'batch', n);
     return removed;
   }
 
@@ -140,7 +136,7 @@ export class Kernel {
 
   /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */
   decide(n: number, nowMs: number): void {
-    if (this.k.checkBatch(n, nowMs) !== 0) throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
+    status(this.k.checkBatch(n, nowMs), 'batch', n);
   }
 
   /**
@@ -148,7 +144,7 @@ export class Kernel {
    * w0 (signed), w1, lastSeen]. Sync mode uses it to replace a key's state with the merged one.
    */
   setState(n: number, nowMs: number): void {
-    if (this.k.setState(n, nowMs) !== 0) throw new Error(`sluice kernel: ${n} states exceed the input region`);
+    status(this.k.setState(n, nowMs), 'states', n);
   }
 
   /** XXH64 of rows [0, n) of `hashIn` into `hashOut`. */
@@ -161,4 +157,15 @@ export class Kernel {
     const k = this.k;
     return { keys: k.size(), slots: k.slotCount(), evictions: k.evictions(), memoryBytes: k.memoryBytes() };
   }
+}
+
+/**
+ * The kernel's status codes (./abi.ts STATUS) read in one place: OK returns; anything else is a bug in the
+ * caller (a batch past the size it set up, init twice) and throws a plain Error, never a user-facing one.
+ */
+function status(code: number, call: 'init' | 'batch' | 'states', n: number): void {
+  if (code === STATUS.OK) return;
+  if (call === 'init') throw new Error(`sluice kernel: init failed (code ${code})`);
+  if (call === 'states') throw new Error(`sluice kernel: ${n} states exceed the input region`);
+  throw new Error(`sluice kernel: batch of ${n} exceeds its size`);
 }

@@ -2,7 +2,7 @@ import { Piscina } from 'piscina';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
@@ -203,7 +203,7 @@ export class ShardPool {
     if (failed >= 0) {
       // destroy(), not close(): close() waits for the replacement piscina starts, which fails the same way.
       await pool.destroy();
-      throw new SluiceError('SHARD_FAILED', `shard ${failed}: worker failed to start: ${failures[failed]}`);
+      throw shardFailed(`shard ${failed}: worker failed to start: ${failures[failed]}`);
     }
     return pool;
   }
@@ -213,7 +213,7 @@ export class ShardPool {
   }
 
   private downError(s: number): SluiceError {
-    return new SluiceError('SHARD_FAILED', `shard ${s} is down: ${this.dead[s]}; it is being restarted`);
+    return shardFailed(`shard ${s} is down: ${this.dead[s]}; it is being restarted`);
   }
 
   /** Decides one batch on shard `s`. Rejects with SHARD_FAILED if the worker dies or the shard is down, OVERLOADED if its queue is full. */
@@ -226,9 +226,9 @@ export class ShardPool {
       return (await this.pools[s].run(task, { transferList: [task.legs.buffer as ArrayBuffer] })) as Float64Array;
     } catch (e) {
       const msg = (e as Error).message ?? String(e);
-      if (/queue is at limit/i.test(msg)) throw new SluiceError('OVERLOADED', `shard ${s}: queue full (${MAX_QUEUED_BATCHES} batches)`);
+      if (/queue is at limit/i.test(msg)) throw overloaded(`shard ${s}: queue full (${MAX_QUEUED_BATCHES} batches)`);
       if (this.dead[s] !== null) throw this.downError(s);
-      throw new SluiceError('SHARD_FAILED', `shard ${s} failed while deciding: ${msg}`);
+      throw shardFailed(`shard ${s} failed while deciding: ${msg}`);
     } finally {
       this.queuedChecks[s] -= checks;
       this.queuedBatches[s]--;

@@ -1,22 +1,9 @@
 /**
- * The front ↔ shard contract, in one place. A batch is struct-of-rows over a Float64Array: every value is an
- * integral f64 (hash halves as u32, costs and times below 2^53), so nothing crosses as i64 or BigInt.
- *
- * Leg input row (LEG_IN f64s):  [hashLo, hashHi, limitId | groupLength << 16, cost]
- * Leg output row (LEG_OUT f64s): [code, remaining, resetAfterMs, retryAfterMs (−1 = never)]
- *
- * A check is a group of consecutive legs (one per limit of its policy, then its guard's); the first leg
- * carries the group length and the kernel admits the group all-or-nothing.
+ * The front ↔ shard contract, in one place: the messages a shard worker takes. A batch is struct-of-rows over
+ * a Float64Array in the kernel's row layout, whose constants (LEG_IN, LEG_OUT, GROUP_SHIFT, the codes...) live
+ * in ./abi.ts and are re-exported here for the modules that speak to shards.
  */
-export const LEG_IN = 4;
-export const LEG_OUT = 4;
-export const GROUP_SHIFT = 65536;
-export const MAX_GROUP = 16;
-
-export const CODE_ALLOW = 0;
-export const CODE_DENY = 1;
-export const CODE_NEVER = 2;
-export const CODE_BAD_LIMIT = 3;
+export { LEG_IN, LEG_OUT, GROUP_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
 
 /** One shard's work for one turn. `legs` is transferred, not copied. The reply is a Float64Array of n output rows. */
 export interface ShardTask {

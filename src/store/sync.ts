@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { StoreTimeoutError, type RedisStore } from './redis.js';
-import { debitState } from './debit.js';
+import { debitState } from '../util/debit.js';
 
 /**
  * One leg as the caller describes it the first time the writer sees it: its Redis key and limit, and where its

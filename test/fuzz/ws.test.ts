@@ -27,7 +27,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import {
   ANSWER_NO_ID, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_ERROR, type BinaryAnswer,
-} from '../../src/server/binary.js';
+} from '../../src/wire/binary.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, startStreamServer, type StreamServer } from '../integration/ws-support.js';
 import { prng } from '../helpers/prng.js';

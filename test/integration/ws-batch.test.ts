@@ -10,7 +10,7 @@ import type { Decision } from '../../src/types.js';
 import type { PolicySpec } from '../../src/config/policies.js';
 import {
   ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ERROR, type BinaryAnswer,
-} from '../../src/server/binary.js';
+} from '../../src/wire/binary.js';
 import { isSluiceError } from '../../src/util/errors.js';
 import { TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
 

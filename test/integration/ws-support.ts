@@ -6,7 +6,7 @@ import WebSocket from 'ws';
 import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { StreamEndpoint, StreamOptions } from '../../src/server/ws.js';
-import { readAnswers, type BinaryAnswer } from '../../src/server/binary.js';
+import { readAnswers, type BinaryAnswer } from '../../src/wire/binary.js';
 import type { Limiter, LimiterOptions } from '../../src/types.js';
 import { ManualClock } from '../helpers/clock.js';
 

@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
-import { FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED } from '../../src/server/binary.js';
+import { FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED } from '../../src/wire/binary.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
 

@@ -9,7 +9,7 @@ import type { PolicySpec } from '../../src/config/policies.js';
 import {
   ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FRAME_UNSUBSCRIBE, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, type BinaryAnswer,
-} from '../../src/server/binary.js';
+} from '../../src/wire/binary.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 

@@ -1,4 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { RefusalReason } from '../types.js';
+import { usage } from '../util/errors.js';
 
 /**
  * Authenticated policy announcements (issue #20, item 4). Anyone who can PUBLISH on the Redis would
@@ -18,14 +20,11 @@ export const MAX_AGE_MS = 5 * 60_000;
 /** Origins whose last announcement time is remembered (the oldest is forgotten past this). */
 const MAX_ORIGINS = 1024;
 
-/** Why an announcement was refused (the label of `sluice_policy_announcements_refused_total`). */
-export type RefusalReason = 'malformed' | 'unsigned' | 'bad_mac' | 'replayed';
+export type { RefusalReason };
 
-export const REFUSAL_REASONS: readonly RefusalReason[] = ['malformed', 'unsigned', 'bad_mac', 'replayed'];
-
-/** @throws Error naming `what` when the secret is shorter than MIN_SECRET_BYTES. */
+/** @throws SluiceError INVALID_ARGUMENT naming `what` when the secret is shorter than MIN_SECRET_BYTES. */
 export function checkSecret(secret: string, what: string): string {
-  if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) throw new Error(`${what}: must be at least ${MIN_SECRET_BYTES} bytes`);
+  if (Buffer.byteLength(secret) < MIN_SECRET_BYTES) throw usage(`${what}: must be at least ${MIN_SECRET_BYTES} bytes`, what);
   return secret;
 }
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { checkFromQuery } from '../../../src/server/codec.js';
+import { checkFromQuery } from '../../../src/wire/codec.js';
 import { describe as describeValue } from '../../../src/keys/derive.js';
 import { invalidArgument } from '../../../src/util/errors.js';
 import type { CheckRequest } from '../../../src/types.js';

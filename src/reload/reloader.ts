@@ -9,7 +9,7 @@
  * - **{@link PolicyReloader.apply}**: a document or YAML text from elsewhere (the admin API's `PUT /v1/policies`).
  * - **peers**: with Redis and an announce secret configured, every successful local reload is announced on
  *   the pub/sub channel `<prefix>policies` as `{"origin": <instance id>, "version": <policy-set version>,
- *   "policies": <the document's policies mapping, as plain JSON>}`, signed (src/server/announce.ts: an HMAC
+ *   "policies": <the document's policies mapping, as plain JSON>}`, signed (src/reload/announce.ts: an HMAC
  *   under the shared secret, with its time); authenticated announcements from other instances are validated
  *   and applied like a file (never re-announced, so there are no loops). Unsigned, forged or replayed ones
  *   are refused, counted and logged. Without a secret, announcements are off both ways: anyone who can
@@ -29,13 +29,12 @@ import type { Logger } from 'pino';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
-import type { Limiter, ReloadResult } from '../types.js';
+import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
-import { SluiceError, isSluiceError } from '../util/errors.js';
+import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
 
-/** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
-export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
+export type { ReloadSource } from '../types.js';
 
 /** Where a reload counts its outcome (the server's metrics: `sluice_policy_reloads_total`). */
 export interface ReloadCounter {
@@ -199,7 +198,7 @@ export class PolicyReloader {
   async apply(doc: unknown, source: ReloadSource, file?: string): Promise<ReloadResult> {
     const name = file ?? (source === 'file' || source === 'signal' ? this.file ?? '<file>' : `<${source}>`);
     try {
-      if (this.closed) throw new SluiceError('CLOSED', 'policy reloader is closed');
+      if (this.closed) throw closed('policy reloader');
       const config = typeof doc === 'string' ? parseConfig(doc, name) : configFromDocument(doc, name);
       const previous = this.limiter.version;
       const version = policySetVersion(config.policies);
@@ -218,7 +217,7 @@ export class PolicyReloader {
     } catch (e) {
       this.metrics?.reloaded(source, 'rejected');
       this.log?.error({ err: e, file: name, source }, 'policy reload rejected');
-      throw isSluiceError(e) ? e : new SluiceError('CONFIG', `${name}: ${(e as Error).message}`);
+      throw isSluiceError(e) ? e : configSourceError(name, (e as Error).message);
     }
   }
 
@@ -246,7 +245,7 @@ export class PolicyReloader {
           return null;
         }
         this.metrics?.reloaded(source, 'rejected');
-        this.log?.error({ err: new SluiceError('CONFIG', `${this.file}: cannot read: ${(e as Error).message}`), file: this.file, source }, 'policy reload rejected');
+        this.log?.error({ err: configSourceError(this.file, `cannot read: ${(e as Error).message}`), file: this.file, source }, 'policy reload rejected');
         return null;
       }
       const hash = createHash('sha256').update(text).digest('hex');
