@@ -5,7 +5,8 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { StoreTimeoutError, type MergeOptions, type RedisStore } from '../../../src/store/redis.js';
-import { MIN_SPLIT, SyncWriter, type SyncLeg } from '../../../src/store/sync.js';
+import { MIN_SPLIT, SyncWriter } from '../../../src/store/sync.js';
+import { leg, record } from '../../helpers/sync-legs.js';
 
 interface Call {
   keys: string[];
@@ -28,17 +29,6 @@ function fakeStore(): { store: RedisStore; calls: Call[]; reply: { fn: Reply } }
     },
   } as unknown as RedisStore;
   return { store, calls, reply };
-}
-
-function leg(n: number, o: Partial<SyncLeg> = {}): SyncLeg {
-  return {
-    redisKey: `k${n}`, algorithmCode: 2, limit: 100, periodMs: 1000, burst: 100,
-    limitId: 0, hashLo: (n * 2654435761) >>> 0, hashHi: n, shard: -1, ns: 0, ...o,
-  };
-}
-
-function record(w: SyncWriter, l: SyncLeg, cost: number): void {
-  if (!w.bump(l.hashLo, l.hashHi, l.limitId, l.ns, cost)) w.add(l, cost);
 }
 
 afterEach(() => {
