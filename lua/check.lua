@@ -1,22 +1,34 @@
 -- The batch driver: decides every leg in KEYS/ARGV in order, in one atomic script run.
 --   ARGV[1] = 1: the clock is Redis's TIME (strict mode); 0: ARGV[2] is the time in Unix ms
---   ARGV[3] = n legs; then 6 per leg: algorithm, L, P, B, cost, group length (first leg of a check, else 0)
+--   ARGV[3] = n legs; ARGV[4] = the legs packed, 6 little-endian doubles each (48 bytes): algorithm, L, P, B,
+--             cost, group length (first leg of a check, else 0). One packed argument costs Redis one string
+--             instead of 6 per leg to read, and the client one to write.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with PX = its resetAfterMs, the time until the state carries no information
 --             (bucket full, window over).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
--- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never). A check with a leg
--- whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg and
--- changes nothing; the other checks of the batch are decided as usual.
+-- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never); then the time the
+-- script decided at (Unix ms: Redis's TIME, or ARGV[2]); then, for each leg of each denied check, in leg
+-- order, the state it was decided on: w0, w1, lastSeen (−1: absent). A denied key's state only shrinks
+-- afterwards (other callers only spend), so the caller can answer the same key's costlier checks without
+-- Redis until it refills (src/engine/strict-cache.ts). A check with a leg whose state cannot be read (a key of another type or a
+-- malformed value) gets UNREADABLE in every leg and changes nothing; the other checks of the batch are
+-- decided as usual.
 --
 -- What it costs Redis: every key is read by one MGET up front (a key that is absent or of another type reads
 -- as false; only those are told apart, by EXISTS). A key's state then lives in the slot of the first leg that
 -- names it, so a group reads what the groups before it committed, and each key written is SET once, at the
--- end, with its last state and PX (the script is atomic: nothing sees the states in between). The ARGV
--- strings of a leg's limit usually repeat the previous leg's (one policy's L, P, B), and are parsed only when
--- they change.
+-- end, with its last state and PX (the script is atomic: nothing sees the states in between).
 local now = clockMs()
 local n = tonumber(ARGV[3])
+-- by leg: algorithm, L, P, B, cost, group length
+local LA, LL, LP, LB, LC, LG = {}, {}, {}, {}, {}, {}
+do
+  local packed, unpack6, pos = ARGV[4], struct.unpack, 1
+  for j = 1, n do
+    LA[j], LL[j], LP[j], LB[j], LC[j], LG[j], pos = unpack6('<dddddd', packed, pos)
+  end
+end
 local out = {}
 
 local raw = readAll(n)
@@ -24,19 +36,16 @@ local raw = readAll(n)
 -- −2: unreadable), TTL the PX of its last write (nil: not written)
 local SLOT, S0, S1, SL, TTL = {}, {}, {}, {}, {}
 local dirty = {}
--- the last limit parsed: its ARGV strings and values
-local pa, pL, pP, pB, alg, L, P, B
-
+-- by leg: the state it was decided on (before its group committed)
+local E0, E1, EL = {}, {}, {}
+-- by leg: true for every leg of a denied check (its state is returned)
+local DENIED = {}
 -- Evaluates leg j with cost c; returns its outputs, then (admitted with a cost) the state to write, its time
 -- and the key's slot.
 local function evaluate(j, c)
-  local a = j * 6 - 2
-  local sa, sL, sP, sB = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-  if sa ~= pa or sL ~= pL or sP ~= pP or sB ~= pB then
-    pa, pL, pP, pB = sa, sL, sP, sB
-    alg, L, P, B = num(sa), num(sL), num(sP), num(sB)
-  end
+  local alg, L, P, B = LA[j], LL[j], LP[j], LB[j]
   if L == 0 and alg <= 1 then
+    E0[j], E1[j], EL[j] = 0, 0, -1
     if c > 0 then return NEVER, 0, 0, -1 end
     return ALLOW, 0, 0, 0
   end
@@ -73,6 +82,7 @@ local function evaluate(j, c)
     return UNREADABLE, 0, 0, 0
   end
   if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, t, s end
+  E0[j], E1[j], EL[j] = S0[s] or 0, S1[s] or 0, last
   return code, rem, reset, retry
 end
 
@@ -80,14 +90,14 @@ end
 local X0, X1, XT, XS = {}, {}, {}, {}
 local i = 1
 while i <= n do
-  local g = NUM[ARGV[i * 6 + 3]] or num(ARGV[i * 6 + 3])
+  local g = LG[i]
   if g < 1 then g = 1 end
   if i + g - 1 > n then g = n - i + 1 end
   local all = true
   local unreadable = false
   for j = i, i + g - 1 do
     local o = j * 4 - 4
-    local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, NUM[ARGV[j * 6 + 2]] or num(ARGV[j * 6 + 2]))
+    local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, LC[j])
     out[o + 1] = code
     out[o + 2] = rem
     out[o + 3] = reset
@@ -111,10 +121,13 @@ while i <= n do
         if not TTL[s] then dirty[#dirty + 1] = s end
         TTL[s] = out[o + 3]
       end
-    elseif out[o + 1] == ALLOW then
-      -- this leg alone would admit, but the check is denied: report its state untouched
-      local code, rem, reset, retry = evaluate(j, 0)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+    else
+      DENIED[j] = true
+      if out[o + 1] == ALLOW then
+        -- this leg alone would admit, but the check is denied: report its state untouched
+        local code, rem, reset, retry = evaluate(j, 0)
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+      end
     end
   end
   i = i + g
@@ -122,5 +135,13 @@ end
 for k = 1, #dirty do
   local s = dirty[k]
   redis.call('SET', KEYS[s], encodeState(S0[s], S1[s], SL[s]), 'PX', TTL[s])
+end
+local m = n * 4 + 1
+out[m] = now
+for j = 1, n do
+  if DENIED[j] then
+    out[m + 1], out[m + 2], out[m + 3] = E0[j], E1[j], EL[j]
+    m = m + 3
+  end
 end
 return out

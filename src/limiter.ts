@@ -157,8 +157,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         memoryBytes: parts.reduce((a, p) => a + p.memoryBytes, 0),
         pending: front.pending,
         perShard: pool?.shardStates() ?? [],
-        ...(store ? { store: { ...store.stats(), sync: front.syncStats() } } : {}),
+        ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
+        ...(store ? { degraded: front.degraded.snapshot() } : {}),
       };
     },
     inspect: (req) => keyAdmin.inspect(req),

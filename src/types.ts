@@ -23,8 +23,16 @@ export interface Decision {
    * `'allowlist'` (the key is on the policy's allow list: `remaining` is the limit, nothing was spent).
    */
   reason?: string;
-  /** Present (true) when the store failed and the policy's onStoreError `open` or `closed` decided instead. */
+  /**
+   * Present (true) when Redis did not make a strict decision: the store failed (down, frozen, circuit open)
+   * and the policy's onStoreError decided instead; `degradedBy` says which rule.
+   */
   degraded?: boolean;
+  /**
+   * With `degraded`: how the decision was made. `open`: admitted, nothing counted; `closed`: denied;
+   * `local`: this instance's own kernel, from the key's state last learned from Redis.
+   */
+  degradedBy?: 'open' | 'closed' | 'local';
   /** Sync mode: ms since this instance last merged with Redis (how old its view of the others' spending is). */
   stalenessMs?: number;
   /**
@@ -176,6 +184,14 @@ export interface LimiterStats {
     /** `storeErrors` by kind: no answer within timeoutMs; Redis answered with an error (the script failed). */
     timeouts: number;
     scriptErrors: number;
+    /** Calls Redis refused because it cannot serve now (OOM, BUSY, LOADING, READONLY...); they open the breaker. */
+    unavailable: number;
+    /** Calls answered after they had timed out (their script ran late), and the tokens those checks spent. */
+    lateCalls: number;
+    lateSpentTokens: number;
+    /** Strict checks answered by the over-limit cache (no Redis call); strict keys whose last answer is kept. */
+    overLimitAnswers: number;
+    knownKeys: number;
     /** Calls that could not be sent or lost their connection; calls not made because the breaker was open. */
     connectionErrors: number;
     breakerRejections: number;
@@ -194,6 +210,8 @@ export interface LimiterStats {
    * evaluation admitted and would have denied.
    */
   shadow?: Record<string, { allow: number; wouldDeny: number }>;
+  /** Per strict policy that had decisions not made by Redis since start: their count by failure rule. */
+  degraded?: Record<string, { open: number; closed: number; local: number }>;
   /** Per policy whose allow or deny list has matched since start: checks admitted by the allow list, refused by the deny list. */
   lists?: Record<string, { allow: number; deny: number }>;
 }

@@ -40,16 +40,24 @@ interface SluiceSpec {
   shards: number;
   /** Default 0: any free port. */
   port?: number;
+  /**
+   * false: no per-policy activity (no rates, near-limit counts or hot-key sketch) and no status page. Default:
+   * both on, as `sluice serve` runs, with `/v1/status` built every 2 s as an open status page polls it.
+   */
+  activity?: boolean;
 }
 
 if (isChildEntry(import.meta.url)) {
   serverMain<SluiceSpec>(async (spec) => {
     const cfg = defaultConfig();
     const limiter = await createLimiter({ policies: cfg.policies, shards: spec.shards, maxKeys: cfg.engine.maxKeys });
-    const srv = await startServer({ limiter, host: '127.0.0.1', port: spec.port ?? 0 });
+    const on = spec.activity !== false;
+    const srv = await startServer({ limiter, host: '127.0.0.1', port: spec.port ?? 0, statusPage: on, ...(on ? {} : { activity: false as const }) });
+    const poll = on ? setInterval(() => void srv.status.statusJson(), 2000) : null;
     return {
       port: srv.port,
       async close() {
+        if (poll !== null) clearInterval(poll);
         await srv.close();
         await limiter.close();
       },
@@ -61,6 +69,7 @@ if (isChildEntry(import.meta.url)) {
 
 const SLUICE_S0 = 'sluice, shards 0';
 const SLUICE_S1 = 'sluice, shards 1';
+const SLUICE_PLAIN = 'sluice, shards 0, no status page / hot keys';
 const BARE = 'bare uWS (fixed JSON)';
 const UWSRLF = 'uWS + rlf';
 const NODE = 'node:http + rlf';
@@ -75,12 +84,14 @@ interface Target {
 const TARGETS: Target[] = [
   { tag: 'sluice-s0', subject: SLUICE_S0, file: FILE, spec: { shards: 0 } satisfies SluiceSpec },
   { tag: 'sluice-s1', subject: SLUICE_S1, file: FILE, spec: { shards: 1 } satisfies SluiceSpec },
+  { tag: 'sluice-s0-plain', subject: SLUICE_PLAIN, file: FILE, spec: { shards: 0, activity: false } satisfies SluiceSpec },
   { tag: 'bare-uws', subject: BARE, file: BARE_UWS, spec: {} },
   { tag: 'uws-rlf', subject: UWSRLF, file: UWS_RLF, spec: {} },
   { tag: 'node-rlf', subject: NODE, file: NODE_RLF, spec: {} },
 ];
 
 const BASELINES = [
+  { label: 'no status', subject: SLUICE_PLAIN },
   { label: 'bare uWS', subject: BARE },
   { label: 'uWS+rlf', subject: UWSRLF },
   { label: 'node+rlf', subject: NODE },
@@ -420,7 +431,7 @@ export const http: Scenario = {
     }));
     const rates = q ? [5_000] : [2_000, 8_000];
     // Latency: sluice shards 0 against the two uWS baselines; node:http + rlf too in a full run.
-    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1' && !(q && t.tag === 'node-rlf'));
+    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1' && t.tag !== 'sluice-s0-plain' && !(q && t.tag === 'node-rlf'));
     const latJobs = KEYSETS.flatMap((k) => rates.map((rate) => ({
       k, rate,
       jobs: latTargets.map((t) => ({
@@ -522,7 +533,7 @@ export const http: Scenario = {
           { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
           { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
         ],
-        baselines: [BASELINES[0], BASELINES[1]],
+        baselines: [BASELINES[1], BASELINES[2]],
         ratioMetrics: ['p50', 'p99', 'p999', 'cpu'],
         rows: [],
         notes: [],

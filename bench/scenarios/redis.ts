@@ -7,8 +7,13 @@
  * - rate-limiter-flexible's RateLimiterRedis on ioredis (its defaults): one script call per check;
  * - the ceiling of "one token-bucket script per check": ioredis with auto-pipelining, one EVALSHA per check of a
  *   minimal token bucket (HMGET, HSET, PEXPIRE; Redis TIME), the best a per-call design can do;
+ * - what envoyproxy/ratelimit sends per check: INCRBY and EXPIRE of a fixed window's key, pipelined (ioredis
+ *   auto-pipelining), no script: the cheapest per-check design there is (and not exact across a window edge);
  * - sluice `consistency: sync` (write-behind every 20 ms) and `local` (no Redis), the same checks.
  * Token bucket of 1e9 refilled 1 token/s on 10,000 keys drawn uniformly, so every check is admitted.
+ *
+ * A second case, over-limit: 90 % of checks on 100 hot keys of a limit of 10 a minute (exhausted in the
+ * warm-up: denied), 10 % on the 10,000 admitted keys; strict against rlf, with the Redis calls per check.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -34,7 +39,11 @@ const RATE = 60;
 const BURST = 1_000_000_000;
 const PERIOD_MS = 60_000;
 
-type Kind = 'strict' | 'rlf' | 'evalsha' | 'sync' | 'local';
+type Kind = 'strict' | 'rlf' | 'evalsha' | 'envoy' | 'sync' | 'local';
+
+/** The over-limit case's hot keys and their limit (10 a minute). */
+const HOT_KEYS = 100;
+const HOT_LIMIT = 10;
 
 interface Spec {
   kind: Kind;
@@ -45,6 +54,8 @@ interface RoundQ {
   ms: number;
   /** Checks kept in flight. */
   concurrency: number;
+  /** `over`: 90 % of checks on the hot (over-limit) keys. */
+  mix?: 'all' | 'over';
 }
 
 interface RoundR {
@@ -85,7 +96,7 @@ return {0, math.floor(x / P)}
 
 // ---------------------------------------------------------------------------------------------- child
 
-type CheckFn = (key: string) => Promise<{ degraded: boolean; allowed: boolean }>;
+type CheckFn = (key: string, hot: boolean) => Promise<{ degraded: boolean; allowed: boolean }>;
 
 async function setup(s: Spec) {
   const url = `redis://127.0.0.1:${s.port}`;
@@ -101,14 +112,18 @@ async function setup(s: Spec) {
           algorithm: 'token_bucket', limit: RATE, period: PERIOD_MS, burst: BURST,
           consistency: s.kind, ...(s.kind === 'local' ? {} : { onStoreError: 'closed' as const }),
         },
+        hot: {
+          algorithm: 'token_bucket', limit: HOT_LIMIT, period: PERIOD_MS,
+          consistency: s.kind, ...(s.kind === 'local' ? {} : { onStoreError: 'closed' as const }),
+        },
       },
       shards: 0,
       maxKeys: KEYS * 2,
       // A lenient deadline: the bench measures throughput, and a decision past it would be a degraded one.
       ...(s.kind === 'local' ? {} : { redis: { url, prefix: `bench:${s.kind}:`, timeoutMs: 1_000, syncIntervalMs: 20 } }),
     });
-    check = async (key) => {
-      const d = await lim.check({ policy: 'bench', key, cost: 1 });
+    check = async (key, hot) => {
+      const d = await lim.check({ policy: hot ? 'hot' : 'bench', key, cost: 1 });
       return { degraded: d.degraded === true, allowed: d.allowed };
     };
     close = async () => {
@@ -127,9 +142,29 @@ async function setup(s: Spec) {
     const redis = new Redis(url);
     redis.on('error', () => {});
     const rl = new RateLimiterRedis({ storeClient: redis, points: BURST, duration: PERIOD_MS / 1000, keyPrefix: 'bench:rlf' });
-    check = async (key) => {
-      await rl.consume(key);
-      return { degraded: false, allowed: true };
+    const rlHot = new RateLimiterRedis({ storeClient: redis, points: HOT_LIMIT, duration: PERIOD_MS / 1000, keyPrefix: 'bench:rlfhot' });
+    check = async (key, hot) => {
+      try {
+        await (hot ? rlHot : rl).consume(key);
+        return { degraded: false, allowed: true };
+      } catch (e) {
+        if (e instanceof Error) throw e; // a rejection that is not a RateLimiterRes: Redis failed
+        return { degraded: false, allowed: false };
+      }
+    };
+    close = async () => {
+      await redis.quit();
+    };
+  } else if (s.kind === 'envoy') {
+    // envoyproxy/ratelimit's fixed window: INCRBY the window's key, EXPIRE it, in one pipeline; admitted while
+    // the count is within the limit (the over-limit case's hot keys: HOT_LIMIT)
+    const redis = new Redis(url, { enableAutoPipelining: true });
+    redis.on('error', () => {});
+    check = async (key, hot) => {
+      const w = Math.floor(Date.now() / PERIOD_MS);
+      const k = `bench:envoy:${hot ? 'hot:' : ''}${key}_${w}`;
+      const [count] = await Promise.all([redis.incrby(k, 1), redis.expire(k, PERIOD_MS / 1000)]);
+      return { degraded: false, allowed: count <= (hot ? HOT_LIMIT : BURST) };
     };
     close = async () => {
       await redis.quit();
@@ -148,7 +183,8 @@ async function setup(s: Spec) {
     };
   }
   // Connect and load scripts before timing.
-  for (let i = 0; i < 10; i++) await check(keys[i]);
+  for (let i = 0; i < 10; i++) await check(keys[i], false);
+  const hotKeys = Array.from({ length: HOT_KEYS }, (_, i) => `h${i}`);
   const next = xorshift32(0x5eed);
   const cap = 1 << 22;
   const lat = new Float64Array(cap);
@@ -176,7 +212,9 @@ async function setup(s: Spec) {
       const one = (): void => {
         inFlight++;
         const start = performance.now();
-        check(keys[next() % KEYS]).then((d) => {
+        const r = next();
+        const hot = q.mix === 'over' && r % 10 !== 0;
+        check(hot ? hotKeys[(r >>> 4) % HOT_KEYS] : keys[r % KEYS], hot).then((d) => {
           inFlight--;
           if (running) {
             done++;
@@ -287,9 +325,10 @@ async function startRedis(): Promise<OwnRedis> {
 }
 
 const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
-  { kind: 'strict', subject: 'sluice strict (one script call per turn)' },
+  { kind: 'strict', subject: 'sluice strict (script calls of ≤ 64 checks, pipelined)' },
   { kind: 'rlf', subject: 'rlf RateLimiterRedis' },
   { kind: 'evalsha', subject: 'one token-bucket EVALSHA per check, auto-pipelined (ceiling)' },
+  { kind: 'envoy', subject: 'envoyproxy/ratelimit-style INCRBY + EXPIRE per check, pipelined (fixed window)' },
   { kind: 'sync', subject: 'sluice sync (write-behind, 20 ms)' },
   { kind: 'local', subject: 'sluice local (no Redis)' },
 ];
@@ -306,7 +345,12 @@ export const redisScenario: Scenario = {
     const rounds = q ? 2 : 5;
     const roundMs = q ? 500 : 2_000;
     const levels = [64, 256];
-    const plan = levels.map((c) => ({ c, subs: SUBJECTS.map((s) => ({ ...s, id: `redis/c${c}/${s.kind}` })).filter((s) => ctx.want(s.id)) }));
+    const plan: Array<{ c: number; mix: 'all' | 'over'; subs: Array<(typeof SUBJECTS)[number] & { id: string }> }> = levels.map((c) => ({
+      c, mix: 'all' as const, subs: SUBJECTS.map((s) => ({ ...s, id: `redis/c${c}/${s.kind}` })).filter((s) => ctx.want(s.id)),
+    }));
+    // the over-limit case: strict and rlf at 64 in flight
+    plan.push({ c: 64, mix: 'over', subs: SUBJECTS.filter((s) => s.kind === 'strict' || s.kind === 'rlf')
+      .map((s) => ({ ...s, id: `redis/over90/${s.kind}` })).filter((s) => ctx.want(s.id)) });
     if (plan.every((p) => p.subs.length === 0)) return [];
     const method = (what: string): string => `${what} C checks always in flight (closed loop: each answer issues the next), ` +
       `keys uniform over ${KEYS.toLocaleString('en')}, token bucket of 1e9 refilled 1/s per key (every check admitted; rlf: ` +
@@ -327,9 +371,24 @@ export const redisScenario: Scenario = {
         { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
         { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
         { key: 'rcpu', label: 'Redis CPU µs/decision', higherIsBetter: false },
+        { key: 'calls', label: 'Redis calls/check', higherIsBetter: false, digits: 3 },
       ],
-      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }, { label: 'EVALSHA', subject: SUBJECTS[2].subject }],
+      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }, { label: 'envoy', subject: SUBJECTS[3].subject }],
       ratioMetrics: ['rate', 'p99', 'rcpu'],
+      rows: [],
+      notes: [],
+    };
+    const over: Section = {
+      scenario: 'redis', id: 'redis-over-limit',
+      title: 'Redis: 90 % of checks on over-limit keys, strict vs rate-limiter-flexible',
+      method: '64 checks always in flight (closed loop); 90 % of checks on 100 hot keys of a token bucket of 10 a minute ' +
+        '(exhausted in the warm-up round, so denied: 1 token back every 6 s per key), 10 % on 10,000 keys of the 1e9 bucket ' +
+        '(admitted). sluice strict (its over-limit cache answers the hot keys\' denials until they refill) against rlf ' +
+        'RateLimiterRedis (one script call per check). Redis calls per check: script calls (INFO commandstats ' +
+        'evalsha + eval) over the round ÷ checks. Same redis-server, rounds and alternation as above.',
+      metrics: strict.metrics,
+      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }],
+      ratioMetrics: ['rate', 'p99', 'rcpu', 'calls'],
       rows: [],
       notes: [],
     };
@@ -360,16 +419,26 @@ export const redisScenario: Scenario = {
       const all = await startAll(ctx, SUBJECTS.filter((s) => plan.some((p) => p.subs.some((x) => x.kind === s.kind))), (s) => s.kind,
         (s) => startRoundChild<RoundQ, RoundR>(FILE, { kind: s.kind, port: redis.port } satisfies Spec, { setupTimeoutMs: 30_000 }),
         strict.notes);
-      for (const { c, subs } of plan) {
+      const calls = new Redis(redis.port, '127.0.0.1');
+      calls.on('error', () => {});
+      /** Commands clients sent, by kind (INFO commandstats; script-internal calls are not among these names). */
+      const commandCalls = async (kind: Kind): Promise<number> => {
+        const info = await calls.info('commandstats');
+        const names = kind === 'envoy' ? ['incrby', 'expire'] : ['evalsha', 'eval'];
+        return names.reduce((a, n) => a + Number(new RegExp(`cmdstat_${n}:calls=(\\d+)`).exec(info)?.[1] ?? 0), 0);
+      };
+      for (const { c, mix, subs } of plan) {
         const children = all.filter((x) => subs.some((y) => y.kind === x.s.kind)).map((x) => ({ ...x, s: subs.find((y) => y.kind === x.s.kind)! }));
         if (children.length === 0) continue;
         const results = await alternate(ctx, children, rounds, (x) => x.s.id, async (x, r, warmup) => {
           if (!warmup) ctx.progress(`${x.s.id}: ${x.s.subject}, ${c} in flight (round ${r + 1}/${rounds})`);
           const r0 = redis.cpuMicros();
-          const res = await x.child.round({ ms: warmup ? 300 : roundMs, concurrency: c }, roundMs + 30_000);
+          const c0 = x.s.kind === 'sync' || x.s.kind === 'local' ? 0 : await commandCalls(x.s.kind);
+          const res = await x.child.round({ ms: warmup ? 300 : roundMs, concurrency: c, mix }, roundMs + 30_000);
           const r1 = redis.cpuMicros();
+          const c1 = x.s.kind === 'sync' || x.s.kind === 'local' ? 0 : await commandCalls(x.s.kind);
           if (!warmup) ctx.progress(`  ${Math.round((res.done * 1000) / res.elapsedMs)}/s, p50 ${res.p50.toFixed(3)} ms, p99 ${res.p99.toFixed(3)} ms`);
-          return { ...res, redisCpu: r1 - r0 };
+          return { ...res, redisCpu: r1 - r0, calls: c1 - c0 };
         }, strict.notes);
         children.forEach((x, i) => {
           const runs = results[i];
@@ -388,15 +457,20 @@ export const redisScenario: Scenario = {
           if (x.s.kind === 'sync') info.push(`${med((r) => r.merges)} merges a round`);
           if (denied > 0) info.push(`${denied} denied`);
           const row: Row = {
-            id: x.s.id, case: `${c} in flight`, subject: x.s.subject,
-            values: { rate: rs.median, p50: med((r) => r.p50), p99: med((r) => r.p99), rcpu: med((r) => r.redisCpu / Math.max(1, r.done)) },
+            id: x.s.id, case: mix === 'over' ? '90 % over limit' : `${c} in flight`, subject: x.s.subject,
+            values: {
+              rate: rs.median, p50: med((r) => r.p50), p99: med((r) => r.p99), rcpu: med((r) => r.redisCpu / Math.max(1, r.done)),
+              // the commands of a round include those of the checks still in flight at its end: ÷ done is a hair high
+              calls: med((r) => r.calls / Math.max(1, r.done)),
+            },
             spread: { rate: [rs.min, rs.max] },
             info: info.join(', '),
             extra: { rates },
           };
-          (x.s.kind === 'sync' || x.s.kind === 'local' ? sync : strict).rows.push(row);
+          (mix === 'over' ? over : x.s.kind === 'sync' || x.s.kind === 'local' ? sync : strict).rows.push(row);
         });
       }
+      calls.disconnect();
       await stopAll(all);
     } finally {
       await redis.stop();
@@ -413,6 +487,26 @@ export const redisScenario: Scenario = {
           `${ratio < 2 && p99 > 1 ? ', ' : ''}${p99 > 1 ? `p99 ${((p99 - 1) * 100).toFixed(0)}% higher` : ''})`}.`);
       }
     }
-    return [strict, sync].filter((s) => s.rows.length > 0 || s.notes.length > 0);
+    for (const c of levels) {
+      const st = strict.rows.find((r) => r.id === `redis/c${c}/strict`);
+      const en = strict.rows.find((r) => r.id === `redis/c${c}/envoy`);
+      if (st && en) {
+        const cpu = st.values.rcpu / en.values.rcpu, rate = st.values.rate / en.values.rate;
+        strict.notes.push(`Target at ${c} in flight: strict within 1.5× the envoy-style baseline's Redis CPU per decision and at ≥ its ` +
+          `decisions/s. Measured ${cpu.toFixed(2)}× its Redis CPU at ${rate.toFixed(2)}× its decisions/s: ${cpu <= 1.5 && rate >= 1 ? 'met' : 'missed'}.`);
+      }
+      if (st) strict.notes.push(`Target at ${c} in flight: Redis CPU ≤ 4 µs per decision. Measured ${st.values.rcpu.toFixed(2)} µs: ${st.values.rcpu <= 4 ? 'met' : 'missed'}.`);
+    }
+    {
+      const st = over.rows.find((r) => r.id === 'redis/over90/strict');
+      const rl = over.rows.find((r) => r.id === 'redis/over90/rlf');
+      if (st && rl) {
+        const ratio = st.values.rate / rl.values.rate;
+        over.notes.push(`Target: strict ≥ 5× rlf's decisions/s and ≥ 10× fewer Redis calls than checks. Measured ${ratio.toFixed(2)}× ` +
+          `rlf, ${st.values.calls.toFixed(3)} calls per check (${(1 / Math.max(1e-9, st.values.calls)).toFixed(1)}× fewer): ` +
+          `${ratio >= 5 && st.values.calls <= 0.1 ? 'met' : 'missed'}.`);
+      }
+    }
+    return [strict, over, sync].filter((s) => s.rows.length > 0 || s.notes.length > 0);
   },
 };

@@ -7,11 +7,11 @@ import { readFile } from 'node:fs/promises';
 
 const USAGE = `usage:
   sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
-                [--admin-port N --admin-token T [--admin-host H]]
+                [--admin-port N --admin-token T [--admin-host H]] [--grpc-port N]
   sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]
   sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--json]
 
-environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_URL, LOG_LEVEL`;
+environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_GRPC_PORT, SLUICE_URL, LOG_LEVEL`;
 
 type Command = (argv: string[]) => Promise<number | void>;
 

@@ -5,6 +5,7 @@ import { checkSecret } from '../reload/announce.js';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
+import { startGrpcServer, type SluiceGrpcServer } from '../grpc/server.js';
 import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
@@ -12,8 +13,11 @@ import { configFrom, intArg } from './args.js';
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
  * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
- * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX), which wins over the file. `--redis URL` and
- * `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) exclude each other.
+ * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, REDIS_SENTINELS, REDIS_MASTER), which wins over
+ * the file. `--redis URL`, `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) and `--redis-sentinel
+ * host:port,...` with `--redis-master NAME` (Redis Sentinel; also `redis.sentinels` and `redis.master` in the
+ * file) exclude each other. The status page and `/v1/status` are served on the admin port when there is one,
+ * else on the public port; `server.statusPage: false` turns them off.
  * SIGTERM or SIGINT drains within a deadline (`--drain-timeout` ms, SLUICE_DRAIN_TIMEOUT_MS, default 10 s): stop
  * listening (/readyz 503), finish requests in flight, keep merging sync-mode deltas into Redis until the
  * deadline (what is left is logged, `sync: deltas not merged ...`), stop the shards, exit 0; exit 1 if the
@@ -22,7 +26,8 @@ import { configFrom, intArg } from './args.js';
  * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
- * SLUICE_ADMIN_TOKEN, and refuses to start without one.
+ * SLUICE_ADMIN_TOKEN, and refuses to start without one. `--grpc-port N` (or SLUICE_GRPC_PORT, or
+ * `server.grpcPort`) serves Envoy's rate limit service over gRPC on `host` (src/grpc/server.ts).
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -30,11 +35,13 @@ export async function serve(argv: string[]): Promise<number> {
     options: {
       config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
       redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
+      'redis-sentinel': { type: 'string' }, 'redis-master': { type: 'string' },
       'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
       'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
       'drain-timeout': { type: 'string' },
+      'grpc-port': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -45,7 +52,8 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
-  const redis = redisTarget(values.redis, values['redis-cluster'], env);
+  const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
+    ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
     ?? intArg(env.REDIS_TIMEOUT_MS, 'REDIS_TIMEOUT_MS', 1, 60_000);
   const syncIntervalMs = intArg(values['sync-interval'], '--sync-interval', 1, 3_600_000)
@@ -55,6 +63,8 @@ export async function serve(argv: string[]): Promise<number> {
   const announceSecret = await secretFrom(values['announce-secret'], values['announce-secret-file'], env);
   const drainMs = intArg(values['drain-timeout'], '--drain-timeout', 0, 3_600_000)
     ?? intArg(env.SLUICE_DRAIN_TIMEOUT_MS, 'SLUICE_DRAIN_TIMEOUT_MS', 0, 3_600_000) ?? DRAIN_MS;
+  const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
+    ?? config.server.grpcPort;
   const limiter = await createLimiter({
     policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
     ...(redis ? { redis: { ...redis, timeoutMs, syncIntervalMs, prefix } } : {}),
@@ -63,6 +73,9 @@ export async function serve(argv: string[]): Promise<number> {
   try {
     server = await startServer({
       limiter, host, port, logger: log,
+      statusPage: admin === null && config.server.statusPage !== false,
+      activity: { hotKeys: config.server.hotKeys?.capacity },
+      hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
     });
@@ -83,12 +96,10 @@ export async function serve(argv: string[]): Promise<number> {
     await limiter.close();
     throw e;
   }
-  let adminServer: AdminServer | null = null;
-  if (admin !== null) {
+  let grpcServer: SluiceGrpcServer | null = null;
+  if (grpcPort !== undefined) {
     try {
-      adminServer = await startAdminServer({
-        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
-      });
+      grpcServer = await startGrpcServer({ limiter, host, port: grpcPort, metrics: server.metrics, logger: log });
     } catch (e) {
       await reloader.close();
       await server.close();
@@ -96,7 +107,22 @@ export async function serve(argv: string[]): Promise<number> {
       throw e;
     }
   }
-  log.info({ host, port: server.port, shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
+  let adminServer: AdminServer | null = null;
+  if (admin !== null) {
+    try {
+      adminServer = await startAdminServer({
+        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
+        ...(config.server.statusPage === false ? {} : { status: server.status }),
+      });
+    } catch (e) {
+      await grpcServer?.close();
+      await reloader.close();
+      await server.close();
+      await limiter.close();
+      throw e;
+    }
+  }
+  log.info({ host, port: server.port, ...(grpcServer ? { grpcPort: grpcServer.port } : {}), shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
       const started = Date.now();
@@ -109,7 +135,7 @@ export async function serve(argv: string[]): Promise<number> {
       hard.unref();
       // Stop accepting first (the listener closes and /readyz answers 503 at once), while the admin API and
       // the reloader close beside it; then the limiter merges sync deltas until the deadline.
-      Promise.all([server.close(), adminServer?.close(), reloader.close()])
+      Promise.all([server.close(), adminServer?.close(), reloader.close(), grpcServer?.close()])
         .then(() => limiter.close({ drainMs: Math.max(0, drainMs - (Date.now() - started)) }))
         .then(() => {
           log.info({ ms: Date.now() - started }, 'stopped');
@@ -189,6 +215,36 @@ function redisPrefix(v: string | undefined): string {
   if (v === undefined) return 'sluice:';
   if (!/^[\x21-\x7a\x7c\x7e]{1,64}$/.test(v)) throw usage(`--redis-prefix: must be 1 to 64 visible ASCII characters without { or } (got ${JSON.stringify(v)})`, '--redis-prefix');
   return v;
+}
+
+/**
+ * Redis Sentinel: `--redis-sentinel host:port,...` with `--redis-master NAME`, else REDIS_SENTINELS with
+ * REDIS_MASTER, else the file's `redis.sentinels` and `redis.master`; null when none is given, or when `other`
+ * (`--redis` or `--redis-cluster`) is, unless a sentinel flag is too (an error).
+ * @throws Error for sentinels without a master name (or the reverse), or with `--redis` / `--redis-cluster`.
+ */
+function sentinelTarget(
+  flag: string | undefined, master: string | undefined, env: NodeJS.ProcessEnv,
+  file: { sentinels?: string[]; master?: string }, other: boolean,
+): { sentinel: { sentinels: string[]; name: string } } | null {
+  const envOther = Boolean(env.REDIS_URL || env.REDIS_CLUSTER_NODES);
+  const envSentinel = Boolean(env.REDIS_SENTINELS || env.REDIS_MASTER);
+  if (flag !== undefined || master !== undefined) {
+    if (other) throw usage('--redis-sentinel and --redis / --redis-cluster: give one', '--redis-sentinel');
+  } else if (other) {
+    return null; // a flag wins over the environment and the file
+  } else if (envSentinel) {
+    if (envOther) throw usage('REDIS_SENTINELS and REDIS_URL / REDIS_CLUSTER_NODES: set one', 'REDIS_SENTINELS');
+  } else if (envOther) {
+    return null; // the environment wins over the file
+  }
+  const list = flag ?? (env.REDIS_SENTINELS || undefined);
+  const sentinels = list !== undefined ? list.split(',').map((n) => n.trim()).filter((n) => n !== '') : file.sentinels;
+  const name = master ?? (env.REDIS_MASTER || undefined) ?? file.master;
+  if (sentinels === undefined && name === undefined) return null;
+  if (sentinels === undefined || sentinels.length === 0) throw usage('--redis-master: needs --redis-sentinel host:port,... (or REDIS_SENTINELS, or redis.sentinels)', '--redis-sentinel');
+  if (name === undefined) throw usage('--redis-sentinel: needs --redis-master NAME (or REDIS_MASTER, or redis.master): the name the sentinels monitor', '--redis-master');
+  return { sentinel: { sentinels, name } };
 }
 
 function redisTarget(url: string | undefined, cluster: string | undefined, env: NodeJS.ProcessEnv): { url: string } | { cluster: string[] } | null {

@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import type { CheckRequest, Decision } from '../types.js';
 import {
-  ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
+  ANSWER_DEGRADED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, AnswerReader,
 } from '../wire/binary.js';
 import { Backoff } from './backoff.js';
@@ -309,7 +309,11 @@ export class WsTransport implements Transport {
         retryAfterMs: a.retryAfterMs, policy: a.name,
       };
       if (a.text !== '') d.reason = a.text;
-      if ((a.flags & ANSWER_DEGRADED) !== 0) (d as Decision & { degraded?: boolean }).degraded = true;
+      if ((a.flags & ANSWER_DEGRADED) !== 0) {
+        d.degraded = true;
+        const rule = ANSWER_RULES[(a.flags >> ANSWER_RULE_SHIFT) & 3];
+        if (rule !== undefined) d.degradedBy = rule;
+      }
       return this.decided(a.id, d, (a.flags & ANSWER_SUBSCRIBED) !== 0);
     }
     if (a.kind === KIND_ERROR) {
@@ -347,7 +351,10 @@ export class WsTransport implements Transport {
       resetAfterMs: a.resetAfterMs as number, retryAfterMs: a.retryAfterMs as number | null, policy: a.policy as string,
     };
     if (typeof a.reason === 'string') d.reason = a.reason;
-    if (a.degraded === true) (d as Decision & { degraded?: boolean }).degraded = true;
+    if (a.degraded === true) {
+      d.degraded = true;
+      if (a.degradedBy === 'open' || a.degradedBy === 'closed' || a.degradedBy === 'local') d.degradedBy = a.degradedBy;
+    }
     this.decided(id, d, a.subscribed === true);
   }
 

@@ -75,13 +75,50 @@ export interface PolicySpec {
   allow?: string[];
   /** Keys, IP addresses and CIDR ranges that are refused (`retryAfterMs: null`, `reason: 'denylist'`). Wins over allow. */
   deny?: string[];
+  /**
+   * What one `/v1/auth` request costs: a non-negative integer of tokens (default 1), or `'query'`: the auth
+   * URL's `cost=` parameter (1 when absent). With a number, a `cost=` parameter is refused: a client whose
+   * query string reaches the auth URL must not choose its own cost.
+   */
+  authCost?: number | 'query';
+  /**
+   * The Envoy rate limit service route this policy answers over gRPC (src/grpc/): a request descriptor in
+   * `domain` whose entries match `entries` in order (an entry without `value` matches any value, and each
+   * value counts on its own) is decided by this policy, keyed by the entries' values. Written by the
+   * envoyproxy/ratelimit config translator (src/config/envoy-ratelimit.ts); policies without it are reached
+   * over gRPC by domain = policy name, entries = its descriptors.
+   */
+  rls?: RlsRouteSpec;
+}
+
+/** See {@link PolicySpec.rls}. */
+export interface RlsRouteSpec {
+  domain: string;
+  entries: Array<{ key: string; value?: string }>;
+  /** The route is answered OK without a check (envoyproxy/ratelimit's `unlimited: true`). Default false. */
+  unlimited?: boolean;
+}
+
+/** A validated {@link RlsRouteSpec}; `value` null is a key-only (any value) entry. */
+export interface CompiledRlsRoute {
+  domain: string;
+  entries: Array<{ key: string; value: string | null }>;
+  unlimited: boolean;
 }
 
 export type Consistency = 'local' | 'strict' | 'sync';
 export type StoreErrorRule = 'open' | 'closed' | 'local';
 
-/** A descriptor is a name, or {name, header} where header is the request header (lower-cased) /v1/auth reads it from. */
-export type DescriptorSpec = string | { name: string; header?: string };
+/**
+ * A descriptor is a name, or `{name, header?, from?}`: where `/v1/auth` reads its value. `from: query` (the
+ * default without `header`) reads the auth URL's query parameter of that name; `from: header` (the default
+ * with `header`, which names it) reads only that request header, never the query; `from: path` reads the
+ * path after `/v1/auth/<policy>` (what Envoy's ext_authz appends: the original request's path).
+ */
+export type DescriptorSpec = string | { name: string; header?: string; from?: DescriptorSource };
+
+/** Where `/v1/auth` takes a descriptor's value from (see {@link DescriptorSpec}). */
+export type DescriptorSource = 'query' | 'header' | 'path';
 
 /** One validated limit, in engine units. */
 export interface CompiledLimit {
@@ -102,6 +139,8 @@ export interface CompiledDescriptor {
   name: string;
   /** Lower-cased request header /v1/auth reads the value from; null when the descriptor has none. */
   header: string | null;
+  /** Where /v1/auth reads the value: `header` exactly when `header` is set. */
+  from: DescriptorSource;
 }
 
 /** One validated policy. Compiled objects are frozen. */
@@ -128,6 +167,10 @@ export interface CompiledPolicy {
   allow: string[];
   /** Deny-list entries as given (validated); empty when none. Deny wins over allow. */
   deny: string[];
+  /** What one /v1/auth request costs (tokens), or `'query'` (see {@link PolicySpec.authCost}). */
+  authCost: number | 'query';
+  /** The Envoy RLS route this policy answers, or null (see {@link PolicySpec.rls}). */
+  rls: CompiledRlsRoute | null;
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -153,13 +196,14 @@ type Obj = Record<string, unknown>;
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
-  'shadow', 'shadowOf', 'allow', 'deny'];
+  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
 const MAX_LUA = 2n ** 51n;
 const LIMIT_KEYS = [...INLINE_KEYS, 'name'];
-const DESCRIPTOR_KEYS = ['name', 'header'];
+const DESCRIPTOR_KEYS = ['name', 'header', 'from'];
+const DESCRIPTOR_SOURCES: readonly DescriptorSource[] = ['query', 'header', 'path'];
 
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 const COUNT_RULE = 'a non-negative safe integer';
@@ -242,10 +286,47 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
   const allow = readList(own(raw, 'allow'), 'allow', fail);
   const deny = readList(own(raw, 'deny'), 'deny', fail);
+  const authCost = readAuthCost(own(raw, 'authCost'), fail);
+  const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
   return {
     name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
-    shadow, shadowOf, allow, deny,
+    shadow, shadowOf, allow, deny, authCost, rls,
   };
+}
+
+function readAuthCost(v: unknown, fail: Fail): number | 'query' {
+  if (v === undefined) return 1;
+  if (v === 'query' || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) return v === 'query' ? v : v + 0;
+  return fail('authCost', `must be a non-negative safe integer of tokens or "query" (got ${describeValue(v)})`);
+}
+
+/** Most entries an RLS route matches (Envoy descriptors are short; each value is part of the key). */
+const MAX_RLS_ENTRIES = 16;
+
+function readRlsRoute(v: unknown, descriptors: CompiledDescriptor[], fail: Fail): CompiledRlsRoute | null {
+  if (v === undefined) return null;
+  if (!isPlainObject(v)) fail('rls', `must be an object {domain, entries} (got ${describeValue(v)})`);
+  rejectUnknownKeys(v, ['domain', 'entries', 'unlimited'], 'rls', 'an rls route', fail);
+  const unlimited = own(v, 'unlimited') ?? false;
+  if (typeof unlimited !== 'boolean') fail('rls.unlimited', `must be true or false (got ${describeValue(unlimited)})`);
+  const domain = own(v, 'domain');
+  if (typeof domain !== 'string' || domain === '') fail('rls.domain', `must be a non-empty string (got ${describeValue(domain)})`);
+  const entries = own(v, 'entries');
+  if (!Array.isArray(entries) || entries.length === 0 || entries.length > MAX_RLS_ENTRIES) {
+    fail('rls.entries', `must be an array of 1 to ${MAX_RLS_ENTRIES} {key, value?} entries (got ${Array.isArray(entries) ? `${entries.length} entries` : describeValue(entries)})`);
+  }
+  if (descriptors.length > 0) fail('rls', 'a policy with an rls route takes its key from the request entries: remove descriptors');
+  const out = entries.map((e: unknown, i: number) => {
+    const at = `rls.entries[${i}]`;
+    if (!isPlainObject(e)) fail(at, `must be an object {key, value?} (got ${describeValue(e)})`);
+    rejectUnknownKeys(e, ['key', 'value'], at, 'an rls entry', fail);
+    const key = own(e, 'key');
+    const value = own(e, 'value');
+    if (typeof key !== 'string' || key === '') fail(`${at}.key`, `must be a non-empty string (got ${describeValue(key)})`);
+    if (value !== undefined && (typeof value !== 'string' || value === '')) fail(`${at}.value`, `must be a non-empty string when given (got ${describeValue(value)})`);
+    return { key, value: value === undefined ? null : value };
+  });
+  return { domain, entries: out, unlimited };
 }
 
 function readShadow(v: unknown, guard: string | null, fail: Fail): boolean {
@@ -439,7 +520,7 @@ function compileDescriptors(v: unknown, fail: Fail): CompiledDescriptor[] {
 }
 
 function compileDescriptor(v: unknown, at: string, fail: Fail): CompiledDescriptor {
-  if (typeof v === 'string') return { name: readName(v, at, fail), header: null };
+  if (typeof v === 'string') return { name: readName(v, at, fail), header: null, from: 'query' };
   if (!isPlainObject(v)) fail(at, `must be a descriptor name or a {name, header} object (got ${describeValue(v)})`);
   rejectUnknownKeys(v, DESCRIPTOR_KEYS, at, 'a descriptor', fail);
   const name = own(v, 'name');
@@ -448,7 +529,18 @@ function compileDescriptor(v: unknown, at: string, fail: Fail): CompiledDescript
   if (header !== undefined && (typeof header !== 'string' || !HEADER_TOKEN.test(header))) {
     fail(joinPath(at, 'header'), `must be an HTTP header name such as "x-tenant-id" (got ${describeValue(header)})`);
   }
-  return { name: readName(name, joinPath(at, 'name'), fail), header: header === undefined ? null : header.toLowerCase() };
+  const from = own(v, 'from');
+  if (from !== undefined && (typeof from !== 'string' || !DESCRIPTOR_SOURCES.includes(from as DescriptorSource))) {
+    fail(joinPath(at, 'from'), `must be one of ${DESCRIPTOR_SOURCES.join(', ')} (got ${describeValue(from)})`);
+  }
+  if (from === 'header' && header === undefined) fail(joinPath(at, 'header'), 'is required with from: header (the header to read)');
+  if (from !== undefined && from !== 'header' && header !== undefined) {
+    fail(joinPath(at, 'from'), `is ${from}, but header is given: a descriptor has one source`);
+  }
+  return {
+    name: readName(name, joinPath(at, 'name'), fail), header: header === undefined ? null : header.toLowerCase(),
+    from: header !== undefined ? 'header' : (from as DescriptorSource | undefined) ?? 'query',
+  };
 }
 
 /** The given version as a string, or a content hash of the compiled limits and descriptors. */
@@ -482,9 +574,14 @@ export function policySetVersion(policies: ReadonlyMap<string, CompiledPolicy>):
 }
 
 function canonicalPolicy(p: CompiledPolicy): unknown[] {
-  return [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, l.algorithm, l.limit, l.periodMs, l.burst]),
+  const out: unknown[] = [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, l.algorithm, l.limit, l.periodMs, l.burst]),
     p.descriptors.map((d) => [d.name, d.header]), p.guard, p.consistency, p.onStoreError, p.carryOver,
     p.shadow, p.shadowOf, p.allow, p.deny];
+  // Appended only when not the defaults, so sets written before these fields keep their versions.
+  if (p.descriptors.some((d) => d.from === 'path') || p.authCost !== 1 || p.rls !== null) {
+    out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
+  }
+  return out;
 }
 
 function readGuardName(v: unknown, fail: Fail): string | null {
@@ -564,6 +661,11 @@ function rejectUnknownKeys(o: Obj, allowed: readonly string[], prefix: string, w
 function deepFreeze(policy: CompiledPolicy): void {
   for (const limit of policy.limits) Object.freeze(limit);
   for (const descriptor of policy.descriptors) Object.freeze(descriptor);
+  if (policy.rls !== null) {
+    for (const e of policy.rls.entries) Object.freeze(e);
+    Object.freeze(policy.rls.entries);
+    Object.freeze(policy.rls);
+  }
   Object.freeze(policy.limits);
   Object.freeze(policy.descriptors);
   Object.freeze(policy.allow);

@@ -1,6 +1,7 @@
 /**
  * The policies file's document shape (strict: unknown keys are errors at every level) and its translation to
- * a {@link SluiceConfig}. `policies` goes through the same compiler as the library option, with errors
+ * a {@link SluiceConfig} (a document with a top-level `domain` is envoyproxy/ratelimit's format instead:
+ * see envoy-ratelimit.ts). `policies` goes through the same compiler as the library option, with errors
  * re-addressed to the document path; `engine` and `server` are checked here with zod.
  *
  * ```yaml
@@ -15,12 +16,19 @@
  *   authDenyStatus: 429                # 429 or 403: what /v1/auth answers when denied
  *   stream: { maxInFlight: 4096, ... }  # /v1/stream limits (StreamOptions in src/server/ws.ts)
  *   admin: { port: 9090, host: 127.0.0.1 }  # the admin API (src/server/admin.ts); its token is never in the file
+ *   grpcPort: 8081                     # Envoy's rate limit service over gRPC (src/grpc/), on server.host; off when absent
+ *   statusPage: true                   # the status page and /v1/status (on the admin port when there is one)
+ *   hotKeys: { capacity: 100, metrics: 10 }  # keys per policy in the hot-key sketch (0 = off); how many as metrics (0 = none)
+ * redis:                               # optional; flags and env win
+ *   sentinels: [10.0.0.1:26379, ...]   # Redis Sentinel addresses, with
+ *   master: mymaster                   # the master's name as the sentinels know it
  * ```
  */
 import * as z from 'zod';
 import { configError, SluiceError } from '../util/errors.js';
 import { describeValue } from './duration.js';
 import { compilePoliciesWith, joinPath, type CompiledPolicy, type PolicyErrorSite } from './policies.js';
+import { isEnvoyRateLimitDocument, policiesFromEnvoyRateLimit } from './envoy-ratelimit.js';
 
 /** `engine:` section. Absent keys are left absent: the engine applies its own defaults. */
 export interface EngineConfig {
@@ -51,6 +59,20 @@ export interface ServerConfig {
    * the token comes from `--admin-token` or SLUICE_ADMIN_TOKEN, never from this file.
    */
   admin?: { port?: number; host?: string } | null;
+  /** Envoy's rate limit service over gRPC (src/grpc/server.ts) on this port (0..65535); off when absent. */
+  grpcPort?: number;
+  /** Serves the status page and `/v1/status` (on the admin port when one is configured). Default true. */
+  statusPage?: boolean;
+  /** The hot-key sketch: keys monitored per policy (0..100000, 0 = off) and how many of them become metrics (0..1000). */
+  hotKeys?: { capacity?: number; metrics?: number } | null;
+}
+
+/** `redis:` section: Redis Sentinel (flags `--redis-sentinel`, `--redis-master` and the environment win). */
+export interface RedisConfig {
+  /** Sentinel addresses, each `host:port`. */
+  sentinels?: string[];
+  /** The monitored master's name. */
+  master?: string;
 }
 
 /** A validated configuration file. */
@@ -58,6 +80,7 @@ export interface SluiceConfig {
   policies: Map<string, CompiledPolicy>;
   engine: EngineConfig;
   server: ServerConfig;
+  redis: RedisConfig;
   /** The parsed document, as plain data. */
   raw: unknown;
 }
@@ -125,6 +148,19 @@ const ServerSchema = section({
     port: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
     host: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
   }).nullish(),
+  grpcPort: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
+  statusPage: z.boolean({ error: (iss) => `must be true or false (got ${describeValue(iss.input)})` }).optional(),
+  hotKeys: section({
+    capacity: intIn(0, 100_000, 'must be an integer from 0 to 100000').optional(),
+    metrics: intIn(0, 1000, 'must be an integer from 0 to 1000').optional(),
+  }).nullish(),
+});
+
+const RedisSchema = section({
+  sentinels: z.array(z.string({ error: nonEmptyString }).regex(/^\S+:\d{1,5}$/, { error: (iss) => `must be host:port (got ${describeValue(iss.input)})` }), {
+    error: (iss) => `must be a list of host:port (got ${describeValue(iss.input)})`,
+  }).min(1, { error: 'must list at least one sentinel host:port' }).optional(),
+  master: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
 });
 
 /** The top level; `policies` is checked by the policy compiler. A null section means an empty one. */
@@ -132,6 +168,7 @@ const DocumentSchema = section({
   policies: z.unknown().optional(),
   engine: EngineSchema.nullish(),
   server: ServerSchema.nullish(),
+  redis: RedisSchema.nullish(),
 });
 
 /**
@@ -146,13 +183,19 @@ export function configFromDocument(raw: unknown, file: string): SluiceConfig {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw configError(file, ROOT_PATH, `must be a mapping with a top-level "policies" key (got ${describeValue(raw)})`);
   }
+  if (isEnvoyRateLimitDocument(raw)) {
+    const policies = compilePoliciesWith(policiesFromEnvoyRateLimit(raw as Record<string, unknown>, file), (site, why) => {
+      throw configError(file, policyPath(site), why);
+    });
+    return { policies, engine: {}, server: {}, redis: {}, raw };
+  }
   const parsed = DocumentSchema.safeParse(raw);
   if (!parsed.success) throw zodError(parsed.error.issues[0], file);
   if (parsed.data.policies === undefined) throw configError(file, 'policies', 'is required: a mapping of policy names to policies');
   const policies = compilePoliciesWith(parsed.data.policies, (site, why) => {
     throw configError(file, policyPath(site), why);
   });
-  return { policies, engine: parsed.data.engine ?? {}, server: parsed.data.server ?? {}, raw };
+  return { policies, engine: parsed.data.engine ?? {}, server: parsed.data.server ?? {}, redis: parsed.data.redis ?? {}, raw };
 }
 
 /** `policies`, `policies.free`, `policies.free.limits[1].period`, `policies["a.b"].burst`. */

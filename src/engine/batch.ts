@@ -4,6 +4,7 @@
  * policy). `/v1/stream`'s binary frames use it: a frame's checks go from the frame to the kernel's input
  * and from the kernel's output to the answers frame.
  */
+import { degradedCode } from './degraded.js';
 import type { Decision } from '../types.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Kernel } from '../shard/kernel.js';
@@ -56,7 +57,7 @@ export class BatchOutcomes {
   readonly resetAfterMs: Float64Array;
   /** −1: null (can never pass). */
   readonly retryAfterMs: Float64Array;
-  /** 1 when the decision is a degraded one (the store failed: see onStoreError). */
+  /** 0, or the rule of a degraded decision (the store failed: see onStoreError): degradedCode(), 1 open, 2 closed, 3 local. */
   readonly degraded: Uint8Array;
   /** The binding limit's name. */
   readonly name: string[];
@@ -85,7 +86,7 @@ export class BatchOutcomes {
     this.remaining[i] = d.remaining;
     this.resetAfterMs[i] = d.resetAfterMs;
     this.retryAfterMs[i] = d.retryAfterMs === null ? -1 : d.retryAfterMs;
-    this.degraded[i] = (d as { degraded?: boolean }).degraded ? 1 : 0;
+    this.degraded[i] = degradedCode(d);
     this.name[i] = d.policy;
     this.reason[i] = d.reason ?? '';
     this.error[i] = null;

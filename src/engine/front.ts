@@ -1,7 +1,7 @@
 import type { CheckRequest, Decision } from '../types.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
-import { writeLegHash, type PolicyRuntime } from './runtime.js';
+import { GUARD_KEY, writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import { compose } from './decision.js';
 import { keyOf, describe } from '../keys/derive.js';
@@ -17,8 +17,20 @@ import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
 import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
+import { StrictCache, type Known } from './strict-cache.js';
+import { LEG_WIDE } from '../store/reply.js';
+import { DegradedCounts, markLocal } from './degraded.js';
 
 const RESOLVED = Promise.resolve();
+
+/**
+ * Strict checks per script call when more are queued: the turn's checks go out in calls of this many, each
+ * written to the socket as soon as it is full (the client does not auto-pipeline), so Redis runs one while
+ * this thread still issues the next, and answers come back staggered (a pipeline, not client and Redis taking
+ * turns). Each key's checks still reach Redis in order: one connection, answered in order. 64: smaller calls
+ * cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
+ */
+const STORE_CHUNK = 64;
 
 /**
  * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
@@ -44,6 +56,8 @@ interface Batch {
   hashes: ArrayLike<number>;
   resolves: Resolve[];
   rejects: Reject[];
+  /** Strict checks decided locally because Redis failed (the `local` rule): marked degraded. */
+  fallback?: boolean;
 }
 
 export interface FrontOptions {
@@ -61,6 +75,8 @@ export interface FrontOptions {
   maxPending: number;
   /** Where shadow policies' would-deny lines go; none by default. */
   logger?: ShadowLogger | null;
+  /** Strict keys whose last answer this instance keeps (over-limit cache, `local` seeding). Default 100,000. */
+  strictCacheKeys?: number;
 }
 
 /**
@@ -97,10 +113,17 @@ export class Front {
   private runtimes: Map<string, PolicyRuntime>;
   /** Shadow evaluations and list matches, by policy name. */
   readonly counters: PolicyCounters;
+  /** What this instance knows of strict keys from Redis's answers; null without a store. */
+  readonly strict: StrictCache | null;
+  /** Decisions not made by Redis, by policy and rule. */
+  readonly degraded = new DegradedCounts();
 
   constructor(o: FrontOptions) {
     this.o = o;
     this.counters = new PolicyCounters(o.logger ?? null);
+    this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
+    // a new connection may be to a Redis that restarted without its data: its denials no longer hold
+    o.store?.onConnect(() => this.strict!.clearDenials());
     this.runtimes = o.runtimes;
     this.startSync();
   }
@@ -112,6 +135,7 @@ export class Front {
    */
   setRuntimes(runtimes: Map<string, PolicyRuntime>): void {
     this.runtimes = runtimes;
+    this.strict?.clearDenials();
     this.startSync();
   }
 
@@ -317,7 +341,7 @@ export class Front {
 
   /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
   private schedule(): void {
-    if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch) this.flush();
+    if (this.o.hasher.full || this.legs + MAX_GROUP > this.o.maxBatch || this.stored >= STORE_CHUNK) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms
@@ -438,49 +462,128 @@ export class Front {
   }
 
   /**
-   * One script call decides every store-backed check of the turn. If it fails (Redis down, slow past the
-   * timeout, circuit open), each check takes its policy's onStoreError: open, closed, or local (this
-   * instance's kernel, under the same key hashes).
+   * One script call decides every store-backed check of the turn, but for the checks the over-limit cache
+   * answers (src/engine/strict-cache.ts). If the call fails (Redis down or frozen, circuit open), each check
+   * takes its policy's onStoreError: open, closed, or local (this instance's kernel, under the same key hashes,
+   * seeded with the key's last state learned from Redis); each such decision is marked degraded.
    */
   private decideInStore(b: Batch, now: number): void {
     const store = this.o.store!;
+    const cache = this.strict!;
     const redisKeys: string[] = [];
     const args: number[] = [];
+    const sent = emptyBatch();
+    const known: Known[] = [];
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
-      const own = rt.saltLo.length;
+      const key0 = this.legKey(rt, b.keys[i], 0);
+      const e = cache.entry(key0, rt);
+      const shared = this.sharedKeys(rt, b.keys[i]);
+      const d = cache.overLimit(e, b.costs[i], now, shared === null ? 0 : cache.epochOf(shared));
+      if (d !== null) {
+        this.settleStored(d, b, i, now);
+        continue;
+      }
+      if (shared !== null) {
+        for (const k of shared) cache.touch(k);
+        e.sentEpoch = cache.epochOf(shared);
+      }
+      e.inflight++;
+      known.push(e);
+      push(sent, b, i);
       for (let j = 0; j < rt.legCount; j++) {
-        redisKeys.push(this.legKey(rt, b.keys[i], j));
+        redisKeys.push(j === 0 ? key0 : this.legKey(rt, b.keys[i], j));
         const l = rt.legLimits[j];
         args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, b.costs[i], j === 0 ? rt.legCount : 0);
       }
     }
-    this.inFlight += b.n;
-    store.decide(redisKeys, args, now).then(
+    if (sent.n === 0) return;
+    this.inFlight += sent.n;
+    store.decideWide(redisKeys, args, now).then(
       (rows) => {
-        const out = Float64Array.from(rows);
+        for (const e of known) e.inflight--;
+        if (rows.length > 0) cache.sample(rows[4], now, readClock(this.o.clock));
+        const out = narrow(rows);
         // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
         const failed = emptyBatch();
+        const failedKnown: Known[] = [];
         let base = 0;
-        for (let i = 0; i < b.n; i++) {
-          if (Number.isNaN(rows[4 * base])) push(failed, b, i);
-          else this.settleStored(compose(out, base, b.rts[i]), b, i, now);
-          base += b.rts[i].legCount;
+        for (let i = 0; i < sent.n; i++) {
+          if (Number.isNaN(rows[LEG_WIDE * base])) {
+            push(failed, sent, i);
+            failedKnown.push(known[i]);
+          } else {
+            cache.learn(known[i], rows, base, sent.costs[i]);
+            this.settleStored(compose(out, base, sent.rts[i]), sent, i, now);
+          }
+          base += sent.rts[i].legCount;
         }
-        if (failed.n > 0) this.storeFailed(failed, now);
+        if (failed.n > 0) this.storeFailed(failed, failedKnown, now);
       },
-      () => this.storeFailed(b, now),
-    ).finally(() => this.landed(b.n));
+      () => {
+        for (const e of known) e.inflight--;
+        this.storeFailed(sent, known, now);
+      },
+    ).finally(() => this.landed(sent.n));
   }
 
-  private storeFailed(b: Batch, now: number): void {
-    const local = emptyBatch();
+  /**
+   * The Redis keys of a check's legs that other checks share (a guard's, through a guarded policy or a
+   * check on the guard itself), or null when it has none.
+   */
+  private sharedKeys(rt: PolicyRuntime, key: string): readonly string[] | null {
+    if (rt.guardStoreKeys !== null) return rt.guardStoreKeys;
+    if (key !== GUARD_KEY) return null;
+    const out: string[] = [];
+    for (let j = 0; j < rt.legCount; j++) out.push(this.legKey(rt, key, j));
+    return out;
+  }
+
+  /** The failure rule of each check of `b` (`known`: their cache entries, in order). */
+  private storeFailed(b: Batch, known: Known[], now: number): void {
+    const local = emptyBatch(true);
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
-      if (rt.policy.onStoreError === 'local') push(local, b, i);
-      else this.settleStored(degraded(rt, rt.policy.onStoreError), b, i, now);
+      const rule = rt.policy.onStoreError;
+      this.degraded.count(rt.policy.name, rule);
+      if (rule === 'local') {
+        this.seed(b, i, known[i], now);
+        push(local, b, i);
+      } else this.settleStored(degraded(rt, rule), b, i, now);
     }
     if (local.n > 0) this.decideLocally(local, now);
+  }
+
+  /**
+   * Seeds the kernel that will decide check i of `b` locally with the key's state last learned from Redis,
+   * once per stall (a later Redis answer makes it due again). The kernel receives the state before the check:
+   * this thread's at once, a shard's ahead of the batch on the same worker queue.
+   */
+  private seed(b: Batch, i: number, e: Known, now: number): void {
+    const rt = b.rts[i];
+    if (e.seeded || e.rt !== rt) return;
+    e.seeded = true;
+    const cache = this.strict!;
+    const rows: number[] = [];
+    const h = this.legHash;
+    for (let j = 0; j < rt.legCount; j++) {
+      const last = e.states[3 * j + 2];
+      if (!(last >= 0)) continue;
+      const local = cache.toLocal(last, now);
+      writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
+      // a GCRA state's w0 is a time (the TAT): it moves with the clock
+      const w0 = rt.legLimits[j].algorithmCode === 1 ? e.states[3 * j] - (last - local) : e.states[3 * j];
+      rows.push(h[0], h[1], rt.limitIds[j], w0, e.states[3 * j + 1], local);
+    }
+    if (rows.length === 0) return;
+    const pool = this.o.pool;
+    if (pool === null) {
+      this.o.kernel.legIn.set(rows);
+      this.o.kernel.setState(rows.length / STATE_ROW, now);
+    } else {
+      const shard = shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], pool.size);
+      void pool.setState(shard, { kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows) }).catch(() => undefined);
+    }
   }
 
   /** Settles check i of `b` with `d` (a shadow policy's decision is counted and becomes an admission). */
@@ -505,6 +608,7 @@ export class Front {
     const sync = rt.synced ? this.sync : null;
     const d = compose(out, base, rt, sync === null ? -1 : sync.staleness(now));
     if (d instanceof Error) return b.rejects[i](d);
+    if (b.fallback === true) markLocal(d);
     if (sync !== null && d.allowed && b.costs[i] > 0) this.record(rt, b, i, shard);
     b.resolves[i](rt.shadow ? this.counters.shadowed(rt, d, now) : d);
   }
@@ -559,6 +663,7 @@ export class Front {
     const byShard = new Map<number, number[]>();
     const paramsOf = new Map<number, number[]>();
     entries.forEach((e, i) => {
+      this.strict?.drop(e.redisKey);
       let rows = byShard.get(e.shard);
       if (rows === undefined) {
         byShard.set(e.shard, (rows = []));
@@ -631,7 +736,7 @@ export class Front {
     const batches: Array<{ legs: Float64Array; used: number; bases: number[]; checks: Batch } | null> = [];
     for (let s = 0; s < shards; s++) {
       batches.push(legCount[s] === 0 ? null
-        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, bases: [], checks: emptyBatch() });
+        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, bases: [], checks: emptyBatch(b.fallback) });
     }
     for (let i = 0; i < b.n; i++) {
       const sb = batches[route[i]]!;
@@ -704,8 +809,23 @@ function empty(a: unknown[]): void {
   else while (a.length > 0) a.pop();
 }
 
-function emptyBatch(): Batch {
-  return { n: 0, rts: [], costs: [], keys: [], hashes: [] as number[], resolves: [], rejects: [] };
+function emptyBatch(fallback?: boolean): Batch {
+  const b: Batch = { n: 0, rts: [], costs: [], keys: [], hashes: [] as number[], resolves: [], rejects: [] };
+  if (fallback === true) b.fallback = true;
+  return b;
+}
+
+/** The 4 outputs of each leg of a widened store reply (src/store/reply.ts), as compose() reads them. */
+function narrow(rows: readonly number[]): Float64Array {
+  const n = rows.length / LEG_WIDE;
+  const out = new Float64Array(n * 4);
+  for (let j = 0; j < n; j++) {
+    out[4 * j] = rows[LEG_WIDE * j];
+    out[4 * j + 1] = rows[LEG_WIDE * j + 1];
+    out[4 * j + 2] = rows[LEG_WIDE * j + 2];
+    out[4 * j + 3] = rows[LEG_WIDE * j + 3];
+  }
+  return out;
 }
 
 /** Appends check i of `from` to `to`, copying its hash. */

@@ -144,6 +144,8 @@ export class KeyAdmin {
       const keys = Array.from({ length: own }, (_, j) => storeKey(this.d.store!.prefix, rt.policy.name, rt.policy.version, at.key, j));
       const sync = this.d.front.syncWriter;
       if (sync !== null) await sync.forget(keys);
+      // what this instance learned of the key from Redis (an over-limit denial) no longer holds
+      this.d.front.strict?.drop(keys[0]);
       const client = storeClient(this.d.store);
       // In a Cluster, a guarded strict policy's keys are kept in its guard's slot (slots.ts): delete both names.
       const names = client instanceof Cluster && rt.guardStoreKeys !== null

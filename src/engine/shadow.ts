@@ -54,7 +54,10 @@ export class PolicyCounters {
         ? { allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs }
         : { allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs, reason: d.reason },
     };
-    if (d.degraded === true) out.degraded = true;
+    if (d.degraded === true) {
+      out.degraded = true;
+      out.degradedBy = d.degradedBy;
+    }
     if (d.stalenessMs !== undefined) out.stalenessMs = d.stalenessMs;
     return out;
   }

@@ -28,16 +28,24 @@
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
  * | sluice_policy_announcements_refused_total | counter | reason = malformed / unsigned / bad_mac / replayed |
  * | process_resident_memory_bytes | gauge | the process's RSS |
+ * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit (with an {@link Activity}) |
+ * | sluice_hot_key_checks, sluice_hot_key_denied | gauge | policy, key: the top `hotKeyMetrics` keys per policy of the hot-key sketch (estimates: see src/metrics/hot-keys.ts); none when 0 |
  *
  * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
  *
  * | metric | type | labels |
  * |---|---|---|
- * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the four below) |
- * | sluice_store_timeouts_total | counter | calls that got no answer within timeoutMs |
- * | sluice_store_script_errors_total | counter | calls Redis answered with an error (the script failed: WRONGTYPE, OOM...) |
+ * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the five below) |
+ * | sluice_store_timeouts_total | counter | calls during which Redis sent nothing on the connection for timeoutMs |
+ * | sluice_store_script_errors_total | counter | calls Redis answered with an error about the call (the script failed) |
  * | sluice_store_connection_errors_total | counter | calls that could not be sent or lost their connection |
  * | sluice_store_breaker_rejections_total | counter | calls not made because the circuit breaker was open |
+ * | sluice_store_unavailable_total | counter | calls Redis refused: OOM, BUSY, LOADING, READONLY... (open the breaker) |
+ * | sluice_store_late_calls_total | counter | strict calls answered after they had timed out (Redis ran them late) |
+ * | sluice_store_late_spent_tokens_total | counter | tokens those late calls spent in Redis |
+ * | sluice_store_over_limit_answers_total | counter | strict checks denied by the over-limit cache, without Redis |
+ * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
+ * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
  * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
@@ -53,6 +61,8 @@
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
+import type { Activity } from './activity.js';
+import { keyOf } from '../keys/derive.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
@@ -80,9 +90,19 @@ export const LATENCY_BUCKETS = [
   0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 ];
 
+/** What {@link createMetrics} counts besides its own counters. */
+export interface MetricsOptions {
+  /** Per-policy rates, near-limit counts and hot keys, fed with every decision counted here. Default none. */
+  activity?: Activity | null;
+  /** Keys per policy exported as `sluice_hot_key_*` (the sketch's top N; bounded cardinality); 0: none. Default 10. */
+  hotKeyMetrics?: number;
+}
+
 export interface ServerMetrics {
   /** This server's registry: add your own metrics to it if you like. */
   readonly registry: Registry;
+  /** The activity counts decisions feed (rates, near-limit, hot keys), or null. */
+  readonly activity: Activity | null;
   /** `Content-Type` of {@link render}'s text. */
   readonly contentType: string;
   /**
@@ -102,8 +122,16 @@ export interface ServerMetrics {
    * (two reads, no per-turn caching and its microtasks), passing `ended`.
    */
   now(): number;
-  /** Counts a check's decision under `policy` (the check's), started at {@link started}, `ended` or now. */
-  decided(policy: unknown, d: Decision, started: number, ended?: number): void;
+  /**
+   * Counts a check's decision under `policy` (the check's), started at {@link started}, `ended` or now;
+   * `req`, the check, gives its key to the hot-key sketch.
+   */
+  decided(policy: unknown, d: Decision, started: number, ended?: number, req?: CheckRequest): void;
+  /**
+   * For a batch counted by {@link tally}: one of its decisions for the activity (rates, near-limit, hot keys):
+   * admitted or not, degraded, tokens left of the limit. Does nothing without an activity.
+   */
+  observe(policy: string, key: string, allowed: boolean, degraded: boolean, remaining: number, limit: number): void;
   /** Counts a check that failed with `e`: only a 5xx is the engine failing to decide. */
   failed(policy: unknown, e: unknown, started: number, ended?: number): void;
   /**
@@ -122,8 +150,13 @@ export interface ServerMetrics {
 }
 
 /** Creates the metrics of one server over `limiter`. */
-export function createMetrics(limiter: Limiter): ServerMetrics {
+export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): ServerMetrics {
   const registry = new Registry();
+  const activity = options.activity ?? null;
+  const hotKeyMetrics = options.hotKeyMetrics ?? 10;
+  if (!Number.isSafeInteger(hotKeyMetrics) || hotKeyMetrics < 0 || hotKeyMetrics > 1000) {
+    throw new RangeError(`hotKeyMetrics: must be an integer from 0 to 1000 (got ${hotKeyMetrics})`);
+  }
   const registers = [registry];
 
   /** Per policy: counts by result, in RESULTS order. Only configured policy names: bounded label values. */
@@ -292,10 +325,35 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
         },
       });
     };
-    storeCounter('sluice_store_timeouts_total', 'Redis calls that got no answer within timeoutMs.', (st) => st.timeouts);
-    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error: the script failed (WRONGTYPE, OOM, a script error).', (st) => st.scriptErrors);
+    storeCounter('sluice_store_timeouts_total', 'Redis calls given up: Redis sent nothing on the connection for timeoutMs (frozen, down, unreachable).', (st) => st.timeouts);
+    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error about the call: the script failed (a script error).', (st) => st.scriptErrors);
     storeCounter('sluice_store_connection_errors_total', 'Redis calls that could not be sent or lost their connection (Redis down, restarting, not yet connected).', (st) => st.connectionErrors);
     storeCounter('sluice_store_breaker_rejections_total', 'Redis calls not made because the circuit breaker was open.', (st) => st.breakerRejections);
+    storeCounter('sluice_store_unavailable_total', 'Redis calls Redis refused because it cannot serve now (OOM, BUSY, LOADING, READONLY...); they count toward the breaker.', (st) => st.unavailable);
+    storeCounter('sluice_store_late_calls_total', 'Strict script calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
+    storeCounter('sluice_store_late_spent_tokens_total', 'Tokens spent in Redis by checks whose call had timed out (they took their failure rule).', (st) => st.lateSpentTokens);
+    storeCounter('sluice_store_over_limit_answers_total', 'Strict checks denied by the exact over-limit cache, without a Redis call.', (st) => st.overLimitAnswers);
+    new Gauge({
+      name: 'sluice_store_known_keys',
+      help: 'Strict keys whose last Redis answer this instance keeps (over-limit cache, local-rule seeding).',
+      registers,
+      collect() {
+        const st = store();
+        if (st !== undefined) this.set(st.knownKeys);
+      },
+    });
+    new Counter({
+      name: 'sluice_degraded_decisions_total',
+      help: 'Strict decisions not made by Redis (it failed), by policy and the rule that made them: open, closed, local.',
+      labelNames: ['policy', 'rule'], registers,
+      collect() {
+        if (stats?.degraded === undefined) return;
+        this.reset();
+        for (const [policy, c] of Object.entries(stats.degraded)) {
+          for (const rule of ['open', 'closed', 'local'] as const) if (c[rule] > 0) this.inc({ policy, rule }, c[rule]);
+        }
+      },
+    });
     new Gauge({
       name: 'sluice_store_connected',
       help: '1 while the Redis client is connected, else 0.',
@@ -393,6 +451,33 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
       });
     },
   });
+  if (activity !== null) {
+    new Counter({
+      name: 'sluice_near_limit_total',
+      help: 'Admitted checks that left less than 20 % of the limit, by policy (tenants close to their quota).',
+      labelNames: ['policy'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [policy, n] of activity.nearLimit()) this.inc({ policy }, n);
+      },
+    });
+    if (hotKeyMetrics > 0 && activity.hotKeys > 0) {
+      const hotGauge = (name: string, help: string, read: (h: { checks: number; denied: number }) => number): void => {
+        new Gauge({
+          name, help, labelNames: ['policy', 'key'], registers,
+          collect() {
+            this.reset();
+            for (const policy of activity.policies()) {
+              for (const h of activity.hot(policy, hotKeyMetrics) ?? []) this.set({ policy, key: h.key }, read(h));
+            }
+          },
+        });
+      };
+      hotGauge('sluice_hot_key_checks', `Checks of the hottest keys per policy (the top ${hotKeyMetrics} of a Space-Saving sketch: an overestimate by at most checks/K).`, (h) => h.checks);
+      hotGauge('sluice_hot_key_denied', `Denied checks of the hottest keys per policy (the top ${hotKeyMetrics} by checks), since each entered the sketch.`, (h) => h.denied);
+    }
+  }
   new Gauge({
     name: 'process_resident_memory_bytes',
     help: 'Resident memory size of the process in bytes.',
@@ -436,8 +521,23 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     }
     latency.observe((ended - started) / 1000);
   };
-  const countDecision = (policy: unknown, d: Decision, started: number, ended?: number): void =>
+  /** The check's key for the hot-key sketch: its `key`, or its descriptors joined (only while the sketch is on). */
+  const keyFor = (policy: string, req: CheckRequest | undefined): string | undefined => {
+    if (req === undefined) return undefined;
+    if (req.key !== undefined || req.descriptors === undefined || !activity!.wantsKeys()) return req.key;
+    const p = limiter.policies.get(policy);
+    try {
+      return p === undefined ? undefined : keyOf(p, undefined, req.descriptors);
+    } catch {
+      return undefined;
+    }
+  };
+  const countDecision = (policy: unknown, d: Decision, started: number, ended?: number, req?: CheckRequest): void => {
     count(policy, d.allowed ? 0 : d.retryAfterMs === null ? 2 : 1, started, ended);
+    if (activity !== null && typeof policy === 'string') {
+      activity.record(policy, keyFor(policy, req), d.allowed, d.degraded === true, d.remaining, d.limit);
+    }
+  };
   const countFailure = (policy: unknown, e: unknown, started: number, ended?: number): void => {
     // A 4xx is the caller's mistake, not a decision; a 5xx is the engine failing to decide.
     if (isSluiceError(e) && e.status >= 500) {
@@ -449,13 +549,14 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
 
   return {
     registry,
+    activity,
     contentType: registry.contentType,
     instrument(inner: Limiter): Limiter {
       const check = (req: CheckRequest): Promise<Decision> => {
         const started = enteredAt();
         return inner.check(req).then(
           (d) => {
-            countDecision(req.policy, d, started);
+            countDecision(req.policy, d, started, undefined, req);
             return d;
           },
           (e: unknown) => {
@@ -473,6 +574,9 @@ export function createMetrics(limiter: Limiter): ServerMetrics {
     now: monotonicMs,
     decided: countDecision,
     failed: countFailure,
+    observe(policy: string, key: string, allowed: boolean, degraded: boolean, remaining: number, limit: number): void {
+      activity?.record(policy, key, allowed, degraded, remaining, limit);
+    },
     tally(policy: unknown, allowed: number, denied: number, never: number, started: number, ended: number): void {
       const counts = typeof policy === 'string' ? decided.get(policy) ?? addPolicy(policy) : undefined;
       if (counts === undefined) return;

@@ -31,6 +31,7 @@ import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
+import { followSwitches, sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
 
@@ -55,7 +56,7 @@ export interface PolicyReloaderOptions {
    * Redis for announcing reloads to other instances and hearing theirs (pub/sub): one server or a Cluster's
    * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
    */
-  redis?: { url: string } | { cluster: readonly string[] } | null;
+  redis?: { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget } | null;
   /**
    * The secret instances sign their announcements with (at least 16 bytes; the same on every instance).
    * Absent or `null`: this instance neither announces nor listens (it warns once at start when `redis` is set).
@@ -138,6 +139,7 @@ export class PolicyReloader {
     this.startup = o.startup;
     this.redis = o.redis ?? null;
     if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
+    if (this.redis && 'sentinel' in this.redis) sentinelOptions(this.redis.sentinel, () => 0);
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
     this.signer = o.announceSecret == null ? null : new AnnouncementSigner(checkSecret(o.announceSecret, 'announceSecret'));
@@ -375,8 +377,11 @@ export class PolicyReloader {
         ? new Cluster(clusterNodes(target.cluster), {
           enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
         })
-        : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
+        : 'sentinel' in target
+          ? new Redis({ enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, ...sentinelOptions(target.sentinel, backoff) })
+          : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
       c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
+      if ('sentinel' in target) followSwitches(c as Redis, target.sentinel);
       return c;
     };
     this.pub = make(false);

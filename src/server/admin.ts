@@ -10,6 +10,9 @@
  * | `PUT /v1/policies` | body `{"policies": {...}}` (JSON) or a YAML policies document; validated like the file, then applied: 200 + `{version, added, removed, changed}`, or 400 naming the field (the rules in force stay) |
  * | `GET /v1/keys/{policy}/{key}` | one key's state (limiter.inspect); descriptor policies: the joined key, or `/v1/keys/{policy}?tenant=..&action=..` |
  * | `DELETE /v1/keys/{policy}/{key}` | forgets the key (limiter.reset): `{removed}` |
+ * | `GET /v1/status` | what the instance is doing (src/server/status.ts), with `status` given |
+ * | `GET /v1/hot?policy=P[&limit=N]` | a policy's hot keys: `{policy, checks, errorBound, keys: [{key, checks, denied, error, share}]}`, with `status` given |
+ * | `GET /`, `GET /status` | the status page (src/server/status-page.ts), with `status` given: static HTML holding no data, so served without the token; it asks for the token and sends it to `/v1/status` |
  */
 import { timingSafeEqual } from 'node:crypto';
 import uWS from 'uWebSockets.js';
@@ -23,6 +26,8 @@ import { problemOf, type Problem } from './problem.js';
 import { invalidArgument, isSluiceError, SluiceError, conflict, methodNotAllowed, notFound, tooLarge, unauthorized, unsupportedMediaType, badSetting, listenFailed } from '../util/errors.js';
 import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
+import type { StatusSource } from './status.js';
+import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
 export interface AdminServerOptions {
   limiter: Limiter;
@@ -40,6 +45,8 @@ export interface AdminServerOptions {
    * Default: the config loader's validation, then `limiter.reload`. A CONFIG error is answered 400 with its field.
    */
   applyPolicies?: (doc: unknown, source: 'api') => Promise<ReloadResult>;
+  /** The instance's status (the public server's `status`): adds `/v1/status`, `/v1/hot` and the status page. Default none. */
+  status?: StatusSource;
   logger?: Logger;
 }
 
@@ -217,6 +224,29 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
     if (!authorized(x, req.getHeader('authorization'))) return;
     sendProblem(x, problemOf(methodNotAllowed(req.getMethod().toUpperCase(), '/v1/keys/{policy}/{key}', 'GET or DELETE')), { Allow: 'GET, DELETE' });
   });
+
+  const status = o.status;
+  if (status !== undefined) {
+    const page = (res: HttpResponse): void => send(begin(res), 200, STATUS_PAGE_HTML, STATUS_PAGE_HEADERS, STATUS_PAGE_TYPE);
+    app.get('/', page);
+    app.get('/status', page);
+    app.get('/v1/status', (res, req) => {
+      const x = begin(res);
+      if (!authorized(x, req.getHeader('authorization'))) return;
+      status.statusJson().then((text) => send(x, 200, text), (e) => fail(x, e));
+    });
+    app.get('/v1/hot', (res, req) => {
+      const x = begin(res);
+      if (!authorized(x, req.getHeader('authorization'))) return;
+      let text: string;
+      try {
+        text = status.hotJson(req.getQuery() ?? '');
+      } catch (e) {
+        return fail(x, e);
+      }
+      send(x, 200, text);
+    });
+  }
 
   app.any('/*', (res, req) => {
     const x = begin(res);

@@ -1,33 +1,131 @@
 import type { HttpRequest } from 'uWebSockets.js';
 import type { CheckRequest } from '../types.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CompiledDescriptor, CompiledPolicy } from '../config/policies.js';
 import { checkFromQuery } from '../wire/codec.js';
-import { SluiceError, invalidArgument, unknownPolicy } from '../util/errors.js';
+import { invalidArgument, notFound, unknownPolicy } from '../util/errors.js';
+
+/** The forward-auth route; `/v1/auth/<policy>/<original path>` is its path form. */
+export const AUTH_PATH = '/v1/auth';
 
 /**
- * The check a forward-auth request stands for (nginx auth_request, Traefik ForwardAuth, Envoy ext_authz
- * HTTP). The policy and cost come from the auth URL's query (`/v1/auth?policy=free&cost=1`); the key from
- * `key=` in the query, else from the request headers the policy names per descriptor (e.g. a tenant header,
- * `x-forwarded-for`), with query values taking precedence. Of a multi-hop `X-Forwarded-For`, the first
- * (client) address is used. Reads everything synchronously: uWS's request object dies at the first await.
- * @throws SluiceError INVALID_ARGUMENT naming the parameter or header.
+ * The check a forward-auth request stands for (nginx auth_request, Caddy forward_auth, Traefik ForwardAuth,
+ * Envoy ext_authz HTTP). Two forms:
+ *
+ * - `/v1/auth?policy=P[&key=K][&cost=N][&name=value...]`: the query is the auth URL the gateway is configured
+ *   with. `cost=` is accepted only from a policy with `authCost: query` (else the policy's fixed authCost,
+ *   default 1); `key=` only for a policy whose descriptors (if any) all come from the query (it stands for
+ *   them all); a descriptor is read from its declared source only: `from: query` from the query,
+ *   `from: header` from its header (a query parameter of its name is refused, never preferred).
+ * - `/v1/auth/P[/rest]`: what Envoy's ext_authz sends with `path_prefix: /v1/auth/P` (the original path is
+ *   appended). The query string here is the original request's, so none of it is read: the policy is the
+ *   first segment, the cost its fixed authCost, descriptors come from headers or the path (`from: path`:
+ *   `/rest`, as sent, `/` when absent).
+ *
+ * Of a multi-hop `X-Forwarded-For`, the first (client) address is used. Reads everything synchronously:
+ * uWS's request object dies at the first await.
+ * @throws SluiceError INVALID_ARGUMENT naming the parameter, header or descriptor; UNKNOWN_POLICY.
  */
 export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, CompiledPolicy>): CheckRequest {
-  const check = checkFromQuery(req.getQuery() ?? '');
-  if (check.key !== undefined) return check;
-  const policy = policies.get(check.policy);
-  if (policy === undefined) {
-    throw unknownPolicy(check.policy);
+  const url = req.getUrl();
+  if (url.length > AUTH_PATH.length) return pathCheck(req, url, policies);
+  const query = req.getQuery() ?? '';
+  const check = checkFromQuery(query);
+  const policy = policyNamed(policies, check.policy);
+  if (policy.authCost === 'query') {
+    // as given (default 1)
+  } else if (hasParam(query, 'cost')) {
+    throw invalidArgument('cost', `is not accepted on ${AUTH_PATH} for policy "${policy.name}": each request costs ${policy.authCost} (set authCost: query to let the auth URL choose)`);
+  } else {
+    check.cost = policy.authCost;
+  }
+  if (check.key !== undefined) {
+    // A key= stands for every descriptor at once: as good as query descriptors, never a way around a header.
+    const fixed = policy.descriptors.find((d) => d.from !== 'query');
+    if (fixed === undefined) return check;
+    throw invalidArgument('key', `is not accepted on ${AUTH_PATH} for policy "${policy.name}": descriptor "${fixed.name}" is read from ${sourceOf(fixed)}, never from the query`);
   }
   if (policy.descriptors.length === 0) throw invalidArgument('key', 'is required (the policy has no descriptors)');
-  const descriptors: Record<string, string> = Object.assign(Object.create(null) as Record<string, string>, check.descriptors);
-  for (const d of policy.descriptors) {
-    if (Object.hasOwn(descriptors, d.name)) continue;
-    if (d.header === null) throw invalidArgument(d.name, 'is required (as a query parameter: the descriptor has no header)');
-    let v = req.getHeader(d.header);
-    if (d.header === 'x-forwarded-for') v = v.split(',')[0].trim();
-    if (v === '') throw invalidArgument(d.header, `header is required (descriptor "${d.name}")`);
-    descriptors[d.name] = v;
+  const given = check.descriptors;
+  const descriptors = Object.create(null) as Record<string, string>;
+  if (given !== undefined) {
+    for (const name of Object.keys(given)) {
+      const d = policy.descriptors.find((x) => x.name === name);
+      if (d === undefined) throw invalidArgument(name, `is not a descriptor of policy "${policy.name}"`);
+      if (d.from !== 'query') throw invalidArgument(name, `is read from ${sourceOf(d)} for policy "${policy.name}", never from the query`);
+      descriptors[name] = given[name];
+    }
   }
-  return { ...check, descriptors };
+  for (const d of policy.descriptors) {
+    if (d.from === 'query') {
+      if (!Object.hasOwn(descriptors, d.name)) throw invalidArgument(d.name, 'is required (as a query parameter: the descriptor has no header)');
+    } else if (d.from === 'header') {
+      descriptors[d.name] = headerValue(req, d);
+    } else {
+      throw invalidArgument(d.name, `is read from the path: use ${AUTH_PATH}/${policy.name}/... (the original request's path appended)`);
+    }
+  }
+  return { policy: check.policy, descriptors, cost: check.cost };
+}
+
+/** `/v1/auth/<policy>[/rest]`: nothing is read from the query (see {@link authCheck}). */
+function pathCheck(req: HttpRequest, url: string, policies: ReadonlyMap<string, CompiledPolicy>): CheckRequest {
+  if (url.charCodeAt(AUTH_PATH.length) !== 0x2f /* / */) throw notFound(url);
+  const slash = url.indexOf('/', AUTH_PATH.length + 1);
+  const name = url.slice(AUTH_PATH.length + 1, slash < 0 ? url.length : slash);
+  if (name === '') throw invalidArgument('policy', `is required: ${AUTH_PATH}/<policy>/...`);
+  const policy = policyNamed(policies, name);
+  const rest = slash < 0 ? '/' : url.slice(slash);
+  if (policy.authCost === 'query') {
+    throw invalidArgument('cost', `policy "${name}" takes its cost from the query (authCost: query), which ${AUTH_PATH}/${name}/... does not read (it is the original request's)`);
+  }
+  if (policy.descriptors.length === 0) {
+    throw invalidArgument('key', `policy "${name}" has no descriptors, and ${AUTH_PATH}/${name}/... reads no key= (its query is the original request's): declare descriptors from headers or the path`);
+  }
+  const descriptors = Object.create(null) as Record<string, string>;
+  for (const d of policy.descriptors) {
+    if (d.from === 'header') descriptors[d.name] = headerValue(req, d);
+    else if (d.from === 'path') {
+      if (rest.includes('\uFFFD')) throw invalidArgument('path', 'is not well-formed UTF-8 (percent-encode bytes outside ASCII)');
+      descriptors[d.name] = rest;
+    } else {
+      throw invalidArgument(d.name, `is read from the query, which ${AUTH_PATH}/${name}/... does not read (it is the original request's): declare a header or from: path, or use ${AUTH_PATH}?policy=${name}`);
+    }
+  }
+  return { policy: name, descriptors, cost: policy.authCost };
+}
+
+function policyNamed(policies: ReadonlyMap<string, CompiledPolicy>, name: string): CompiledPolicy {
+  const policy = policies.get(name);
+  if (policy === undefined) throw unknownPolicy(name);
+  return policy;
+}
+
+function sourceOf(d: CompiledDescriptor): string {
+  return d.from === 'header' ? `header ${d.header}` : 'the path';
+}
+
+/** A header descriptor's value; of `X-Forwarded-For`, the first hop. Empty counts as missing. */
+function headerValue(req: HttpRequest, d: CompiledDescriptor): string {
+  let v = req.getHeader(d.header!);
+  if (d.header === 'x-forwarded-for') v = v.split(',')[0].trim();
+  if (v === '') throw invalidArgument(d.header!, `header is required (descriptor "${d.name}")`);
+  return v;
+}
+
+/** Whether the query has a parameter named `name` (names decoded as checkFromQuery decodes them). */
+function hasParam(query: string, name: string): boolean {
+  if (!query.includes(name) && !query.includes('%')) return false;
+  for (const pair of query.split('&')) {
+    const eq = pair.indexOf('=');
+    let n = eq < 0 ? pair : pair.slice(0, eq);
+    if (n.includes('%') || n.includes('+')) {
+      try {
+        n = decodeURIComponent(n.replace(/\+/g, ' '));
+      } catch {
+        continue; // checkFromQuery has refused it already
+      }
+    }
+    if (n === name) return true;
+  }
+  return false;
 }

@@ -13,6 +13,9 @@ import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
+import { Activity, type ActivityOptions } from '../metrics/activity.js';
+import { createStatusSource, type StatusSource } from './status.js';
+import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
 export interface ServerOptions {
   limiter: Limiter;
@@ -29,6 +32,18 @@ export interface ServerOptions {
   logger?: Logger;
   /** `/v1/stream` (WebSocket) limits and the clock for its subscriptions; `false` leaves the route out. */
   stream?: StreamOptions | false;
+  /**
+   * Per-policy rates, near-limit counts and hot keys (src/metrics/activity.ts), for `/v1/status`, `/v1/hot`
+   * and the metrics; `false`: none of them. Default on (100 hot keys per policy).
+   */
+  activity?: ActivityOptions | false;
+  /** Hot keys per policy exported as `sluice_hot_key_*` metrics (the top N); 0: none. Default 10. */
+  hotKeyMetrics?: number;
+  /**
+   * Serves the status page (`GET /`, `GET /status`) and `GET /v1/status` on this port, without a token.
+   * Default false: `sluice serve` turns it on when no admin port is configured (else the admin API serves it).
+   */
+  statusPage?: boolean;
 }
 
 export interface SluiceServer {
@@ -40,6 +55,8 @@ export interface SluiceServer {
   close(): Promise<void>;
   /** This server's Prometheus metrics (served on `GET /metrics`). */
   readonly metrics: ServerMetrics;
+  /** `/v1/status` and `/v1/hot`, for the admin API to serve (src/server/status.ts). */
+  readonly status: StatusSource;
 }
 
 const STATUS_LINE: Record<number, string> = {
@@ -71,7 +88,9 @@ interface Exchange {
  */
 export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   if (!/native code/.test(String(uWS.App))) throw new Error('uWebSockets.js native binary not loaded');
-  const metrics = createMetrics(o.limiter);
+  const activity = o.activity === false ? null : new Activity((name) => o.limiter.policies.has(name), o.activity);
+  const metrics = createMetrics(o.limiter, { activity, hotKeyMetrics: o.hotKeyMetrics });
+  const status = createStatusSource(o.limiter, activity);
   const limiter = metrics.instrument(o.limiter);
   /** The limiter without the metrics wrapper: the check routes count their own checks (one promise fewer). */
   const raw = o.limiter;
@@ -218,7 +237,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
         return x === null ? failNow(res, e) : fail(x, e);
       }
       if (d !== undefined) {
-        metrics.decided(req.policy, d, begun, metrics.now());
+        metrics.decided(req.policy, d, begun, metrics.now(), req);
         const status = auth === 0 ? 0 : d.allowed ? 200 : auth;
         return x === null ? answerNow(res, d, req, status, set, true) : answer(x, d, req, status, set);
       }
@@ -226,7 +245,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const ex = x ?? begin(res);
     const started = metrics.started();
     raw.check(req).then((d) => {
-      metrics.decided(req.policy, d, started);
+      metrics.decided(req.policy, d, started, undefined, req);
       answer(ex, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
     }, (e: unknown) => {
       metrics.failed(req?.policy, e, started);
@@ -311,7 +330,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
-  app.any('/v1/auth', (res, req) => {
+  const auth = (res: HttpResponse, req: HttpRequest): void => {
     let check: CheckRequest;
     try {
       check = authCheck(req, limiter.policies);
@@ -319,7 +338,10 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       return failNow(res, e);
     }
     runCheck(res, null, check, denyStatus);
-  });
+  };
+  app.any('/v1/auth', auth);
+  // Envoy ext_authz (HTTP) appends the original path to the auth URL: /v1/auth/<policy>/<path> (see auth.ts).
+  app.any('/v1/auth/*', auth);
 
   app.get('/healthz', (res) => {
     const x = begin(res);
@@ -346,6 +368,23 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   });
 
+  if (o.statusPage === true) {
+    const page = (res: HttpResponse): void => {
+      const x = begin(res);
+      reply(x, (r) => {
+        r.writeHeader('Content-Type', STATUS_PAGE_TYPE).writeHeader('Cache-Control', 'no-store');
+        for (const [k, v] of Object.entries(STATUS_PAGE_HEADERS)) r.writeHeader(k, v);
+        r.end(STATUS_PAGE_HTML);
+      });
+    };
+    app.get('/', page);
+    app.get('/status', page);
+    app.get('/v1/status', (res) => {
+      const x = begin(res);
+      status.statusJson().then((text) => reply(x, (r) => r.writeHeader('Content-Type', 'application/json').writeHeader('Cache-Control', 'no-store').end(text)), (e) => fail(x, e));
+    });
+  }
+
   const stream = o.stream === false ? undefined : registerStream(app, limiter, o.stream, log, { raw, metrics });
 
   app.any('/*', (res, req) => {
@@ -359,11 +398,13 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
   return {
     metrics,
+    status,
     port,
     stream,
     async close(): Promise<void> {
       if (draining) return;
       draining = true;
+      activity?.close();
       uWS.us_listen_socket_close(token);
       await stream?.close();
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
@@ -388,12 +429,15 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
 /**
  * A decision's rate-limit headers as one header for one `writeHeader` call: `RateLimit-Policy` (when the
- * policy is known), `RateLimit`, and `Retry-After` on a denial with a finite wait, joined by CRLF. uWS writes
+ * policy is known), `RateLimit`, `Retry-After` on a denial with a finite wait, and `Sluice-Degraded: open |
+ * closed | local` on a strict decision Redis did not make, joined by CRLF. uWS writes
  * `name: value\r\n` as given, so the bytes are those of separate calls, at one crossing into native code
  * instead of three (names and numbers here are plain ASCII: policy names are `A-Z a-z 0-9 _ . - #`).
  */
 function rateLimitFields(d: Decision, policyHeader: string | undefined): { name: string; value: string } {
-  const retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  let retry = !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
+  // a strict decision Redis did not make says so, and by which rule (README "Failure behaviour")
+  if (d.degraded === true) retry += `\r\nSluice-Degraded: ${d.degradedBy ?? 'local'}`;
   FIELDS.name = policyHeader === undefined ? 'RateLimit' : 'RateLimit-Policy';
   FIELDS.value = policyHeader === undefined ? `${rateLimitHeader(d)}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimitHeader(d)}${retry}`;
   return FIELDS;

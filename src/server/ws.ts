@@ -15,6 +15,7 @@
  * - Bad input gets an error answer (with the id when it can be read) and the connection stays open; a frame over
  *   `maxFrameBytes` or `maxChecksPerFrame` closes it with 1009, a binary frame of another version or type with 1002.
  */
+import { degradedCode } from '../engine/degraded.js';
 import uWS from 'uWebSockets.js';
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
@@ -24,7 +25,7 @@ import { checkFromJson, decisionJson } from '../wire/codec.js';
 import { errorItem } from './problem.js';
 import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../util/errors.js';
 import {
-  ANSWER_DEGRADED, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
+  ANSWER_DEGRADED, ANSWER_RULE_SHIFT, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
 } from '../wire/binary.js';
@@ -199,7 +200,7 @@ class BinSeg implements CheckColumns, BatchInput {
 export interface StreamEngine {
   /** The limiter without the metrics wrapper; binary checks are counted per batch in `metrics` instead. */
   raw: Limiter;
-  metrics: Pick<ServerMetrics, 'now' | 'tally' | 'failed'>;
+  metrics: Pick<ServerMetrics, 'now' | 'tally' | 'failed' | 'observe' | 'activity'>;
 }
 
 /** An armed (or firing) subscription. */
@@ -371,7 +372,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const answerDecision = (c: Conn, it: Item, d: Decision, subscribed: boolean | undefined): void => {
     answered++;
     if (it.bin) {
-      const flags = (subscribed ? ANSWER_SUBSCRIBED : 0) | ((d as { degraded?: boolean }).degraded ? ANSWER_DEGRADED : 0);
+      const flags = (subscribed ? ANSWER_SUBSCRIBED : 0) | degradedFlags(degradedCode(d));
       writer(c).answer(it.id, d.allowed ? KIND_ALLOWED : KIND_DENIED, flags, 0, d.limit, d.remaining, d.resetAfterMs,
         d.retryAfterMs, d.policy, '', d.reason ?? '');
     } else {
@@ -530,9 +531,12 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         if (code === OUTCOME_ALLOWED) allowed++;
         else if (retry < 0) never++;
         else denied++;
+        if (metrics.activity !== null) {
+          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] === 1, out.remaining[j], out.limit[j]);
+        }
       }
       if (w === null) continue;
-      let flags = out.degraded[j] === 1 ? ANSWER_DEGRADED : 0;
+      let flags = degradedFlags(out.degraded[j]);
       if ((seg.flags[i] & CHECK_SUBSCRIBE) !== 0 && code !== OUTCOME_ALLOWED && retry >= 0
         && arm(c, true, seg.ids[i], '', policy, seg.key(i), undefined, seg.costs[i], retry)) flags |= ANSWER_SUBSCRIBED;
       w.decision(seg.ids[i], code === OUTCOME_ALLOWED ? KIND_ALLOWED : KIND_DENIED, flags, out.limit[j], out.remaining[j],
@@ -1030,4 +1034,9 @@ function definedOnly<T extends object>(o: T): Partial<T> {
   const out: Partial<T> = {};
   for (const [k, v] of Object.entries(o)) if (v !== undefined && k !== 'clock') (out as Record<string, unknown>)[k] = v;
   return out;
+}
+
+/** A binary answer's flag bits for a degraded rule code (degradedCode): bit 2, and the rule in bits 3–4. */
+function degradedFlags(code: number): number {
+  return code === 0 ? 0 : ANSWER_DEGRADED | (code << ANSWER_RULE_SHIFT);
 }

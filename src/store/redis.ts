@@ -6,6 +6,11 @@ import { checkScript, syncScript } from './scripts.js';
 import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
+import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { LEG_WIDE, spentBy, widen } from './reply.js';
+import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+
+export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 
 /**
  * How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL` or
@@ -23,9 +28,19 @@ export interface RedisOptions {
    * (field `redis.cluster`) when empty, malformed, or given with `url`.
    */
   cluster?: readonly string[];
+  /**
+   * Redis Sentinel: the sentinels' addresses and the master's name (src/store/sentinel.ts); the client follows
+   * the master through failovers. Excludes `url` and `cluster` (a `CONFIG` SluiceError, field `redis.sentinel`).
+   */
+  sentinel?: SentinelTarget;
   /** Prefix of every key sluice writes. Default `sluice:`. */
   prefix?: string;
-  /** Bound on every decision's Redis call, in ms; past it the policy's onStoreError applies. Default 20. */
+  /**
+   * How long a call waits while Redis sends nothing on its connection, in ms; past it the policy's
+   * onStoreError applies. A call queued behind others that Redis is answering keeps waiting (slow is not
+   * down: see src/store/deadline.ts), up to max(1000, 10 × this) after it was issued. Default 200
+   * ({@link DEFAULT_TIMEOUT_MS}).
+   */
   timeoutMs?: number;
   /** Sync mode: how often each touched key's consumed delta is merged into Redis, in ms. Default 20. */
   syncIntervalMs?: number;
@@ -35,7 +50,20 @@ export interface RedisOptions {
    */
   clock?: 'redis' | 'limiter';
   breaker?: BreakerOptions;
+  /**
+   * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
+   * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
+   */
+  overLimitCache?: boolean;
 }
+
+/**
+ * The default {@link RedisOptions.timeoutMs}: how long Redis may send nothing on a connection with calls
+ * waiting before it is taken for down. 20 ms of silence is no evidence on a busy host (on 2 shared cores,
+ * Redis itself is descheduled for that long; 4 instances then over-admitted by 2 %), 200 ms is: each check
+ * of a stall waits at most that, and only until the breaker opens (5 calls).
+ */
+export const DEFAULT_TIMEOUT_MS = 200;
 
 /** Upper bounds, in seconds, of the store call latency histogram's buckets. */
 export const STORE_LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
@@ -47,17 +75,27 @@ export interface StoreLatency {
   sumSeconds: number;
 }
 
-type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number[]>;
+type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
+
+/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
+function packLegs(args: readonly number[], from: number): Buffer {
+  const b = Buffer.allocUnsafe((args.length - from) * 8);
+  for (let i = from; i < args.length; i++) b.writeDoubleLE(args[i], (i - from) * 8);
+  return b;
+}
 
 /**
  * Decides batches of legs with one atomic script call each (lua/check.lua), through ioredis with no offline
- * queue, no retries, a command timeout, auto-pipelining and a circuit breaker: a call either answers within
- * the timeout or fails, and the caller applies the policy's failure rule. The script is sent by EVALSHA; after
+ * queue, no retries, the deadline of src/store/deadline.ts (slow is not down) and a circuit breaker: a call
+ * either answers while Redis makes progress or fails, and the caller applies the policy's failure rule. Calls
+ * are pipelined on one connection: each is written when made, several in flight, answered in order. The script is sent by EVALSHA; after
  * a NOSCRIPT (restart, failover, SCRIPT FLUSH) ioredis resends it once by EVAL on that connection.
  */
 export class RedisStore {
   readonly prefix: string;
   readonly useRedisTime: boolean;
+  /** {@link RedisOptions.overLimitCache}. */
+  readonly overLimitCache: boolean;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
@@ -68,36 +106,47 @@ export class RedisStore {
   private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
   private latencySum = 0;
   /** {@link errors} by kind. */
-  private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, connectionErrors: 0, breakerRejections: 0 };
+  private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
+
+  /** Calls answered after they had timed out (their script ran late), and the tokens they spent. */
+  private late = { calls: 0, tokens: 0 };
 
   private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
-    const timeoutMs = o.timeoutMs ?? 20;
+    this.overLimitCache = o.overLimitCache ?? true;
+    const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
+      this.late.calls++;
+      this.late.tokens += spentBy(raw, args, from);
+    };
     let check: (keys: string[], args: number[]) => Promise<number[]>;
-    let sync: (keys: string[], args: number[]) => Promise<number[]>;
-    let bounded = false;
+    let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
     if (redis instanceof Cluster) {
-      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e));
+      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend);
       check = c.check;
       sync = c.merge;
-      bounded = true; // each slot's call has its own deadline
     } else {
       redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
       const checkCmd = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-      check = (keys, args) => checkCmd(keys.length, ...keys, ...args);
-      sync = (keys, args) => syncCmd(keys.length, ...keys, ...args);
+      const live = new Liveness();
+      check = async (keys, args) => {
+        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)), timeoutMs, live,
+          (r) => lateSpend(r, args, 3));
+        return widen(raw, args, 3);
+      };
+      sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
     }
-    this.mergeCall = (keys, args, ms) => deadline(sync(keys, args), ms);
-    // A merge is not on a decision's path: its deadline grows with its keys (~8 µs of Redis time each
-    // here), up to what ioredis would wait anyway.
-    this.mergeDeadlineMs = (n) => Math.min(timeoutMs + MERGE_MS_PER_KEY * n, Math.max(1000, 10 * timeoutMs));
-    const { breaker, state } = createBreaker(
-      (keys: string[], args: number[]) => (bounded ? check(keys, args) : deadline(check(keys, args), timeoutMs)), o.breaker,
+    this.mergeCall = sync;
+    // A merge is not on a decision's path: beyond the silence rule (deadline.ts), its cap grows with its keys
+    // (~8 µs of Redis time each here), and close() may cut it to the time its drain has left.
+    this.mergeDeadlineMs = (n) => Math.max(1000, 10 * timeoutMs, timeoutMs + MERGE_MS_PER_KEY * n);
+    const { breaker, state } = createBreaker(check, o.breaker,
       // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
-      // it toward opening would let one poisoned key switch Redis off for every strict policy.
+      // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
+      // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
       (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
@@ -108,15 +157,16 @@ export class RedisStore {
    * `CONFIG` SluiceError for a bad `cluster` option.
    */
   static create(o: RedisOptions = {}, log?: Logger): RedisStore {
-    // The decision's deadline is enforced by deadline() below; this only clears commands a frozen server
-    // never answers from ioredis's queue.
-    const commandTimeout = Math.max(1000, 10 * (o.timeoutMs ?? 20));
+    // The decision's deadline is enforced by deadline() (src/store/deadline.ts); this only clears commands a
+    // frozen server never answers from ioredis's queue. It is long so that a call given up on by its deadline
+    // still sees its reply if Redis runs it late (a stall of up to a minute): its spend is then counted.
+    const commandTimeout = 60_000;
     // reconnect with exponential backoff and jitter, never giving up
     const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
     // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
     const onError = (e: Error): void => log?.debug({ err: e.message }, 'redis error');
     if (o.cluster !== undefined) {
-      if (o.url !== undefined) throw configError('redis', 'redis.cluster', 'give either url or cluster, not both');
+      if (o.url !== undefined || o.sentinel !== undefined) throw configError('redis', 'redis.cluster', `give either ${o.url !== undefined ? 'url' : 'sentinel'} or cluster, not both`);
       const cluster = new Cluster(clusterNodes(o.cluster), {
         scaleReads: 'master', // the scripts write
         enableOfflineQueue: false,
@@ -136,15 +186,22 @@ export class RedisStore {
       cluster.on('node error', onError);
       return new RedisStore(cluster, o);
     }
-    const redis = new Redis(o.url ?? 'redis://127.0.0.1:6379', {
+    const own = {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout,
-      enableAutoPipelining: true,
+      // each script call is written when it is made: the front sizes them (src/engine/front.ts STORE_CHUNK),
+      // and a call written at once runs in Redis while the next is being built
+      enableAutoPipelining: false,
       connectTimeout: 1000,
       retryStrategy: backoff,
-    });
+    };
+    if (o.sentinel !== undefined && o.url !== undefined) throw configError('redis', 'redis.sentinel', 'give either url or sentinel, not both');
+    const redis = o.sentinel !== undefined
+      ? new Redis({ ...own, ...sentinelOptions(o.sentinel, backoff) })
+      : new Redis(o.url ?? 'redis://127.0.0.1:6379', own);
     redis.on('error', onError);
+    if (o.sentinel !== undefined) followSwitches(redis, o.sentinel);
     return new RedisStore(redis, o);
   }
 
@@ -156,6 +213,18 @@ export class RedisStore {
    * those checks take their failure rule, the others their decision.
    */
   async decide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
+    const wide = await this.decideWide(keys, args, nowMs);
+    const out = new Array<number>(keys.length * 4);
+    for (let j = 0; j < keys.length; j++) for (let a = 0; a < 4; a++) out[j * 4 + a] = wide[j * LEG_WIDE + a];
+    return out;
+  }
+
+  /**
+   * {@link decide}, with {@link LEG_WIDE} numbers per leg: code, remaining, resetAfterMs, retryAfterMs, then
+   * the Redis time the leg was decided at (Unix ms), then for a leg of a denied check the state it was decided
+   * on (w0, w1, lastSeen; lastSeen −1: absent), else NaN NaN NaN (src/store/reply.ts).
+   */
+  async decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
     const start = performance.now();
     try {
       return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
@@ -174,7 +243,7 @@ export class RedisStore {
    */
   private unreadable(rows: number[]): number[] {
     let bad = false;
-    for (let r = 0; r < rows.length; r += 4) {
+    for (let r = 0; r < rows.length; r += LEG_WIDE) {
       if (rows[r] === UNREADABLE) {
         rows[r] = rows[r + 1] = rows[r + 2] = rows[r + 3] = NaN;
         bad = true;
@@ -207,10 +276,11 @@ export class RedisStore {
   async merge(keys: string[], args: number[], nowMs: number, batchId: string, o: MergeOptions = {}): Promise<number[]> {
     const start = performance.now();
     try {
-      // the markers' names are completed per slot in a Cluster (clusterCalls)
+      // the markers' names are completed per slot in a Cluster (clusterCalls); a merge is idempotent by its
+      // batch id (and its parents'), so a late one is harmless: no late-spend accounting
       const markers = [batchId, ...(o.parents ?? [])].map((id) => `${this.prefix}merged:${id}`);
-      const ms = Math.max(1, Math.min(o.maxMs ?? Infinity, this.mergeDeadlineMs(keys.length)));
-      return await this.mergeCall([...keys, ...markers], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args], ms);
+      const cap = Math.max(1, Math.min(o.maxMs ?? Infinity, this.mergeDeadlineMs(keys.length)));
+      return await this.mergeCall([...keys, ...markers], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args], cap);
     } catch (e) {
       this.failed(e);
       throw e;
@@ -234,14 +304,25 @@ export class RedisStore {
     });
   }
 
+  /**
+   * Calls `fn` each time the connection (re)opens: Redis may have restarted without its data or failed over,
+   * so what was learned from it (src/engine/strict-cache.ts) may no longer hold.
+   */
+  onConnect(fn: () => void): void {
+    this.redis.on('ready', fn);
+  }
+
   /** True once connected. */
   get ready(): boolean {
     return this.redis.status === 'ready';
   }
 
-  stats(): { storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency } & StoreFailures {
+  stats(): {
+    storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency; lateCalls: number; lateSpentTokens: number;
+  } & StoreFailures {
     return {
       storeErrors: this.errors, ...this.failures, breaker: this.breakerState(), connected: this.ready,
+      lateCalls: this.late.calls, lateSpentTokens: this.late.tokens,
       latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
     };
   }
@@ -263,34 +344,33 @@ function script(lua: string): Script {
 
 /** Host and port of each `host:port` seed; throws a CONFIG error naming `redis.cluster`. */
 export function clusterNodes(nodes: readonly string[]): Array<{ host: string; port: number }> {
-  if (!Array.isArray(nodes) || nodes.length === 0) {
-    throw configError('redis', 'redis.cluster', 'must be a non-empty list of host:port');
-  }
-  return nodes.map((n) => {
-    const m = typeof n === 'string' ? /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(n.trim()) : null;
-    const port = m ? Number(m[2]) : 0;
-    if (!m || port < 1 || port > 65535) {
-      throw configError('redis', 'redis.cluster', `each node must be host:port with a port in 1..65535 (got ${JSON.stringify(n)})`);
-    }
-    return { host: m[1].startsWith('[') ? m[1].slice(1, -1) : m[1], port };
-  });
+  return hostPorts(nodes, 'redis.cluster');
 }
 
 /**
  * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
  * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
- * the replies are put back in the batch's order; the call fails if any part fails. The calls are EVALSHA
- * issued directly: ioredis's auto-pipelining groups them per master by their first key, which it cannot
- * find in a defineCommand script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by
- * resending that call as EVAL, which also caches the script on that master again.
+ * the replies are put back in the batch's order. The calls are EVALSHA issued directly: ioredis's
+ * auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
+ * script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending that call as EVAL,
+ * which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
+ * master fails its slots' calls while the others keep answering.
  */
-function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void): {
+function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
+  lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
   check: (keys: string[], args: number[]) => Promise<number[]>;
-  merge: (keys: string[], args: number[]) => Promise<number[]>;
+  merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
-  const run = async (s: Script, keys: string[], args: number[]): Promise<number[]> => {
+  const lives = new Map<string, Liveness>();
+  const liveOf = (slot: number): Liveness => {
+    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+    let l = lives.get(node);
+    if (l === undefined) lives.set(node, (l = new Liveness()));
+    return l;
+  };
+  const run = async (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
     try {
       return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
     } catch (e) {
@@ -300,22 +380,17 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
-  const gather = async (parts: SlotPart[], calls: Array<Promise<number[]>>, width: number, n: number): Promise<number[]> => {
-    const replies = await Promise.all(calls);
-    const out = new Array<number>(n * width);
-    parts.forEach((p, k) => p.legs.forEach((leg, i) => {
-      for (let a = 0; a < width; a++) out[leg * width + a] = replies[k][i * width + a];
-    }));
-    return out;
-  };
   return {
     // args: clock flag, now, n, then 6 per leg. Each slot's call has its own deadline, and the slots that
     // answered are decided even if another failed (a master lost): its legs' rows are NaN. All failed: rejects.
     async check(keys, args) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) =>
-        deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, ...p.args]), timeoutMs)));
+      const settled = await Promise.allSettled(parts.map((p) => {
+        const partArgs = [args[0], args[1], p.keys.length, ...p.args];
+        return deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
+          (r) => lateSpend(r, partArgs, 3));
+      }));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
       if (failed.length > 0 && failed.length === parts.length) {
@@ -323,26 +398,33 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
         throw failed[0].reason;
       }
       for (const r of failed) partFailed(r.reason);
-      const out = new Array<number>(keys.length * 4).fill(NaN);
+      const out = new Array<number>(keys.length * LEG_WIDE).fill(NaN);
       parts.forEach((p, k) => {
         const r = settled[k];
-        if (r.status === 'fulfilled') p.legs.forEach((leg, i) => {
-          for (let a = 0; a < 4; a++) out[leg * 4 + a] = r.value[i * 4 + a];
+        if (r.status !== 'fulfilled') return;
+        const wide = widen(r.value, [args[0], args[1], p.keys.length, ...p.args], 3);
+        p.legs.forEach((leg, i) => {
+          for (let a = 0; a < LEG_WIDE; a++) out[leg * LEG_WIDE + a] = wide[i * LEG_WIDE + a];
         });
       });
       return out;
     },
     // keys: the n state keys, then the batch's markers (its own, then its parents'); args: clock flag, now, n,
     // then 5 per key. Each part gets its own markers, in its slot: `<marker>:{<tag>}`; a retry splits the same
-    // way, so it meets the same.
-    merge(keys, args) {
+    // way, so it meets the same. `capMs` caps each part's deadline (deadline.ts).
+    async merge(keys, args, capMs) {
       if (c.status !== 'ready') return notReady();
       const n = args[2];
       const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
       const markers = keys.slice(n);
-      const calls = parts.map((p) =>
-        run(syncLua, [...p.keys, ...markers.map((m) => `${m}:{${p.tag}}`)], [args[0], args[1], p.keys.length, ...p.args]));
-      return gather(parts, calls, 3, n);
+      const replies = await Promise.all(parts.map((p) => deadline(
+        run(syncLua, [...p.keys, ...markers.map((m) => `${m}:{${p.tag}}`)], [args[0], args[1], p.keys.length, ...p.args]),
+        Math.min(timeoutMs, capMs), liveOf(p.slot), undefined, capMs)));
+      const out = new Array<number>(n * 3);
+      parts.forEach((p, k) => p.legs.forEach((leg, i) => {
+        for (let a = 0; a < 3; a++) out[leg * 3 + a] = replies[k][i * 3 + a];
+      }));
+      return out;
     },
   };
 }
@@ -360,22 +442,32 @@ export const MERGE_MS_PER_KEY = 0.05;
 export interface StoreFailures {
   /** Calls that got no answer within `timeoutMs` (a frozen or overloaded Redis, a lost network). */
   timeouts: number;
-  /** Calls Redis answered with an error: the script failed (WRONGTYPE on a key it reads, OOM, a script error). */
+  /** Calls Redis answered with an error about the call: the script failed (WRONGTYPE on a key it reads, a script error). */
   scriptErrors: number;
+  /**
+   * Calls Redis answered with an error about itself: it cannot serve now (OOM, BUSY, LOADING, READONLY,
+   * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MISCONF, NOREPLICAS). They count toward opening the circuit breaker.
+   */
+  unavailable: number;
   /** Calls that could not be sent or lost their connection (Redis down, restarting, not yet connected). */
   connectionErrors: number;
   /** Calls not made because the circuit breaker was open. */
   breakerRejections: number;
 }
 
-/** Redis replies that say it cannot serve now (cluster or server state), not that the script failed. */
-const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|BUSY)\b/;
+/**
+ * Redis replies that say it cannot serve now (its memory, a busy script, loading, a replica, cluster state),
+ * not that the script failed. ioredis may wrap a script's error as "ERR Error running script ...: OOM ...",
+ * so the code is looked for after a script-error prefix too.
+ */
+const UNAVAILABLE_REPLY = /(^|: |^ERR Error running script.*?)(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MISCONF|NOREPLICAS)\b/;
 
-function failureKind(e: unknown): keyof StoreFailures {
+/** The kind of a failed store call (see {@link StoreFailures}). */
+export function failureKind(e: unknown): keyof StoreFailures {
   const err = e as { code?: unknown; name?: unknown; message?: unknown } | null;
   if (err?.code === 'EOPENBREAKER') return 'breakerRejections';
   if (err instanceof StoreTimeoutError || err?.message === 'Command timed out') return 'timeouts';
-  if (err?.name === 'ReplyError' && !UNAVAILABLE_REPLY.test(String(err.message))) return 'scriptErrors';
+  if (err?.name === 'ReplyError') return UNAVAILABLE_REPLY.test(String(err.message)) ? 'unavailable' : 'scriptErrors';
   return 'connectionErrors';
 }
 
@@ -388,39 +480,4 @@ class ScriptStateError extends Error {
   constructor() {
     super('a state key holds another type or a malformed value');
   }
-}
-
-/** A store call that got no answer within its deadline. */
-export class StoreTimeoutError extends Error {
-  constructor(ms: number) {
-    super(`redis: no answer within ${ms} ms`);
-    this.name = 'StoreTimeoutError';
-  }
-}
-
-/**
- * Rejects when `ms` pass without an answer, but only after the loop's next poll phase: a timer is run before
- * sockets are read, so after a turn that blocked longer than `ms`, a reply already waiting in the socket would
- * otherwise lose to the timer, and a decision Redis made and counted would be replaced by the failure rule.
- */
-export function deadline<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => setImmediate(() => {
-      if (settled) return;
-      settled = true;
-      reject(new StoreTimeoutError(ms));
-    }), ms);
-    p.then((v) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(v);
-    }, (e: unknown) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      reject(e);
-    });
-  });
 }

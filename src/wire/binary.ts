@@ -28,7 +28,9 @@
  *  | u32  | u8   | u8   | u16   | f64     | f64       | f64          | f64 (−1=null)| u8   | u8   | u16    |      |       |      |
  *  +------+------+------+-------+---------+-----------+--------------+--------------+------+------+--------+------+-------+------+
  *  kind: 0 denied, 1 allowed, 2 error, 3 ready (subscription push), 4 subscription ended (unsubscribed or failed)
- *  flags: bit 0 no id (an error about a whole frame, id is 0), bit 1 subscribed, bit 2 degraded
+ *  flags: bit 0 no id (an error about a whole frame, id is 0), bit 1 subscribed, bit 2 degraded, bits 3–4 the
+ *         degraded decision's rule (1 open, 2 closed, 3 local; 0 from a server before this field: readers
+ *         then know only that it was degraded). Readers ignore bits they do not know, so this stays version 1.
  *  decisions and ready: name = the binding limit's name, text = reason (only when retryAfterMs is null)
  *  errors: name = the error code (INVALID_ARGUMENT...), field = the field at fault, text = the detail, status = HTTP status
  *  kind 4: flags bit 1 set when a subscription existed; name/field/text carry an error when it failed
@@ -62,6 +64,10 @@ export const KIND_ENDED = 4;
 export const ANSWER_NO_ID = 1;
 export const ANSWER_SUBSCRIBED = 2;
 export const ANSWER_DEGRADED = 4;
+/** Where a degraded answer's rule sits in its flags: (flags >> ANSWER_RULE_SHIFT) & 3 (see degradedCode). */
+export const ANSWER_RULE_SHIFT = 3;
+/** The degraded rule of each code in bits 3–4 (0: not told). */
+export const ANSWER_RULES: readonly ('open' | 'closed' | 'local' | undefined)[] = [undefined, 'open', 'closed', 'local'];
 
 /** A check as the binary codec carries it: a u32 id, a policy, a key (descriptor policies: the joined form). */
 export interface BinaryCheck {

@@ -150,7 +150,7 @@ export function bodyText(body: Uint8Array): string {
 /** A decision as JSON, built without an intermediate object. */
 export function decisionJson(d: Decision): string {
   const reason = d.reason === undefined ? '' : `,"reason":${JSON.stringify(d.reason)}`;
-  const degraded = d.degraded === true ? ',"degraded":true' : '';
+  const degraded = d.degraded === true ? `,"degraded":true,"degradedBy":"${d.degradedBy ?? 'local'}"` : '';
   const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
   const shadow = d.shadow === undefined ? '' : `,"shadow":${JSON.stringify(d.shadow)}`;
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +

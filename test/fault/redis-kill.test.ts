@@ -58,9 +58,9 @@ function brief(a: Answer): string {
 
 /** Whether an answer given without Redis follows the rule (local: this instance's kernel, limit 5). */
 function followsRule(rule: Rule, d: Decision): boolean {
-  if (rule === 'open') return d.allowed && d.degraded === true;
-  if (rule === 'closed') return !d.allowed && d.degraded === true && d.retryAfterMs !== null && d.retryAfterMs >= 1;
-  return d.degraded === undefined;
+  if (rule === 'open') return d.allowed && d.degraded === true && d.degradedBy === 'open';
+  if (rule === 'closed') return !d.allowed && d.degraded === true && d.degradedBy === 'closed' && d.retryAfterMs !== null && d.retryAfterMs >= 1;
+  return d.degraded === true && d.degradedBy === 'local';
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -123,7 +123,8 @@ describe.each(['open', 'closed', 'local'] as const)('case 15, kill -9 and a rest
     expect(after.slice(0, -1).every((a) => !a.fromRedis && followsRule(rule, a.d!)), after.map(brief).join(', ')).toBe(true);
     if (rule === 'local') {
       const admitted = all.filter((a) => !a.fromRedis && a.d!.allowed).length;
-      expect(admitted, 'the local kernel: at most the limit in the window').toBeLessThanOrEqual(5);
+      // seeded with what Redis last said (2 left): exactly those, not a fresh bucket of 5
+      expect(admitted, 'the local kernel starts from the last state learned from Redis').toBe(2);
     }
     // reconnected (ioredis backs off up to 2 s ±50%, the breaker probes within 600 ms): counts start fresh
     const last = after[after.length - 1];
@@ -262,16 +263,21 @@ describe('the HTTP front with Redis down', () => {
   it('GET /v1/check answers 200 with the degraded decision, never a 5xx', async () => {
     const o = await send(`${url}/v1/check?policy=o&key=k&cost=1`);
     expect(o.status).toBe(200);
-    expect(o.json).toMatchObject({ allowed: true, degraded: true, policy: 'o' });
+    expect(o.json).toMatchObject({ allowed: true, degraded: true, degradedBy: 'open', policy: 'o' });
+    expect(o.headers.get('sluice-degraded')).toBe('open');
     const c = await send(`${url}/v1/check?policy=c&key=k&cost=1`);
     expect(c.status).toBe(200);
-    expect(c.json).toMatchObject({ allowed: false, degraded: true, retryAfterMs: 1000, policy: 'c' });
-    // local: this instance's kernel decides (counted, not marked)
+    expect(c.json).toMatchObject({ allowed: false, degraded: true, degradedBy: 'closed', retryAfterMs: 1000, policy: 'c' });
+    expect(c.headers.get('sluice-degraded')).toBe('closed');
+    // local: this instance's kernel decides, counted and marked; Redis never answered for the key, so it
+    // starts full (nothing was learned)
     const ls = [];
     for (let i = 0; i < 6; i++) ls.push(await send(`${url}/v1/check?policy=l&key=k&cost=1`));
     expect(ls.map((a) => a.status)).toStrictEqual([200, 200, 200, 200, 200, 200]);
     expect(ls.map((a) => `${a.json.allowed} ${a.json.remaining}`)).toStrictEqual(['true 4', 'true 3', 'true 2', 'true 1', 'true 0', 'false 0']);
-    expect(ls.every((a) => a.json.degraded === undefined)).toBe(true);
+    expect(ls.every((a) => a.json.degraded === true && a.json.degradedBy === 'local' && a.headers.get('sluice-degraded') === 'local')).toBe(true);
+    const s = await limiter.stats();
+    expect(s.degraded).toMatchObject({ o: { open: 1, closed: 0, local: 0 }, c: { open: 0, closed: 1, local: 0 }, l: { open: 0, closed: 0, local: 6 } });
   });
 
   it('POST /v1/check (a batch) and /v1/auth answer under the rule too', async () => {
@@ -281,10 +287,12 @@ describe('the HTTP front with Redis down', () => {
     });
     expect(batch.status).toBe(200);
     expect(batch.text).toContain('"degraded":true');
-    const open = await send(`${url}/v1/auth?policy=o&key=k&cost=1`);
+    const open = await send(`${url}/v1/auth?policy=o&key=k`);
     expect(open.status).toBe(200);
-    const closed = await send(`${url}/v1/auth?policy=c&key=k&cost=1`);
+    expect(open.headers.get('sluice-degraded')).toBe('open');
+    const closed = await send(`${url}/v1/auth?policy=c&key=k`);
     expect(closed.status).toBe(429);
+    expect(closed.headers.get('sluice-degraded')).toBe('closed');
     expect(Number(closed.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
   });
 

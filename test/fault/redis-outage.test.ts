@@ -10,7 +10,9 @@
  *   t = 1 s    SIGSTOP; one check every 250 ms until t = 6 s (20 checks)
  *   t = 6 s    SIGCONT; one check every 100 ms until one is decided by Redis again
  * A check counts as "decided by Redis" when the limiter's storeErrors did not move during it (checks are
- * sequential), which also covers `local`, whose fallback decisions carry no `degraded` mark.
+ * sequential). Every decision Redis did not make is marked `degraded` with its rule (`degradedBy`); `local`
+ * starts the key from the state last learned from Redis (2 left), so during the stall it admits exactly those
+ * 2 (README "Failure behaviour": the worst case of `local` is what was left, plus the refill during the stall).
  *
  * The limiter here sets timeoutMs 50 (the library default is 20; 20–50 ms is what this machine is comfortable
  * with) and a fast breaker (probe after 200 ms, at most 400 ms, ±50%), so "within a second" is about the
@@ -79,6 +81,11 @@ interface Run {
   storedAtEnd: string | null;
   /** connections Redis has at the end (CLIENT LIST), the test's own included */
   clientsAtEnd: number;
+  /** the limiter's late-spend counters 200 ms after SIGCONT */
+  lateCalls: number;
+  lateSpentTokens: number;
+  /** sluice_degraded_decisions_total's source at the end: policy p's counts by rule */
+  degradedCounts: { open: number; closed: number; local: number } | undefined;
 }
 
 /** The case's timeline for one rule, on a Redis of its own. */
@@ -126,6 +133,7 @@ async function outage(rule: Rule, breaker: BreakerOptions | undefined, recoveryL
     await sleep(200);
     const storedKey = (await r.client.keys('c15:*'))[0];
     const storedAfterResume = storedKey === undefined ? null : await readState(r.client, storedKey);
+    const late = (await l.stats()).store!;
 
     const recovery: Answer[] = [];
     let recoveredAfterMs = Number.POSITIVE_INFINITY;
@@ -148,6 +156,7 @@ async function outage(rule: Rule, breaker: BreakerOptions | undefined, recoveryL
       first, outage: out, recovery, recoveredAfterMs, breakerSeen: seen,
       breakerAtEnd: (await l.stats()).store!.breaker,
       storedAfterResume, storedAtEnd: endKey === undefined ? null : await readState(r.client, endKey), clientsAtEnd: clients,
+      lateCalls: late.lateCalls, lateSpentTokens: late.lateSpentTokens, degradedCounts: (await l.stats()).degraded?.p,
     };
   } finally {
     if (poll) clearInterval(poll);
@@ -184,18 +193,22 @@ describe.each(['open', 'closed', 'local'] as const)('case 15: Redis stopped (SIG
     expect(run.outage.every((a) => !a.fromRedis)).toBe(true);
   });
 
-  it(`the outage is decided by the rule (${rule})`, () => {
+  it(`the outage is decided by the rule (${rule}), every answer marked degraded by it, and counted by rule`, () => {
     const ds = run.outage.map((a) => a.d!);
+    expect(ds.every((d) => d.degraded === true && d.degradedBy === rule), run.outage.map(brief).join(', ')).toBe(true);
     if (rule === 'open') {
-      expect(ds.every((d) => d.allowed && d.degraded === true), run.outage.map(brief).join(', ')).toBe(true);
+      expect(ds.every((d) => d.allowed), run.outage.map(brief).join(', ')).toBe(true);
     } else if (rule === 'closed') {
-      expect(ds.every((d) => !d.allowed && d.degraded === true && d.retryAfterMs !== null && d.retryAfterMs >= 1), run.outage.map(brief).join(', ')).toBe(true);
+      expect(ds.every((d) => !d.allowed && d.retryAfterMs !== null && d.retryAfterMs >= 1), run.outage.map(brief).join(', ')).toBe(true);
     } else {
-      // this instance's own kernel: a fresh key there, so exactly the limit, then denials; nothing marked degraded
-      expect(ds.every((d) => d.degraded === undefined)).toBe(true);
-      expect(ds.filter((d) => d.allowed).map((d) => d.remaining)).toStrictEqual([4, 3, 2, 1, 0]);
+      // this instance's kernel, seeded with what Redis last said (2 left of 5): exactly 2 more, then denials.
+      // The worst case of `local` per key per instance in a stall: what was left, plus the refill (none here).
+      expect(ds.filter((d) => d.allowed).map((d) => d.remaining)).toStrictEqual([1, 0]);
       expect(ds.filter((d) => !d.allowed).every((d) => d.retryAfterMs! >= 1)).toBe(true);
     }
+    // the 20 outage answers, and the recovery's answers before Redis decided again
+    const notRedis = run.outage.length + run.recovery.filter((a) => !a.fromRedis).length;
+    expect(run.degradedCounts).toStrictEqual({ open: 0, closed: 0, local: 0, [rule]: notRedis });
   });
 
   it('after SIGCONT Redis decides again within a second; every answer within the timeout; counts hold', () => {
@@ -228,10 +241,13 @@ describe.each(['open', 'closed', 'local'] as const)('case 15: Redis stopped (SIG
     // breaker opened plus one per failed probe. Case 15 accepts that over-count only if it is documented.
     // Repro: fixed_window 5/min strict, onStoreError open: 3 checks; SIGSTOP; 20 checks 250 ms apart (all
     // "allowed, degraded"); SIGCONT; 200 ms later GET the key: the count is 3 + phantoms (4 or 5), not 3.
-    it('calls that timed out during the stall may run when Redis resumes: at most one count each (documented)', () => {
+    it('calls that timed out during the stall run when Redis resumes: each is counted as a late call, its spend as late-spent tokens', () => {
       const stored = Number(run.storedAfterResume?.split(' ')[0]);
       expect(stored, `stored after SIGCONT: "${run.storedAfterResume}"`).toBeGreaterThanOrEqual(3);
       expect(stored).toBeLessThanOrEqual(3 + run.outage.length);
+      expect(run.lateCalls, 'the calls written before the breaker opened').toBeGreaterThanOrEqual(1);
+      // every token Redis counted beyond the 3 admitted before the stall was spent by a late call
+      expect(run.lateSpentTokens, `stored "${run.storedAfterResume}", ${run.lateCalls} late calls`).toBe(stored - 3);
     });
   }
 });

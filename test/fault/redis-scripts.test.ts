@@ -111,6 +111,8 @@ describe('case 06: the script cache is lost', () => {
     expect(http.status).toBe(200);
     expect(http.json).toMatchObject({ allowed: true, remaining: 2 });
     expect(http.json.degraded).toBeUndefined();
+    expect(http.json.degradedBy).toBeUndefined();
+    expect(http.headers.get('sluice-degraded'), 'decided by Redis: no Sluice-Degraded header').toBeNull();
     expect([brief(await check()), brief(await check()), brief(await check())]).toStrictEqual(['allow r=1', 'allow r=0', 'deny r=0']);
     await sleep(50);
     expect(watch.evals(), 'one EVAL on the one connection after the flush').toStrictEqual([1]);

@@ -7,14 +7,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { spawnServe } from '../helpers/server.js';
 import { readState } from '../helpers/state.js';
 
-let redis: TestRedis;
+let redis: SharedRedis;
 let dir: string;
 beforeAll(async () => {
-  redis = await startRedis();
+  redis = await sharedRedis();
   dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-shutdown-'));
 });
 afterAll(async () => {

@@ -1,6 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import net from 'node:net';
 import { Redis } from 'ioredis';
+import { inject } from 'vitest';
 import type { Limiter } from '../../src/index.js';
 
 /** A redis-server of the test's own on a free port (no persistence), with controls for fault tests. */
@@ -37,16 +41,22 @@ export function freePort(): Promise<number> {
  * resolves with its process once it accepts connections (rejects after 5 s).
  */
 export function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  return spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
+    'Ready to accept connections', 'redis-server', env);
+}
+
+/**
+ * Spawns `redis-server args` and resolves with its process once its stdout shows `ready` (rejects after 5 s,
+ * saying `what` did not start, with what it printed).
+ */
+export function spawnRedisServer(args: string[], ready: string, what: string, env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env,
-    });
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     let out = '';
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${out}`)), 5000);
+    const timer = setTimeout(() => reject(new Error(`${what} did not start: ${out}`)), 5000);
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('Ready to accept connections')) {
+      if (out.includes(ready)) {
         clearTimeout(timer);
         resolve(child);
       }
@@ -88,6 +98,49 @@ export async function startRedis(): Promise<TestRedis> {
   };
 }
 
+/** Databases of the run's shared redis-server: one per test file that uses it (database 0 hands them out). */
+export const SHARED_DATABASES = 64;
+
+/** A database of the run's shared redis-server (test/helpers/redis-global.ts), this test file's alone. */
+export interface SharedRedis {
+  port: number;
+  /** `redis://127.0.0.1:<port>/<db>`: a limiter or `sluice serve --redis` given it uses this database. */
+  url: string;
+  db: number;
+  /** A plain client on this database. */
+  client: Redis;
+  /** Empties this database and disconnects (the server stays up for other files). */
+  stop(): Promise<void>;
+}
+
+/**
+ * A database of the run's shared redis-server, emptied, for a test file that needs a Redis but does not
+ * pause, kill, restart, flush scripts of or reconfigure it (those use {@link startRedis}). Databases are
+ * handed out by INCR on database 0, so files running in parallel never share one.
+ * @throws Error when the shared server is not running (redis-server missing), or no database is left.
+ */
+export async function sharedRedis(): Promise<SharedRedis> {
+  const port = inject('sharedRedisPort');
+  if (!port) throw new Error(inject('sharedRedisError') || 'no shared redis-server: vitest.config.ts globalSetup did not run');
+  const admin = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  const db = await admin.incr('sluice-test:next-db');
+  admin.disconnect();
+  if (db >= SHARED_DATABASES) throw new Error(`the shared redis-server has no database left (${db}): raise SHARED_DATABASES`);
+  const client = new Redis(port, '127.0.0.1', { db, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  client.on('error', () => undefined);
+  await client.flushdb();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}/${db}`,
+    db,
+    client,
+    async stop() {
+      await client.flushdb();
+      client.disconnect();
+    },
+  };
+}
+
 const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** Redis's clock, in Unix ms. */
@@ -122,4 +175,49 @@ export async function keysUnder(client: Redis, prefix: string): Promise<string[]
     cursor = next;
   } while (cursor !== '0');
   return out.sort();
+}
+
+const FROZEN_C = `
+#include <stddef.h>
+#include <sys/time.h>
+/* Redis 7.0 reads wall time only through gettimeofday() (ustime, mstime, TIME, key expiry); its event loop
+   runs on the monotonic clock, which stays real. */
+int gettimeofday(struct timeval *tv, void *tz) {
+  (void)tz;
+  if (tv != NULL) { tv->tv_sec = 1700000000; tv->tv_usec = 0; }
+  return 0;
+}
+`;
+
+/** A redis-server whose wall clock stands still (keys never expire): see startFrozenRedis. */
+export interface FrozenRedis {
+  url: string;
+  client: Redis;
+  stop(): Promise<void>;
+}
+
+/**
+ * A redis-server whose gettimeofday() is pinned by a tiny LD_PRELOAD library (built here with cc): no key ever
+ * expires, so with `clock: 'limiter'` Redis state lives exactly as long as the controlled clock says.
+ */
+export async function startFrozenRedis(): Promise<FrozenRedis> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-frozen-'));
+  const src = path.join(dir, 'frozen.c');
+  const lib = path.join(dir, 'frozen.so');
+  writeFileSync(src, FROZEN_C);
+  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', lib, src], { stdio: 'pipe' });
+  const port = await freePort();
+  const child = await launchRedis(port, [], { ...process.env, LD_PRELOAD: lib });
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    client,
+    async stop() {
+      client.disconnect();
+      child.kill('SIGKILL');
+      await exited(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }

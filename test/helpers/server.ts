@@ -58,6 +58,7 @@ export async function startTestServer(o: TestServerOptions): Promise<TestServer>
     server = await startServer({
       limiter, host: '127.0.0.1', port: 0, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems,
       authDenyStatus: o.authDenyStatus, logger: o.logger,
+      statusPage: o.statusPage, activity: o.activity, hotKeyMetrics: o.hotKeyMetrics,
     });
   } catch (e) {
     await limiter.close();
@@ -227,4 +228,30 @@ export function spawnServe(extra: string[] = [], opts: { timeoutMs?: number; env
       reject(new Error(`sluice serve exited early (code ${code}, signal ${signal}); stdout: ${out} stderr: ${err}`));
     });
   });
+}
+
+/**
+ * Starts `n` `sluice serve` instances with `args` (a config and `--redis URL`), and warms each up on the strict
+ * policy `warm` (token bucket, large): checks until one is decided by Redis (the Redis connection comes up
+ * after the listening socket), then 20 more at once, so a first burst does not pay for JIT warm-up.
+ */
+export async function serveStrict(n: number, args: string[]): Promise<ServeProcess[]> {
+  const started = await Promise.allSettled(Array.from({ length: n }, () => spawnServe(args, { env: { LOG_LEVEL: 'info' } })));
+  const procs = started.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
+  const failed = started.find((x) => x.status === 'rejected');
+  if (failed) {
+    await Promise.all(procs.map((p) => p.kill()));
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  for (const proc of procs) {
+    const until = Date.now() + 10_000;
+    for (;;) {
+      const a = await send(`${proc.url}/v1/check?policy=warm&key=w&cost=1`);
+      if (a.status === 200 && (a.json as { degraded?: boolean }).degraded !== true) break;
+      if (Date.now() > until) throw new Error(`${proc.url} never decided in Redis`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await Promise.all(Array.from({ length: 20 }, (_, i) => send(`${proc.url}/v1/check?policy=warm&key=w${i}&cost=1`)));
+  }
+  return procs;
 }

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runSluice, send, spawnServe, type Answer, type ServeProcess } from '../helpers/server.js';
-import { startRedis, keysUnder, type TestRedis } from '../helpers/redis.js';
+import { sharedRedis, keysUnder, type SharedRedis } from '../helpers/redis.js';
 import { storeKey } from '../../src/keys/store-key.js';
 import { readState } from '../helpers/state.js';
 
@@ -284,9 +284,9 @@ describe('admin API: keys', () => {
 });
 
 describe('admin API: strict mode (Redis)', () => {
-  let redis: TestRedis;
+  let redis: SharedRedis;
   beforeAll(async () => {
-    redis = await startRedis();
+    redis = await sharedRedis();
   });
   afterAll(async () => {
     await redis?.stop();

@@ -14,6 +14,9 @@ afterEach(() => pool.closeAll());
 afterAll(() => pool.closeAll());
 
 const DEFAULT_POLICY_HEADER = '"free";q=100;w=60, "global";q=200000;w=60';
+/** The built-in default with `free` taking its cost from the auth URL (`authCost: query`). */
+const rawDefault = (defaultConfig().raw as { policies: Record<string, PolicySpec> }).policies;
+const QUERY_COST: Record<string, PolicySpec> = { ...rawDefault, free: { ...rawDefault.free, authCost: 'query' } };
 
 /** Everything a forward-auth proxy looks at. */
 function authFacts(a: Answer): Record<string, unknown> {
@@ -52,7 +55,7 @@ const denied = (status: number, ratelimit: string, policyHeader: string, retryAf
 
 describe('/v1/auth with the built-in default config', () => {
   it.each(['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'])('%s → 200, RateLimit headers, empty body', async (method) => {
-    const s = await pool.start({ policies: defaultConfig().policies });
+    const s = await pool.start({ policies: QUERY_COST });
     const a = await send(`${s.url}/v1/auth?policy=free&key=tenant-1`, { method });
     expect(authFacts(a)).toStrictEqual(ok('"free";r=99;t=1', DEFAULT_POLICY_HEADER));
     const b = await send(`${s.url}/v1/auth?policy=free&key=tenant-1&cost=9`, { method, body: method === 'GET' ? undefined : 'ignored body' });
@@ -79,7 +82,7 @@ describe('/v1/auth with the built-in default config', () => {
   });
 
   it('a cost above the burst is denied for good: 429 without Retry-After (there is no time that would do)', async () => {
-    const s = await pool.start({ policies: defaultConfig().policies });
+    const s = await pool.start({ policies: QUERY_COST });
     const a = await send(`${s.url}/v1/auth?policy=free&key=big&cost=101`);
     expect(authFacts(a)).toStrictEqual(denied(429, '"free";r=100;t=0', DEFAULT_POLICY_HEADER, null));
   });
@@ -131,19 +134,44 @@ describe('keys from descriptor headers', () => {
     expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant`, { headers: acme }))).toStrictEqual(ok('"tenant";r=1;t=60', TH));
     expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant`, { method: 'POST', headers: acme }))).toStrictEqual(ok('"tenant";r=0;t=60', TH));
     expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant`, { headers: acme }))).toStrictEqual(denied(429, '"tenant";r=0;t=60', TH, '60'));
-    expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant&tenant=acme`))).toStrictEqual(denied(429, '"tenant";r=0;t=60', TH, '60'));
-    expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant&key=acme`))).toStrictEqual(denied(429, '"tenant";r=0;t=60', TH, '60'));
+    // /v1/check names the same counter with the descriptor given directly.
     expect((await send(`${s.url}/v1/check?policy=tenant&tenant=acme`)).json).toMatchObject({ allowed: false, remaining: 0 });
     // Another tenant has its own counter.
     expect(authFacts(await send(`${s.url}/v1/auth?policy=tenant`, { headers: { 'x-tenant-id': 'globex' } }))).toStrictEqual(ok('"tenant";r=1;t=60', TH));
   });
 
-  it('a query value takes precedence over the header', async () => {
+  it('a descriptor declared from a header is never taken from the query, and key= cannot stand in for it', async () => {
     const s = await pool.start({ policies });
-    await send(`${s.url}/v1/auth?policy=tenant`, { headers: { 'x-tenant-id': 'acme' } });
-    await send(`${s.url}/v1/auth?policy=tenant`, { headers: { 'x-tenant-id': 'acme' } });
-    const a = await send(`${s.url}/v1/auth?policy=tenant&tenant=initech`, { headers: { 'x-tenant-id': 'acme' } });
-    expect(authFacts(a)).toStrictEqual(ok('"tenant";r=1;t=60', TH));
+    await send(`${s.url}/v1/auth?policy=client`, { headers: { 'x-forwarded-for': '203.0.113.7' } });
+    await send(`${s.url}/v1/auth?policy=client`, { headers: { 'x-forwarded-for': '203.0.113.7' } });
+    const xff = { headers: { 'x-forwarded-for': '203.0.113.7' } };
+    const a = await send(`${s.url}/v1/auth?policy=client&client=1.2.3.4`, xff);
+    expect(problemFacts(a)).toStrictEqual(problem(400, 'client'));
+    expect(a.json.detail).toBe('client: is read from header x-forwarded-for for policy "client", never from the query');
+    const b = await send(`${s.url}/v1/auth?policy=client&key=1.2.3.4`, xff);
+    expect(problemFacts(b)).toStrictEqual(problem(400, 'key'));
+    expect(b.json.detail).toBe('key: is not accepted on /v1/auth for policy "client": descriptor "client" is read from header x-forwarded-for, never from the query');
+    // Nothing was spent by the refused requests; the header's client is still denied, 1.2.3.4 was never counted.
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=client`, xff))).toStrictEqual(denied(429, '"client";r=0;t=60', CH, '60'));
+    expect((await send(`${s.url}/v1/check?policy=client&client=1.2.3.4&cost=0`)).json).toMatchObject({ allowed: true, remaining: 2 });
+  });
+
+  it('cost comes from the query only with authCost: query; a fixed authCost is what each request costs', async () => {
+    const s = await pool.start({
+      policies: {
+        fixed: { algorithm: 'fixed_window', limit: 10, period: 60_000 },
+        heavy: { algorithm: 'fixed_window', limit: 10, period: 60_000, authCost: 4 },
+        chosen: { algorithm: 'fixed_window', limit: 10, period: 60_000, authCost: 'query' },
+      },
+    });
+    const c0 = await send(`${s.url}/v1/auth?policy=fixed&key=k&cost=0`);
+    expect(problemFacts(c0)).toStrictEqual(problem(400, 'cost'));
+    expect(c0.json.detail).toBe('cost: is not accepted on /v1/auth for policy "fixed": each request costs 1 (set authCost: query to let the auth URL choose)');
+    expect(problemFacts(await send(`${s.url}/v1/auth?policy=fixed&key=k&co%73t=0`))).toStrictEqual(problem(400, 'cost'));
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=fixed&key=k`))).toStrictEqual(ok('"fixed";r=9;t=60', '"fixed";q=10;w=60'));
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=heavy&key=k`))).toStrictEqual(ok('"heavy";r=6;t=60', '"heavy";q=10;w=60'));
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=chosen&key=k&cost=3`))).toStrictEqual(ok('"chosen";r=7;t=60', '"chosen";q=10;w=60'));
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=chosen&key=k`))).toStrictEqual(ok('"chosen";r=6;t=60', '"chosen";q=10;w=60'));
   });
 
   it('X-Forwarded-For: the first (client) address of a multi-hop list is the key', async () => {
@@ -183,8 +211,8 @@ describe('keys from descriptor headers', () => {
     const MH = '"mixed";q=2;w=60';
     const a = await send(`${s.url}/v1/auth?policy=mixed&action=read`, { headers: { 'X-TENANT-ID': 'acme' } });
     expect(authFacts(a)).toStrictEqual(ok('"mixed";r=1;t=60', MH));
-    // Same (tenant, action) tuple, given entirely in the query: same counter.
-    expect(authFacts(await send(`${s.url}/v1/auth?policy=mixed&tenant=acme&action=read`))).toStrictEqual(ok('"mixed";r=0;t=60', MH));
+    // Same (tenant, action) tuple through /v1/check: same counter.
+    expect((await send(`${s.url}/v1/check?policy=mixed&tenant=acme&action=read`)).json).toMatchObject({ allowed: true, remaining: 0 });
     const b = await send(`${s.url}/v1/auth?policy=mixed`, { headers: { 'x-tenant-id': 'acme' } });
     expect(problemFacts(b)).toStrictEqual(problem(400, 'action'));
     expect(b.json.detail).toBe('action: is required (as a query parameter: the descriptor has no header)');
@@ -202,5 +230,60 @@ describe('keys from descriptor headers', () => {
     const a = await send(`${s.url}/v1/auth?policy=p`, { headers: { 'x-c': 'v' } });
     expect({ status: a.status, problem: a.json?.detail ?? null, ratelimit: a.headers.get('ratelimit') })
       .toStrictEqual({ status: 200, problem: null, ratelimit: '"p";r=0;t=60' });
+  });
+});
+
+describe('/v1/auth/<policy>/<path>: the form Envoy ext_authz sends (path_prefix + the original path)', () => {
+  const policies: Record<string, PolicySpec> = {
+    route: {
+      algorithm: 'fixed_window', limit: 2, period: 60_000,
+      descriptors: [{ name: 'client', header: 'x-forwarded-for' }, { name: 'path', from: 'path' }],
+    },
+    ip: { algorithm: 'fixed_window', limit: 1, period: 60_000, descriptors: [{ name: 'client', header: 'x-forwarded-for' }], authCost: 1 },
+    bare: { algorithm: 'fixed_window', limit: 1, period: 60_000 },
+    q: { algorithm: 'fixed_window', limit: 1, period: 60_000, descriptors: ['tenant'] },
+    chosen: { algorithm: 'fixed_window', limit: 1, period: 60_000, descriptors: [{ name: 'client', header: 'x-forwarded-for' }], authCost: 'query' },
+  };
+  const RH = '"route";q=2;w=60';
+  const xff = (ip: string): RequestInit => ({ headers: { 'x-forwarded-for': ip } });
+
+  it('the path after the policy is a descriptor; the query is the original request\'s and is never read', async () => {
+    const s = await pool.start({ policies });
+    const seq: Array<[string, string, Record<string, unknown>]> = [
+      ['/v1/auth/route/api/users', '203.0.113.7', ok('"route";r=1;t=60', RH)],
+      // the client's query (policy, cost, key, a descriptor's name) changes nothing: same counter, cost 1
+      ['/v1/auth/route/api/users?policy=bare&cost=0&key=x&client=1.2.3.4&path=/other', '203.0.113.7', ok('"route";r=0;t=60', RH)],
+      ['/v1/auth/route/api/users', '203.0.113.7', denied(429, '"route";r=0;t=60', RH, '60')],
+      ['/v1/auth/route/api/orders', '203.0.113.7', ok('"route";r=1;t=60', RH)],
+      ['/v1/auth/route/api/users', '198.51.100.1', ok('"route";r=1;t=60', RH)],
+      ['/v1/auth/route', '203.0.113.7', ok('"route";r=1;t=60', RH)], // no rest: the path is "/"
+    ];
+    for (const [path, ip, expected] of seq) expect(authFacts(await send(s.url + path, xff(ip))), path).toStrictEqual(expected);
+    // The same counters as /v1/check with the descriptors given directly.
+    expect((await send(`${s.url}/v1/check?policy=route&client=203.0.113.7&path=${encodeURIComponent('/api/users')}&cost=0`)).json)
+      .toMatchObject({ allowed: true, remaining: 0 });
+    expect((await send(`${s.url}/v1/check?policy=route&client=203.0.113.7&path=%2F&cost=0`)).json).toMatchObject({ remaining: 1 });
+  });
+
+  it('a policy whose descriptors are all headers works on both forms, with one counter', async () => {
+    const s = await pool.start({ policies });
+    expect(authFacts(await send(`${s.url}/v1/auth/ip/anything?x=1`, xff('192.0.2.1')))).toStrictEqual(ok('"ip";r=0;t=60', '"ip";q=1;w=60'));
+    expect(authFacts(await send(`${s.url}/v1/auth?policy=ip`, xff('192.0.2.1')))).toStrictEqual(denied(429, '"ip";r=0;t=60', '"ip";q=1;w=60', '60'));
+  });
+
+  it.each([
+    ['/v1/auth/nope/x', 400, 'policy', 'policy: unknown policy "nope"'],
+    ['/v1/auth//x', 400, 'policy', 'policy: is required: /v1/auth/<policy>/...'],
+    ['/v1/auth/bare/x', 400, 'key', 'key: policy "bare" has no descriptors, and /v1/auth/bare/... reads no key= (its query is the original request\'s): declare descriptors from headers or the path'],
+    ['/v1/auth/q/x?tenant=acme', 400, 'tenant', 'tenant: is read from the query, which /v1/auth/q/... does not read (it is the original request\'s): declare a header or from: path, or use /v1/auth?policy=q'],
+    ['/v1/auth/chosen/x?cost=2', 400, 'cost', 'cost: policy "chosen" takes its cost from the query (authCost: query), which /v1/auth/chosen/... does not read (it is the original request\'s)'],
+    ['/v1/auth/route/x', 400, 'x-forwarded-for', 'x-forwarded-for: header is required (descriptor "client")'],
+    ['/v1/auth?policy=route&path=/x', 400, 'path', 'path: is read from the path for policy "route", never from the query'],
+    ['/v1/authx', 404, 'path', 'path: no route for /v1/authx'],
+  ] as Array<[string, number, string, string]>)('%s → %i naming %s', async (path, status, field, detail) => {
+    const s = await pool.start({ policies });
+    const a = await send(s.url + path);
+    expect(problemFacts(a)).toStrictEqual(problem(status, field));
+    expect(a.json.detail).toBe(detail);
   });
 });

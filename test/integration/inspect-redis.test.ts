@@ -9,12 +9,12 @@ import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js
 import { storeKey } from '../../src/keys/store-key.js';
 import { ManualClock, EPOCH_MINUTE } from '../helpers/clock.js';
 import { spend } from '../helpers/limiter.js';
-import { connected, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
+import { connected, keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const T0 = EPOCH_MINUTE;
-let redis: TestRedis;
+let redis: SharedRedis;
 beforeAll(async () => {
-  redis = await startRedis();
+  redis = await sharedRedis();
 });
 afterAll(async () => {
   await redis?.stop();
@@ -23,7 +23,7 @@ afterAll(async () => {
 const open: Limiter[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((l) => l.close()));
-  await redis.client.flushall();
+  await redis.client.flushdb();
 });
 
 async function limiter(policies: Record<string, PolicySpec>, clock: ManualClock, shards: number, syncIntervalMs = 20): Promise<Limiter> {

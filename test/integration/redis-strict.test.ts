@@ -1,6 +1,6 @@
 /**
- * Strict mode against a real redis-server (a private one per block, test/helpers/redis.ts), in real time with
- * Redis's clock (`TIME`) unless a test says otherwise.
+ * Strict mode against a real redis-server (a database of its own per block on the run's shared server,
+ * test/helpers/redis.ts sharedRedis), in real time with Redis's clock (`TIME`) unless a test says otherwise.
  *
  * - Case 03: every key sluice writes has an expiry (PTTL > 0, never −1), no longer than the time its state
  *   still matters and no shorter; a peek writes nothing; old policy versions expire too; after 2·P + 2 s no key
@@ -23,12 +23,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
 import { loadCases } from '../helpers/cases.js';
-import { startRedis, type TestRedis, redisNow, insideWindow, keysUnder } from '../helpers/redis.js';
-import { send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { sharedRedis, type SharedRedis, redisNow, insideWindow, keysUnder } from '../helpers/redis.js';
+import { send, serveStrict, type ServeProcess } from '../helpers/server.js';
 import { readState } from '../helpers/state.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
-type RedisClient = TestRedis['client'];
+type RedisClient = SharedRedis['client'];
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
@@ -68,7 +68,7 @@ function strict(spec: Record<string, unknown>): Record<string, unknown> {
 }
 
 async function strictLimiter(
-  r: TestRedis,
+  r: SharedRedis,
   policies: Record<string, unknown>,
   o: { prefix: string; clock?: () => number; redisClock?: 'redis' | 'limiter' },
 ): Promise<Limiter> {
@@ -94,12 +94,12 @@ function brief(d: Decision): string {
 // ---------------------------------------------------------------------------------------------------------
 
 describe('strict mode, one Redis', () => {
-  let r: TestRedis;
+  let r: SharedRedis;
   const open: Limiter[] = [];
   const track = (l: Limiter): Limiter => (open.push(l), l);
 
   beforeAll(async () => {
-    r = await startRedis();
+    r = await sharedRedis();
   });
   afterAll(async () => {
     await Promise.all(open.map((l) => l.close()));
@@ -374,7 +374,7 @@ describe('strict mode, one Redis', () => {
 
 describe('case 14 across processes: 4 sluice serve instances on one Redis', () => {
   const INSTANCES = 4;
-  let r: TestRedis;
+  let r: SharedRedis;
   let dir: string;
   let procs: ServeProcess[] = [];
 
@@ -390,29 +390,11 @@ describe('case 14 across processes: 4 sluice serve instances on one Redis', () =
   };
 
   beforeAll(async () => {
-    r = await startRedis();
+    r = await sharedRedis();
     dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-redis-'));
     const file = path.join(dir, 'policies.yaml');
     writeFileSync(file, JSON.stringify({ policies: POLICIES })); // JSON is YAML
-    const started = await Promise.allSettled(
-      Array.from({ length: INSTANCES }, () => spawnServe(['--config', file, '--redis', r.url], { env: { LOG_LEVEL: 'info' } })),
-    );
-    procs = started.flatMap((x) => (x.status === 'fulfilled' ? [x.value] : []));
-    const failed = started.find((x) => x.status === 'rejected');
-    if (failed) throw (failed as PromiseRejectedResult).reason;
-    // the connection to Redis comes up after the listening socket: warm up until answers come from Redis
-    for (const proc of procs) {
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const a = await send(`${proc.url}/v1/check?policy=warm&key=w&cost=1`);
-        expect(a.status).toBe(200);
-        if (a.json.degraded !== true) break;
-        if (Date.now() > deadline) throw new Error(`${proc.url} never decided in Redis`);
-        await sleep(20);
-      }
-      // a few more turns, so the first burst does not pay for JIT warm-up inside the 20 ms store timeout
-      await Promise.all(Array.from({ length: 20 }, (_, i) => send(`${proc.url}/v1/check?policy=warm&key=w${i}&cost=1`)));
-    }
+    procs = await serveStrict(INSTANCES, ['--config', file, '--redis', r.url]);
   }, 60_000);
 
   afterAll(async () => {

@@ -25,16 +25,11 @@
  * cc): no key ever expires, and Redis state lives exactly as long as the kernel's. Expiry itself is tested
  * against real time in test/integration/redis-strict.test.ts (case 03 and 05).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
-import { exited, freePort, launchRedis } from '../helpers/redis.js';
+import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { checkInput, loadCases, missingMentions, pickExpected, type Case } from '../helpers/cases.js';
 import type { ModelLimit } from '../helpers/model.js';
 import {
@@ -60,46 +55,6 @@ const LUA_BOUND = 2n ** 51n;
 // ---------------------------------------------------------------------------------------------------------
 // A redis-server whose wall clock stands still
 // ---------------------------------------------------------------------------------------------------------
-
-const FROZEN_C = `
-#include <stddef.h>
-#include <sys/time.h>
-/* Redis 7.0 reads wall time only through gettimeofday() (ustime, mstime, TIME, key expiry); its event loop
-   runs on the monotonic clock, which stays real. */
-int gettimeofday(struct timeval *tv, void *tz) {
-  (void)tz;
-  if (tv != NULL) { tv->tv_sec = 1700000000; tv->tv_usec = 0; }
-  return 0;
-}
-`;
-
-interface FrozenRedis {
-  url: string;
-  client: Redis;
-  stop(): Promise<void>;
-}
-
-async function startFrozenRedis(): Promise<FrozenRedis> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-frozen-'));
-  const src = path.join(dir, 'frozen.c');
-  const lib = path.join(dir, 'frozen.so');
-  writeFileSync(src, FROZEN_C);
-  execFileSync('cc', ['-shared', '-fPIC', '-O2', '-o', lib, src], { stdio: 'pipe' });
-  const port = await freePort();
-  const child = await launchRedis(port, [], { ...process.env, LD_PRELOAD: lib });
-  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
-  client.on('error', () => undefined);
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    client,
-    async stop() {
-      client.disconnect();
-      child.kill('SIGKILL');
-      await exited(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 let redis: FrozenRedis;
 let prefixes = 0;

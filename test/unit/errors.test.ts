@@ -6,22 +6,11 @@
  * - a plain `new Error` appears only at the internal invariants and environment faults listed here, each one
  *   caught and mapped before it reaches a user or a bug / broken install if it does.
  */
-import { readFileSync, readdirSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as E from '../../src/util/errors.js';
-
-const SRC = join(import.meta.dirname, '..', '..', 'src');
-
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...sourceFiles(p));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
+import { SRC, sourceFiles } from '../helpers/sources.js';
 
 function sites(pattern: RegExp): Record<string, number> {
   const out: Record<string, number> = {};

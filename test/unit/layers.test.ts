@@ -7,13 +7,12 @@
  *
  * The layers, lowest first: util; shard and store; keys; config; types (the public contract); wire and engine;
  * metrics, reload and limiter (the composition of engine, store and shards); the transports and clients
- * (server, middleware, client); cli; index (the package's entry).
+ * (server, grpc, middleware, client); cli; index (the package's entry).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-
-const SRC = join(import.meta.dirname, '..', '..', 'src');
+import { SRC, sourceFiles } from '../helpers/sources.js';
 
 const LAYER: Record<string, number> = {
   util: 0,
@@ -23,20 +22,10 @@ const LAYER: Record<string, number> = {
   types: 4,
   wire: 5, engine: 5,
   metrics: 6, reload: 6, limiter: 6,
-  server: 7, middleware: 7, client: 7,
+  server: 7, grpc: 7, middleware: 7, client: 7,
   cli: 8,
   index: 9,
 };
-
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...sourceFiles(p));
-    else if (e.name.endsWith('.ts') && !e.name.endsWith('.d.ts')) out.push(p);
-  }
-  return out;
-}
 
 /** Relative imports of one file, as paths under src/ ending in .ts. */
 function importsOf(file: string): string[] {

@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
+const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -37,7 +37,7 @@ function parseError(text: string, file = 'policies.yaml'): SluiceError {
 
 /** fixture -> [message after "<file>: ", the error's field (the document path; undefined for YAML errors)] */
 const BAD: Record<string, [string, string | undefined]> = {
-  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server)', 'logging'],
+  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server, redis)', 'logging'],
   'bad-unknown-policy-key.yaml': [`policies.free.perid: unknown key (a policy accepts ${POLICY_KEYS})`, 'policies.free.perid'],
   'bad-period.yaml': [`policies.free.period: ${PERIOD_RULE} (got "0s")`, 'policies.free.period'],
   'bad-limit.yaml': ['policies.free.limit: must be a non-negative safe integer (got "100")', 'policies.free.limit'],
@@ -101,9 +101,13 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, hotKeys)',
     'server.tls',
   ],
+  'bad-server-status-page.yaml': ['server.statusPage: must be true or false (got "yes")', 'server.statusPage'],
+  'bad-server-hot-keys.yaml': ['server.hotKeys.metrics: must be an integer from 0 to 1000 (got 5000)', 'server.hotKeys.metrics'],
+  'bad-redis-sentinels.yaml': ['redis.sentinels[0]: must be host:port (got "10.0.0.1")', 'redis.sentinels[0]'],
+  'bad-redis-unknown-key.yaml': ['redis.url: unknown key (accepted: sentinels, master)', 'redis.url'],
 };
 
 describe('loadConfigFile: one fixture per failure mode', () => {
@@ -135,8 +139,8 @@ describe('loadConfigFile: basic.yaml', () => {
       version: expect.stringMatching(/^[0-9a-f]{8}$/),
       limits: [{ algorithm: 'token_bucket', algorithmCode: 0, limit: 100, periodMs: 60_000, burst: 50, name: 'free' }],
       descriptors: [
-        { name: 'tenant', header: null },
-        { name: 'action', header: null },
+        { name: 'tenant', header: null, from: 'query' },
+        { name: 'action', header: null, from: 'query' },
       ],
       guard: 'global',
       consistency: 'local',
@@ -147,6 +151,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -156,8 +162,8 @@ describe('loadConfigFile: basic.yaml', () => {
         { algorithm: 'sliding_window', algorithmCode: 3, limit: 10_000, periodMs: 3_600_000, burst: 10_000, name: 'paid#1' },
       ],
       descriptors: [
-        { name: 'tenant', header: null },
-        { name: 'user', header: 'x-user-id' },
+        { name: 'tenant', header: null, from: 'query' },
+        { name: 'user', header: 'x-user-id', from: 'header' },
       ],
       guard: 'global',
       consistency: 'local',
@@ -168,6 +174,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -183,6 +191,8 @@ describe('loadConfigFile: basic.yaml', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -276,14 +286,14 @@ describe('the built-in default', () => {
       name,
     });
     const tenantAction = [
-      { name: 'tenant', header: null },
-      { name: 'action', header: null },
+      { name: 'tenant', header: null, from: 'query' },
+      { name: 'action', header: null, from: 'query' },
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [] },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});

@@ -13,7 +13,7 @@ const ALGORITHMS: Algorithm[] = ['token_bucket', 'gcra', 'fixed_window', 'slidin
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
 const COUNT_RULE = 'must be a non-negative safe integer';
 const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window';
-const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny';
+const POLICY_KEYS = 'algorithm, limit, period, burst, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 
 /** The error compilePolicies throws (fails the test when it does not throw). */
 function configErrorOf(policies: unknown): SluiceError {
@@ -99,6 +99,8 @@ describe('compilePolicies: one inline limit', () => {
       shadowOf: null,
       allow: [],
       deny: [],
+      authCost: 1,
+      rls: null,
     });
   });
 
@@ -451,9 +453,9 @@ describe('compilePolicies: descriptors', () => {
   it('compiles names and {name, header}, lower-casing headers', () => {
     const p = one({ ...BASE, descriptors: ['tenant', { name: 'user', header: 'X-User-ID' }, { name: 'action' }] });
     expect(p.descriptors).toEqual([
-      { name: 'tenant', header: null },
-      { name: 'user', header: 'x-user-id' },
-      { name: 'action', header: null },
+      { name: 'tenant', header: null, from: 'query' },
+      { name: 'user', header: 'x-user-id', from: 'header' },
+      { name: 'action', header: null, from: 'query' },
     ]);
   });
 
@@ -474,7 +476,7 @@ describe('compilePolicies: descriptors', () => {
     [[{ name: 't', header: '' }], 'descriptors[0].header', 'must be an HTTP header name such as "x-tenant-id" (got "")'],
     [[{ name: 't', header: 'x:t' }], 'descriptors[0].header', 'must be an HTTP header name such as "x-tenant-id" (got "x:t")'],
     [[{ name: 't', header: 1 }], 'descriptors[0].header', 'must be an HTTP header name such as "x-tenant-id" (got 1)'],
-    [[{ name: 't', hdr: 'x' }], 'descriptors[0].hdr', 'unknown key (a descriptor accepts name, header)'],
+    [[{ name: 't', hdr: 'x' }], 'descriptors[0].hdr', 'unknown key (a descriptor accepts name, header, from)'],
   ])('rejects descriptors %j at %s', (descriptors, field, why) => {
     expectError({ tenantA: { ...BASE, descriptors } }, `policy "tenantA": ${field}: ${why}`, field);
   });

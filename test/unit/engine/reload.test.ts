@@ -167,8 +167,8 @@ describe('LimitTable', () => {
 
 describe('reload with the redis option', () => {
   it('adds a strict policy to a limiter that started with local policies only', async () => {
-    const { startRedis, keysUnder } = await import('../../helpers/redis.js');
-    const redis = await startRedis();
+    const { sharedRedis, keysUnder } = await import('../../helpers/redis.js');
+    const redis = await sharedRedis();
     try {
       const clock = new ManualClock();
       limiter = await createLimiter({ policies: { free: FREE }, clock: clock.now, redis: { url: redis.url, prefix: 'rl:', clock: 'limiter' } });

@@ -28,18 +28,20 @@ import { createLimiter, type CheckRequest, type Decision, type Limiter, type Pol
 import { startTestServer, type TestServer } from '../helpers/server.js';
 import { prng } from '../helpers/prng.js';
 
+// authCost: query: the valid /v1/auth requests carry the check's cost in the auth URL, as /v1/check does.
 const POLICIES: Record<string, PolicySpec> = {
-  tb: { algorithm: 'token_bucket', limit: 5, period: 1000 },
-  gcra: { algorithm: 'gcra', limit: 10, period: 1000, burst: 3 },
-  fw: { algorithm: 'fixed_window', limit: 4, period: 1000 },
-  sw: { algorithm: 'sliding_window', limit: 3, period: 1000 },
+  tb: { algorithm: 'token_bucket', limit: 5, period: 1000, authCost: 'query' },
+  gcra: { algorithm: 'gcra', limit: 10, period: 1000, burst: 3, authCost: 'query' },
+  fw: { algorithm: 'fixed_window', limit: 4, period: 1000, authCost: 'query' },
+  sw: { algorithm: 'sliding_window', limit: 3, period: 1000, authCost: 'query' },
   multi: {
     limits: [
       { algorithm: 'token_bucket', limit: 2, period: 500, name: 'multi-fast' },
       { algorithm: 'sliding_window', limit: 6, period: 3000, name: 'multi-slow' },
     ],
+    authCost: 'query',
   },
-  desc: { algorithm: 'token_bucket', limit: 4, period: 1000, descriptors: ['tenant', 'action'], guard: 'huge' },
+  desc: { algorithm: 'token_bucket', limit: 4, period: 1000, descriptors: ['tenant', 'action'], guard: 'huge', authCost: 'query' },
   hdr: { algorithm: 'fixed_window', limit: 3, period: 1000, descriptors: [{ name: 'tenant', header: 'x-tenant-id' }] },
   huge: { algorithm: 'token_bucket', limit: 1e12, period: 1000 },
 };

@@ -1,0 +1,270 @@
+/**
+ * What one instance knows of its strict keys from Redis's answers: the exact over-limit cache, and the
+ * last-known state the `local` failure rule starts a key from.
+ *
+ * Over-limit: when Redis denies a check of cost c on a key, its reply carries the state of every leg the check
+ * was decided on, at Redis time t (lua/check.lua). Every other caller, on every instance, only spends from
+ * those states (refill is a function of time alone), so until the state has refilled enough, no check of cost
+ * ≥ c on that key can be admitted by anyone. This instance then answers such checks itself: it evaluates the
+ * kept states at the current Redis time with the very arithmetic of the script (src/store/lua-algorithms.ts),
+ * and answers the denial that gives, with its remaining wait; once that evaluation would admit, the check goes
+ * to Redis and the entry is dropped. A check of a smaller cost (which Redis may admit, changing the state),
+ * a policy reload, an admin reset and a sync merge into the key drop the entry too, and every denial is
+ * forgotten when the Redis connection (re)opens (Redis may have restarted without its data, or failed over). With one cost per key
+ * (the usual case) the answer equals Redis's, field for field; with a smaller cost spent elsewhere meanwhile,
+ * Redis's remaining could be lower and its wait longer, the denial stands either way.
+ *
+ * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
+ * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
+ * [t − s1 − 1, t + 1 − s0] (the ±1: both clocks are read in whole ms). The cache evaluates at now + the
+ * smallest upper bound seen (so at a time no earlier than Redis's: a denial it gives, Redis gives too; the
+ * wait it reports is at most the round trip short of Redis's). The bounds are renewed every 10 s, so a
+ * clock that drifts or steps is followed; a step between renewals makes answers conservative or sends
+ * checks to Redis, never admits one. With `clock: 'limiter'` the script uses the caller's time: no offset.
+ *
+ * Last known state: every answer (admitted or denied) updates the key's entry. A denial's states are exact;
+ * after an admission the state is rebuilt from the answer's remaining and resetAfterMs, rounded toward fewer
+ * tokens (see {@link rebuild}). When Redis fails and the policy's rule is `local`, the instance's kernel is
+ * seeded with that state (once per stall: a later Redis answer makes the entry fresh again), so a key Redis
+ * had exhausted stays exhausted, instead of starting from a full bucket.
+ *
+ * Bounded: at most `maxKeys` entries; past it the oldest entry is dropped (the key then goes to Redis and, in
+ * a stall, starts full). An entry costs about 200 bytes.
+ */
+import type { Decision } from '../types.js';
+import type { PolicyRuntime } from './runtime.js';
+import { compose } from './decision.js';
+import { evaluateLeg } from '../store/lua-algorithms.js';
+import { LEG_WIDE } from '../store/reply.js';
+import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
+
+/** One strict key (a check's leg-0 Redis key) as this instance last learned it. */
+export interface Known {
+  rt: PolicyRuntime;
+  /** Calls for this key sent to Redis and not answered yet (the cache answers only when 0: key order). */
+  inflight: number;
+  /** The cost of the denial the states prove, or −1: none. */
+  deniedCost: number;
+  /** Per leg: w0, w1, lastSeen in Redis time (lastSeen −1: no state). */
+  states: Float64Array;
+  /** Whether `states` came from Redis exactly (a denial) or were rebuilt from an admission. */
+  exact: boolean;
+  /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
+  seeded: boolean;
+  /**
+   * The sum of the epochs of the shared keys among its legs (a guard's), when its last call was sent, and
+   * when its states were learned: a check of another policy or key that this instance sent through one of
+   * them since makes the states stale (0 for a check with no shared leg).
+   */
+  sentEpoch: number;
+  epoch: number;
+}
+
+const RENEW_MS = 10_000;
+
+export class StrictCache {
+  private readonly map = new Map<string, Known>();
+  /** Over-limit answers given (the metric `sluice_store_over_limit_answers_total`). */
+  answers = 0;
+  /** Bounds of Redis time − this instance's clock, ms; the current window's and the last one's. */
+  private hi = Number.POSITIVE_INFINITY;
+  private lo = Number.NEGATIVE_INFINITY;
+  private prevHi = Number.POSITIVE_INFINITY;
+  private prevLo = Number.NEGATIVE_INFINITY;
+  private windowAt = Number.NEGATIVE_INFINITY;
+  private readonly scratch = new Float64Array(MAX_GROUP * LEG_OUT);
+
+  /**
+   * @param maxKeys most entries held
+   * @param redisTime whether Redis decides on its own TIME (else on the time the caller sends: no offset)
+   * @param answer whether to answer over-limit checks (false: only learn, for the `local` rule)
+   */
+  constructor(private readonly maxKeys: number, private readonly redisTime: boolean, private readonly answer = true) {}
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  /** The entry of a check about to be decided on `key0` (its leg 0's Redis key), made if need be. */
+  entry(key0: string, rt: PolicyRuntime): Known {
+    let e = this.map.get(key0);
+    if (e === undefined) {
+      if (this.map.size >= this.maxKeys) this.evictOne();
+      e = { rt, inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1), exact: false, seeded: false, sentEpoch: 0, epoch: 0 };
+      this.map.set(key0, e);
+    } else if (e.rt !== rt) {
+      // a reload: the numbers may differ (the key carries the version, but a runtime is rebuilt on every reload)
+      e.rt = rt;
+      e.deniedCost = -1;
+      if (e.states.length !== rt.legCount * 3) e.states = new Float64Array(rt.legCount * 3);
+      e.states.fill(-1);
+      e.exact = false;
+    }
+    return e;
+  }
+
+  /** Epochs of shared keys (a guard's legs), bumped by every check this instance sends through them. */
+  private readonly epochs = new Map<string, number>();
+
+  /** Counts a check sent through the shared key `key` (a guard leg's Redis key). */
+  touch(key: string): void {
+    this.epochs.set(key, (this.epochs.get(key) ?? 0) + 1);
+  }
+
+  /** The sum of the epochs of `keys` (the shared keys of one check). */
+  epochOf(keys: readonly string[]): number {
+    let sum = 0;
+    for (const k of keys) sum += this.epochs.get(k) ?? 0;
+    return sum;
+  }
+
+  private evictOne(): void {
+    for (const [k, e] of this.map) {
+      if (e.inflight > 0) continue;
+      this.map.delete(k);
+      return;
+    }
+  }
+
+  /**
+   * The decision Redis would give a check of `cost` on `e` now (this instance's clock, Unix ms), when the
+   * entry proves a denial; else null (the check goes to Redis). Drops the entry's denial when `cost` is
+   * smaller than the one denied or when the states would admit now.
+   */
+  overLimit(e: Known, cost: number, now: number, epoch: number): Decision | null {
+    if (e.deniedCost < 0 || !this.answer) return null;
+    if (cost < e.deniedCost || e.inflight > 0 || epoch !== e.epoch || (this.redisTime && this.upper() === Number.POSITIVE_INFINITY)) {
+      if (cost < e.deniedCost) e.deniedCost = -1;
+      return null;
+    }
+    const t = this.redisTime ? now + this.upper() : now;
+    const rt = e.rt;
+    const out = this.scratch;
+    const s = e.states;
+    for (let j = 0; j < rt.legCount; j++) {
+      const l = rt.legLimits[j];
+      evaluateLeg(l.algorithmCode, l.limit, l.periodMs, l.burst, s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+    }
+    const d = compose(out, 0, rt);
+    if (d instanceof Error || d.allowed) {
+      e.deniedCost = -1;
+      return null;
+    }
+    this.answers++;
+    return d;
+  }
+
+  /**
+   * Learns from Redis's answer to a check of `cost` on `e`: `wide` holds its legs at row `base`
+   * ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a denied check the states).
+   */
+  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number): void {
+    const rt = e.rt;
+    const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
+    const s = e.states;
+    for (let j = 0; j < rt.legCount; j++) {
+      const r = (base + j) * LEG_WIDE;
+      if (denied) {
+        s[3 * j] = wide[r + 5];
+        s[3 * j + 1] = wide[r + 6];
+        s[3 * j + 2] = wide[r + 7];
+      } else {
+        rebuild(rt, j, wide[r + 1], wide[r + 2], wide[r + 4], s, 3 * j);
+      }
+    }
+    e.exact = denied;
+    e.deniedCost = denied && cost > 0 ? cost : -1;
+    e.seeded = false;
+    e.epoch = e.sentEpoch;
+  }
+
+  /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
+  sample(t: number, s0: number, s1: number): void {
+    if (!this.redisTime || !(t > 0)) return;
+    if (s1 - this.windowAt >= RENEW_MS) {
+      this.prevHi = this.hi;
+      this.prevLo = this.lo;
+      this.hi = Number.POSITIVE_INFINITY;
+      this.lo = Number.NEGATIVE_INFINITY;
+      this.windowAt = s1;
+    }
+    const hi = t + 1 - s0, lo = t - s1 - 1;
+    if (hi < this.hi) this.hi = hi;
+    if (lo > this.lo) this.lo = lo;
+  }
+
+  /** The smallest upper bound of Redis − local known (this window's, or the last one's while it has none). */
+  private upper(): number {
+    return this.hi === Number.POSITIVE_INFINITY ? this.prevHi : this.hi;
+  }
+
+  /**
+   * A Redis time as this instance's clock reads it, for seeding the kernel: converted with the largest lower
+   * bound of the offset (so the local time is no earlier than the true one: less refill, never more), and
+   * never past `now`.
+   */
+  toLocal(t: number, now: number): number {
+    if (!this.redisTime) return Math.min(t, now);
+    const lo = this.lo === Number.NEGATIVE_INFINITY ? this.prevLo : this.lo;
+    if (lo === Number.NEGATIVE_INFINITY) return now;
+    return Math.min(now, t - lo);
+  }
+
+  /** Drops what is known of `key0` (an admin reset, a sync merge into it). */
+  drop(key0: string): void {
+    const e = this.map.get(key0);
+    if (e === undefined) return;
+    if (e.inflight > 0) {
+      e.deniedCost = -1;
+      e.states.fill(-1);
+    } else this.map.delete(key0);
+  }
+
+  /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */
+  clearDenials(): void {
+    for (const e of this.map.values()) e.deniedCost = -1;
+  }
+}
+
+/**
+ * Leg j's state rebuilt from an admitted (or peeked) answer: remaining r (floor of tokens) and resetAfterMs z
+ * at Redis time t, rounded toward fewer tokens, written as w0, w1, lastSeen at s[at].
+ * - token bucket: tokens·P x satisfies x ≥ r·P and x ≥ B·P − z·L (z = ⌈(B·P − x)/L⌉): x = the larger.
+ * - GCRA: debt ≤ z·L and ≤ B·P − r·P: debt = the smaller; TAT = t + debt / L (whole ms w0, the rest w1).
+ * - fixed window: count = L − r, exactly.
+ * - sliding window: the previous window's weight cannot be told from the current's: all of L − r is put
+ *   in the current window, which admits no more now and no more later than the true state.
+ */
+export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: number, s: Float64Array, at: number): void {
+  const l = rt.legLimits[j];
+  const L = l.limit, P = l.periodMs, B = l.burst;
+  let w0 = 0, w1 = 0, last = t;
+  switch (l.algorithmCode) {
+    case 0: {
+      const BP = B * P;
+      w0 = Math.min(BP, Math.max(r * P, BP - z * L));
+      break;
+    }
+    case 1: {
+      if (L === 0) {
+        last = -1;
+        break;
+      }
+      const debt = Math.max(0, Math.min(z * L, B * P - r * P));
+      const whole = Math.floor(debt / L);
+      w0 = t + whole;
+      w1 = debt - whole * L;
+      break;
+    }
+    case 2:
+      w0 = L - r;
+      break;
+    default:
+      w0 = 0;
+      w1 = L - r;
+  }
+  if (l.algorithmCode === 0 && L === 0) last = -1;
+  s[at] = w0;
+  s[at + 1] = w1;
+  s[at + 2] = last;
+}

@@ -1,0 +1,128 @@
+/**
+ * lua/lib.lua's four algorithms, line for line in TypeScript: both run on doubles, so for the same state,
+ * limit, cost and time they give the same outputs. The over-limit cache (src/engine/strict-cache.ts) uses them
+ * to answer, without Redis, a check Redis is known to deny, with the numbers Redis would give.
+ *
+ * {@link evaluateLeg} writes code, remaining, resetAfterMs, retryAfterMs (−1 = never) into `out` at `at`.
+ */
+
+const ALLOW = 0, DENY = 1, NEVER = 2;
+
+function fdiv(a: number, b: number): number {
+  const r = a % b;
+  let q = (a - r) / b;
+  if (r < 0) q -= 1;
+  else if (r >= b) q += 1;
+  return q;
+}
+
+function cdiv(a: number, b: number): number {
+  let q = fdiv(a, b);
+  if (q * b < a) q += 1;
+  return q;
+}
+
+function put(out: Float64Array, at: number, code: number, rem: number, reset: number, retry: number): void {
+  out[at] = code;
+  out[at + 1] = rem;
+  out[at + 2] = reset;
+  out[at + 3] = retry;
+}
+
+function tokenBucket(L: number, P: number, B: number, exists: boolean, w0: number, last: number, c: number, t: number, out: Float64Array, at: number): void {
+  const BP = B * P;
+  let x = BP;
+  if (exists) {
+    const elapsed = t - last;
+    if (elapsed >= cdiv(BP, L)) x = BP;
+    else {
+      x = w0 + elapsed * L;
+      if (x > BP) x = BP;
+    }
+  }
+  if (c > B) return put(out, at, NEVER, fdiv(x, P), cdiv(BP - x, L), -1);
+  const cP = c * P;
+  if (cP <= x) {
+    const after = x - cP;
+    return put(out, at, ALLOW, fdiv(after, P), cdiv(BP - after, L), 0);
+  }
+  put(out, at, DENY, fdiv(x, P), cdiv(BP - x, L), cdiv(cP - x, L));
+}
+
+function gcra(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, t: number, c: number, out: Float64Array, at: number): void {
+  const BP = B * P;
+  let debt = 0;
+  if (exists && w0 >= t) debt = (w0 - t) * L + w1;
+  if (c > B) return put(out, at, NEVER, fdiv(BP - debt, P), cdiv(debt, L), -1);
+  const cP = c * P;
+  if (debt + cP <= BP) {
+    const nd = debt + cP;
+    return put(out, at, ALLOW, fdiv(BP - nd, P), cdiv(nd, L), 0);
+  }
+  put(out, at, DENY, fdiv(BP - debt, P), cdiv(debt, L), cdiv(debt + cP - BP, L));
+}
+
+function fixedWindow(L: number, P: number, exists: boolean, w0: number, last: number, c: number, t: number, out: Float64Array, at: number): void {
+  const k = fdiv(t, P);
+  let count = 0;
+  if (exists && fdiv(last, P) === k) count = w0;
+  const untilEnd = (k + 1) * P - t;
+  if (c > L) return put(out, at, NEVER, L - count, untilEnd, -1);
+  if (c <= L - count) return put(out, at, ALLOW, L - count - c, untilEnd, 0);
+  put(out, at, DENY, L - count, untilEnd, untilEnd);
+}
+
+function swRemaining(L: number, P: number, cur: number, weighted: number): number {
+  const room = (L - cur) * P;
+  return room > weighted ? fdiv(room - weighted, P) : 0;
+}
+
+function swReset(P: number, k: number, t: number, prev: number, cur: number): number {
+  if (cur > 0) return (k + 2) * P - t;
+  if (prev > 0) return (k + 1) * P - t;
+  return 0;
+}
+
+function swRetry(P: number, L: number, e: number, prev: number, cur: number, c: number): number {
+  const toEdge = P - e;
+  if (c <= L - cur) return toEdge - fdiv((L - cur - c) * P, prev);
+  const q = fdiv((L - c) * P, cur);
+  if (q >= P) return toEdge;
+  return toEdge + P - q;
+}
+
+function slidingWindow(L: number, P: number, exists: boolean, w0: number, w1: number, last: number, c: number, t: number, out: Float64Array, at: number): void {
+  const k = fdiv(t, P);
+  let prev = 0, cur = 0;
+  if (exists) {
+    const lk = fdiv(last, P);
+    if (lk === k) {
+      prev = w0;
+      cur = w1;
+    } else if (lk + 1 === k) prev = w1;
+  }
+  const e = t - k * P;
+  const weighted = prev * (P - e);
+  if (c > L) return put(out, at, NEVER, swRemaining(L, P, cur, weighted), swReset(P, k, t, prev, cur), -1);
+  const avail = L - cur;
+  if (c <= avail && weighted <= (avail - c) * P) {
+    return put(out, at, ALLOW, swRemaining(L, P, cur + c, weighted), swReset(P, k, t, prev, cur + c), 0);
+  }
+  put(out, at, DENY, swRemaining(L, P, cur, weighted), swReset(P, k, t, prev, cur), swRetry(P, L, e, prev, cur, c));
+}
+
+/**
+ * One leg as lua/check.lua's evaluate() decides it at time `now` (Unix ms) from the state (w0, w1, last;
+ * last < 0: no state), without changing anything: algorithm code 0 token bucket, 1 GCRA, 2 fixed window,
+ * 3 sliding window; L tokens per P ms, burst B; cost c.
+ */
+export function evaluateLeg(alg: number, L: number, P: number, B: number, w0: number, w1: number, last: number,
+  c: number, now: number, out: Float64Array, at: number): void {
+  if (L === 0 && alg <= 1) return c > 0 ? put(out, at, NEVER, 0, 0, -1) : put(out, at, ALLOW, 0, 0, 0);
+  const exists = last >= 0;
+  const t = exists && last > now ? last : now;
+  if (alg === 0) tokenBucket(L, P, B, exists, w0, last, c, t, out, at);
+  else if (alg === 1) gcra(L, P, B, exists, w0, w1, t, c, out, at);
+  else if (alg === 2) fixedWindow(L, P, exists, w0, last, c, t, out, at);
+  else slidingWindow(L, P, exists, w0, w1, last, c, t, out, at);
+}
