@@ -1,7 +1,7 @@
 // The kernel's only exports: numbers in, numbers out. JS writes a batch into the input region, calls
 // checkBatch(n, now) once, and reads the output region. No clock, no I/O, no allocation after init().
 import {
-  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW,
+  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW, CALENDAR_WINDOW, SLIDING_LOG,
   LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
   IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS,
   OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN, STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
@@ -16,6 +16,9 @@ import { ceilDiv } from './math';
 import { gcra, gcraIdle } from './algorithms/gcra';
 import { fixedWindow, fixedWindowIdle } from './algorithms/fixed-window';
 import { slidingWindow, slidingWindowIdle } from './algorithms/sliding-window';
+import { calendarWindow, calendarWindowIdle } from './algorithms/calendar-window';
+import { slidingLog, slidingLogCommit, slidingLogIdle } from './algorithms/sliding-log';
+import { ENTRY_SIZE, logAlloc, logBlocks, logEntries, logFree, logInit, logUsed } from './log-arena';
 
 let limits: usize = 0;
 let limitCount: u32 = 0;
@@ -39,18 +42,20 @@ function nextPow2(x: u32): u32 {
 /**
  * Allocates every region once, growing memory in one step to exactly what they need. maxKeys bounds the
  * table; slots = the power of two ≥ maxKeys + 1, doubled if the load would pass 96%. keyBytes sizes the
- * region keys are hashed from (0 for a kernel that only decides). Returns 0; 1 if called twice; 2 if the
- * regions do not fit in 4 GiB of linear memory.
+ * region keys are hashed from (0 for a kernel that only decides). logKeys × logEntries sizes the sliding
+ * log's arena (keys with a log at once, entries per key; 16 bytes an entry). Returns 0; 1 if called twice;
+ * 2 if the regions do not fit in 4 GiB of linear memory.
  */
-export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u32): u32 {
+export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u32, logKeys: u32, logEntriesArg: u32): u32 {
   if (legIn != 0) return INIT_AGAIN;
   let slotCount = nextPow2(maxKeysArg + 1);
   if (<u64>maxKeysArg * 100 > <u64>slotCount * 96) slotCount <<= 1;
   const tableBytes = <u64>slotCount * SLOT_SIZE;
   const limitBytes = <u64>maxLimits * LIMIT_SIZE;
   const ioBytes = <u64>maxBatch * (LEG_IN_STRIDE + LEG_OUT_STRIDE + HASH_IN_STRIDE + HASH_OUT_STRIDE);
-  // the stub allocator rounds each of the 8 blocks up to 16 bytes
-  const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + 8 * 16;
+  const logBytes = <u64>logKeys * logEntriesArg * ENTRY_SIZE;
+  // the stub allocator rounds each of the 9 blocks up to 16 bytes
+  const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + logBytes + 9 * 16;
   if (end > 0xFFFF0000 || slotCount == 0) return INIT_NO_ROOM;
   const pages = <i32>((end + 0xFFFF) >> 16);
   const have = memory.size();
@@ -66,6 +71,7 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   hashOut = heap.alloc(<usize>maxBatch * HASH_OUT_STRIDE);
   keys = heap.alloc(<usize>keyBytes);
   scratch = heap.alloc(<usize>MAX_GROUP * 32);
+  logInit(heap.alloc(<usize>logBytes), logKeys, logEntriesArg);
   return OK;
 }
 
@@ -74,7 +80,7 @@ const USED: u32 = 1;
 const CARRY: u32 = 2;
 
 /**
- * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window), limit L
+ * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window, 4 calendar_window), limit L
  * (tokens per period), period P (ms), burst B (tokens), carry (1: a token bucket that takes over the consumed
  * amount of a key's state under another limit id, see `stateOf`). The loader has checked B·P and L·P < 2^63.
  * An id keeps its meaning while any slot refers to it: a reload adds ids, and one is set again with other
@@ -82,7 +88,9 @@ const CARRY: u32 = 2;
  * state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
 export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
-  if (id >= limitCount || algorithm > SLIDING_WINDOW || period < 1) return BAD_LIMIT;
+  if (id >= limitCount || algorithm > SLIDING_LOG || period < 1) return BAD_LIMIT;
+  // a sliding log holds up to min(L, P) entries per key: they must fit in a block
+  if (algorithm == SLIDING_LOG && (logBlocks == 0 || (limit < period ? limit : period) > <f64>logEntries)) return BAD_LIMIT;
   const lim = changetype<Limit>(limits + <usize>id * LIMIT_SIZE);
   lim.algorithm = algorithm;
   lim.used = carry != 0 && algorithm == TOKEN_BUCKET ? CARRY : USED;
@@ -92,6 +100,18 @@ export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst
   lim.BP = lim.B * lim.P;
   lim.LP = lim.L * lim.P;
   lim.fullAfter = lim.L > 0 ? (lim.BP + lim.L - 1) / lim.L : 0;
+  lim.winEnd = 0;
+  return OK;
+}
+
+/**
+ * Sets the end (Unix ms) of calendar limit `id`'s current window: JS calls it before a batch whose time is
+ * not below the end it set last (src/shard/kernel.ts). Returns OK, or BAD_LIMIT for an id that is not a
+ * calendar limit.
+ */
+export function setWindow(id: u32, endMs: f64): u32 {
+  if (id >= limitCount || limitAt(id).used == 0 || limitAt(id).algorithm != CALENDAR_WINDOW) return BAD_LIMIT;
+  limitAt(id).winEnd = <u64>endMs;
   return OK;
 }
 
@@ -153,7 +173,9 @@ function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64): void {
   if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
   else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
   else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
-  else slidingWindow(lim, exists, w0, w1, last, c, t);
+  else if (alg == SLIDING_WINDOW) slidingWindow(lim, exists, w0, w1, last, c, t);
+  else if (alg == CALENDAR_WINDOW) calendarWindow(lim, exists, w0, w1, c, t);
+  else slidingLog(lim, exists, w0, w1, c, t);
   lastT = t;
 }
 let lastT: u64 = 0;
@@ -173,14 +195,61 @@ let lastT: u64 = 0;
 
 /** Stores a leg's new state, inserting (and evicting, when full) if the key is new. */
 function commit(h: u64, idx: i32, limitId: u32, w0: u64, w1: u64, t: u64, now: u64): void {
-  if (idx < 0) {
-    if (count >= maxKeys) evictOne(now);
-    idx = <i32>insert(h);
-  }
-  const s = slotAt(<u32>idx);
+  if (limitAt(limitId).algorithm == SLIDING_LOG) { commitLog(h, idx, limitId, w0, t, now); return; }
+  const s = slotAt(claim(h, idx, limitId, now));
   s.w0 = w0;
   s.w1 = w1;
   s.meta = (<u64>limitId << 48) | t;
+}
+
+/**
+ * The slot of `h` (at `idx`, or inserted when idx < 0, evicting when full) made ready for state under
+ * `limitId`: a sliding log it held under another limit id gives its block back.
+ */
+function claim(h: u64, idx: i32, limitId: u32, now: u64): u32 {
+  if (idx < 0) {
+    if (count >= maxKeys) evictOne(now, false);
+    return insert(h);
+  }
+  release(slotAt(<u32>idx), limitId);
+  return <u32>idx;
+}
+
+/** Frees the log block of a slot about to hold state under `limitId` (a sliding log under another id). */
+function release(s: Slot, limitId: u32): void {
+  const old = <u32>(s.meta >> 48);
+  if (old != limitId && limitAt(old).algorithm == SLIDING_LOG) logFree(<u32>s.w0);
+}
+
+/**
+ * Appends cost c at t to the key's sliding log, giving the key a block first if it has none under this
+ * limit (evicting a sliding-log key when every block is in use; the key's slot is looked up again after,
+ * since evictions shift slots).
+ */
+function commitLog(h: u64, idx: i32, limitId: u32, c: u64, t: u64, now: u64): void {
+  const lim = limitAt(limitId);
+  if (idx >= 0 && <u32>(slotAt(<u32>idx).meta >> 48) == limitId) {
+    const s = slotAt(<u32>idx);
+    s.w1 = slidingLogCommit(lim, <u32>s.w0, s.w1, c, t);
+    s.meta = (<u64>limitId << 48) | t;
+    return;
+  }
+  let b = logAlloc();
+  if (b < 0) {
+    evictOne(now, true);
+    b = logAlloc();
+  }
+  const s = slotAt(claim(h, find(h), limitId, now));
+  s.w0 = <u64>b;
+  s.w1 = slidingLogCommit(lim, <u32>b, 0, c, t);
+  s.meta = (<u64>limitId << 48) | t;
+}
+
+/** Removes the slot at `i`, freeing its log block if it holds a sliding log. */
+function removeSlot(i: u32): void {
+  const s = slotAt(i);
+  if (limitAt(<u32>(s.meta >> 48)).algorithm == SLIDING_LOG) logFree(<u32>s.w0);
+  removeAt(i);
 }
 
 function badLeg(leg: u32): void {
@@ -309,7 +378,7 @@ export function removeBatch(n: u32): i32 {
   let removed: i32 = 0;
   for (let i: u32 = 0; i < n; i++) {
     const idx = find(legHash(i));
-    if (idx >= 0) { removeAt(<u32>idx); removed++; }
+    if (idx >= 0) { removeSlot(<u32>idx); removed++; }
   }
   return removed;
 }
@@ -346,6 +415,8 @@ function idle(s: Slot, now: u64): bool {
   if (alg == TOKEN_BUCKET) return tokenBucketIdle(lim, s.w0, last, now);
   if (alg == GCRA) return gcraIdle(lim, s.w0, s.w1, last, now);
   if (alg == FIXED_WINDOW) return fixedWindowIdle(lim, last, now);
+  if (alg == CALENDAR_WINDOW) return calendarWindowIdle(s.w1, now);
+  if (alg == SLIDING_LOG) return slidingLogIdle(lim, last, now);
   return slidingWindowIdle(lim, last, now);
 }
 
@@ -368,6 +439,8 @@ function idleAt(s: Slot): u64 {
     return at > last ? at : last;
   }
   if (alg == FIXED_WINDOW) return (last / lim.P + 1) * lim.P;
+  if (alg == CALENDAR_WINDOW) return s.w1; // the end of the key's calendar window
+  if (alg == SLIDING_LOG) return last + lim.P;
   return (last / lim.P + 2) * lim.P;
 }
 
@@ -386,7 +459,7 @@ function idleAt(s: Slot): u64 {
  * of 46,000 slots under a flood of new keys, and a start drawn among slots (empty or not) clusters of
  * 5,000, making inserts, lookups and removals there walk them (up to 50x slower decisions).
  */
-function evictOne(now: u64): void {
+function evictOne(now: u64, logOnly: bool): void {
   let i: u32;
   do {
     sampleAt ^= sampleAt << 13;
@@ -400,7 +473,8 @@ function evictOne(now: u64): void {
   let oldest: u64 = U64.MAX_VALUE;
   for (let step: u32 = 0; step <= mask && seen < EVICTION_SAMPLE; step++) {
     const s = slotAt(i);
-    if (s.hash != 0) {
+    // logOnly: a log block is needed, so only a sliding-log key's eviction helps (one exists: all blocks are in use)
+    if (s.hash != 0 && (!logOnly || limitAt(<u32>(s.meta >> 48)).algorithm == SLIDING_LOG)) {
       seen++;
       const at = idleAt(s);
       if (at <= now) { victim = <i32>i; break; }
@@ -410,7 +484,7 @@ function evictOne(now: u64): void {
     i = (i + 1) & mask;
   }
   if (victim < 0) return;
-  removeAt(<u32>victim);
+  removeSlot(<u32>victim);
   evicted++;
 }
 
@@ -432,6 +506,9 @@ export function legOutPtr(): usize { return legOut; }
 export function hashInPtr(): usize { return hashIn; }
 export function hashOutPtr(): usize { return hashOut; }
 export function keyPtr(): usize { return keys; }
+/** Sliding-log blocks in use, and their entries per block. */
+export function logBlocksUsed(): u32 { return logUsed; }
+export function logBlockEntries(): u32 { return logEntries; }
 /** Keys held now. */
 export function size(): u32 { return count; }
 /** Slots in the table (a power of two). */

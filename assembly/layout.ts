@@ -9,7 +9,10 @@
 //   hash  64-bit hash of (policy seed, limit, key); 0 marks an empty slot
 //   w0    token_bucket: x = tokens·P        gcra: TAT, whole ms
 //         fixed_window: count               sliding_window: prev (count of the previous window)
+//         calendar_window: count
 //   w1    gcra: TAT fraction numerator (< L), TAT = w0 + w1/L    sliding_window: cur
+//         calendar_window: end of the window the count belongs to (Unix ms)
+//   sliding_log: w0 = its arena block (assembly/log-arena.ts), w1 = ring head | length << 32
 //   meta  (limitId << 48) | lastSeen (Unix ms < 2^48: the time of the last check that changed the state)
 @unmanaged export class Slot {
   hash: u64;
@@ -22,7 +25,8 @@ export const TIME_MASK: u64 = (<u64>1 << 48) - 1;
 
 // Limit: one limit's parameters, 64 bytes, indexed by limit id.
 //
-//   algorithm u32 | pad u32 | L | P | B | BP = B·P | LP = L·P | fullAfter = ceil(B·P / L) | pad
+//   algorithm u32 | used u32 | L | P | B | BP = B·P | LP = L·P | fullAfter = ceil(B·P / L) | winEnd
+//   winEnd: calendar_window only, the end (Unix ms) of the window holding the batch's time (setWindow)
 @unmanaged export class Limit {
   algorithm: u32;
   used: u32;
@@ -32,7 +36,7 @@ export const TIME_MASK: u64 = (<u64>1 << 48) - 1;
   BP: u64;
   LP: u64;
   fullAfter: u64;
-  pad: u64;
+  winEnd: u64;
 }
 export const LIMIT_SIZE: usize = offsetof<Limit>();
 
@@ -40,6 +44,10 @@ export const TOKEN_BUCKET: u32 = 0;
 export const GCRA: u32 = 1;
 export const FIXED_WINDOW: u32 = 2;
 export const SLIDING_WINDOW: u32 = 3;
+/** fixed_window over calendar windows whose bounds JS computes (assembly/algorithms/calendar-window.ts). */
+export const CALENDAR_WINDOW: u32 = 4;
+/** Sliding log: w0 = the key's arena block, w1 = ring head | length << 32 (assembly/algorithms/sliding-log.ts). */
+export const SLIDING_LOG: u32 = 5;
 
 // The I/O rows below are the kernel's ABI: src/shard/abi.ts mirrors every constant (in f64 or u32 indices
 // where these are byte offsets), and test/unit/kernel/abi.test.ts reads them from the module's exports

@@ -56,7 +56,8 @@ local function evaluate(j, c)
     SLOT[key] = j
     local v = raw[j]
     if v then
-      local w0, w1, last = decodeState(v)
+      local w0, w1, last
+      if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
       if w0 then
         S0[j] = w0
         S1[j] = w1
@@ -82,7 +83,9 @@ local function evaluate(j, c)
     return UNREADABLE, 0, 0, 0
   end
   if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, t, s end
-  E0[j], E1[j], EL[j] = S0[s] or 0, S1[s] or 0, last
+  local w0 = S0[s] or 0
+  if type(w0) == 'table' then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
+  E0[j], E1[j], EL[j] = w0, S1[s] or 0, last
   return code, rem, reset, retry
 end
 
@@ -134,7 +137,9 @@ while i <= n do
 end
 for k = 1, #dirty do
   local s = dirty[k]
-  redis.call('SET', KEYS[s], encodeState(S0[s], S1[s], SL[s]), 'PX', TTL[s])
+  local v
+  if type(S0[s]) == 'table' then v = encodeLog(S0[s]) else v = encodeState(S0[s], S1[s], SL[s]) end
+  redis.call('SET', KEYS[s], v, 'PX', TTL[s])
 end
 local m = n * 4 + 1
 out[m] = now

@@ -1,5 +1,5 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
-import { compilePolicies, isCompiled, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
+import { compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { ShardPool } from './shard/pool.js';
 import { Hasher } from './keys/hasher.js';
@@ -211,7 +211,7 @@ function checkTransition(before: ReadonlyMap<string, CompiledPolicy>, after: Rea
 }
 
 function numbers(p: CompiledPolicy): string {
-  return JSON.stringify(p.limits.map((l) => [l.algorithm, l.limit, l.periodMs, l.burst]));
+  return JSON.stringify(p.limits.map(limitNumbers));
 }
 
 /** Which policies a reload adds, removes, or changes (any compiled field). */

@@ -128,7 +128,7 @@ export interface KeyRequest {
 export interface LimitState {
   /** The limit's name, as decisions report it. */
   name: string;
-  algorithm: 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+  algorithm: 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log';
   /** L: tokens per period. */
   limit: number;
   /** B: capacity in tokens (equals `limit` for windows). */
@@ -141,7 +141,7 @@ export interface LimitState {
   lastUpdateMs: number | null;
   /** token_bucket, gcra: whole tokens available now (floor), as a cost-0 check sees them. */
   tokens?: number;
-  /** fixed_window, sliding_window: tokens counted in the current window. */
+  /** fixed_window, sliding_window: tokens counted in the current window; sliding_log: in the trailing period. */
   count?: number;
   /** sliding_window: tokens counted in the previous window (weighted by the part of it still in the sliding period). */
   previousCount?: number;

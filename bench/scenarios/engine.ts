@@ -8,7 +8,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { createLimiter } from '../../src/index.js';
 import type { Decision } from '../../src/index.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW } from '../../src/shard/protocol.js';
+import { GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW, type KernelLimit } from '../../src/shard/protocol.js';
 import { MapBucket } from '../baselines/map-bucket.js';
 import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib/ab.js';
 import { isChildEntry, jobMain, runJob } from '../lib/harness.js';
@@ -30,6 +30,24 @@ const SEQ_LEN = 1 << 20;
 const LIMIT = 1_000_000_000;
 const PERIOD_MS = 60_000;
 const BURST = 1_000_000_000;
+const TOKEN_BUCKET: KernelLimit = { algorithmCode: 0, limit: LIMIT, periodMs: PERIOD_MS, burst: BURST };
+
+/**
+ * The other algorithms' kernel rows (issue 16), under the same load: a calendar month in Europe/Berlin with
+ * the same 1e9 limit (every check admitted), and a sliding log of 16 per minute with 16-entry blocks (the log
+ * fills: most checks scan a full ring and are denied, its worst case), its arena sized for every key.
+ */
+const KERNEL_VARIANTS: Record<string, { limit: KernelLimit; logEntries?: number }> = {
+  calendar: { limit: { algorithmCode: 4, limit: LIMIT, periodMs: 30 * 86_400_000, burst: LIMIT, calendar: { unit: 'mo', timeZone: 'Europe/Berlin' } } },
+  slog: { limit: { algorithmCode: 5, limit: 16, periodMs: PERIOD_MS, burst: 16 }, logEntries: 16 },
+};
+
+/** Kernel options for a spec: the token bucket, or a variant's limit (and a log arena for every key). */
+function kernelOpts(variant: string | undefined, keys: number): { limits: KernelLimit[]; logKeys?: number; logEntries?: number } {
+  const v = variant === undefined ? undefined : KERNEL_VARIANTS[variant];
+  if (v === undefined) return { limits: [TOKEN_BUCKET] };
+  return v.logEntries === undefined ? { limits: [v.limit] } : { limits: [v.limit], logKeys: keys, logEntries: v.logEntries };
+}
 
 type Impl = 'kernel' | 'limiter' | 'rlf' | 'map';
 
@@ -37,6 +55,8 @@ interface ThroughputSpec {
   kind: 'throughput';
   impl: Impl;
   shards: number;
+  /** A kernel variant of KERNEL_VARIANTS (default: the token bucket). */
+  variant?: string;
   keys: number;
 }
 
@@ -59,6 +79,7 @@ interface MemorySpec {
   kind: 'memory';
   impl: 'kernel' | 'rlf' | 'map';
   keys: number;
+  variant?: string;
 }
 
 type Spec = ThroughputSpec | MemorySpec;
@@ -110,7 +131,7 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
         maxKeys: Math.max(s.keys, 1024),
         maxBatch: BATCH,
         keyBytes: 0, // decides only, as a shard worker's kernel: no key region
-        limits: [{ algorithmCode: 0, limit: LIMIT, periodMs: PERIOD_MS, burst: BURST }],
+        ...kernelOpts(s.variant, Math.max(s.keys, 1024)),
       });
       const { lo, hi } = keyHashes(s.keys);
       // The kernel takes hashes (the front hashes keys before it): resolve the key sequence to a stream of
@@ -241,7 +262,7 @@ async function memory(s: MemorySpec): Promise<MemoryResult> {
       maxKeys: s.keys,
       maxBatch: BATCH,
       keyBytes: 0,
-      limits: [{ algorithmCode: 0, limit: LIMIT, periodMs: PERIOD_MS, burst: BURST }],
+      ...kernelOpts(s.variant, s.keys),
     });
     const { lo, hi } = keyHashes(s.keys);
     for (let base = 0; base < s.keys; base += BATCH) {
@@ -317,8 +338,10 @@ const CASES = [
   { tag: '1M', label: '1M keys', keys: 1_000_000 },
 ];
 
-const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number }> = [
+const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number; variant?: string }> = [
   { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel', shards: 0 },
+  { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel', shards: 0, variant: 'calendar' },
+  { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min', impl: 'kernel', shards: 0, variant: 'slog' },
   { tag: 'limiter-s0', subject: 'sluice createLimiter, shards 0', impl: 'limiter', shards: 0 },
   { tag: 'limiter-s2', subject: 'sluice createLimiter, shards 2', impl: 'limiter', shards: 2 },
   { tag: 'rlf', subject: 'rlf RateLimiterMemory', impl: 'rlf', shards: 0 },
@@ -361,8 +384,10 @@ export const engine: Scenario = {
       rows: [],
       notes: [],
     };
-    const memSubjects = [
+    const memSubjects: Array<{ tag: string; subject: string; impl: 'kernel' | 'rlf' | 'map'; variant?: string }> = [
       { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel' as const },
+      { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel' as const, variant: 'calendar' },
+      { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min (16-entry blocks)', impl: 'kernel' as const, variant: 'slog' },
       { tag: 'rlf', subject: RLF, impl: 'rlf' as const },
       { tag: 'map', subject: MAP, impl: 'map' as const },
     ];
@@ -375,7 +400,7 @@ export const engine: Scenario = {
     // children fill their key sets (both untimed), and are awaited before any timed round of that case.
     let memPending: Promise<PromiseSettledResult<MemoryResult>[]> | null = null;
     const startMemory = (): Promise<PromiseSettledResult<MemoryResult>[]> => (memPending ??= Promise.allSettled(memJobs.map((sub) =>
-      runJob<MemoryResult>(FILE, { kind: 'memory', impl: sub.impl, keys: 1_000_000 } satisfies MemorySpec,
+      runJob<MemoryResult>(FILE, { kind: 'memory', impl: sub.impl, keys: 1_000_000, variant: sub.variant } satisfies MemorySpec,
         { timeoutMs: 120_000, execArgv: ['--expose-gc'] }))));
     // --quick: the two cases the issue names (one hot key, 1M keys); 100k keys only in a full run.
     for (const c of ctx.quick ? CASES.filter((x) => x.tag !== '100k') : CASES) {
@@ -386,7 +411,7 @@ export const engine: Scenario = {
       ctx.progress(`engine/${c.tag}: filling ${c.label} in ${subs.length} resident children` +
         (c.tag === '1M' && memJobs.length > 0 ? ' (and engine/memory jobs meanwhile)' : ''));
       const starting = startAll(ctx, subs, (x) => x.id,
-        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys } satisfies ThroughputSpec,
+        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys, variant: x.variant } satisfies ThroughputSpec,
           { setupTimeoutMs: timeoutMs }), tput.notes);
       if (c.tag === '1M') await startMemory();
       const children = await starting;

@@ -8,15 +8,19 @@
  * | `m`  | minutes      | 60 000     |
  * | `h`  | hours        | 3 600 000  |
  * | `d`  | days         | 86 400 000 |
+ * | `w`  | weeks        | 604 800 000 |
+ *
+ * A fixed_window limit reads `1d` with a `timeZone`, `1w` and `1mo` as calendar periods instead (see
+ * src/config/calendar.ts); `mo` is not a duration.
  *
  * No spaces, signs, fractions, exponents or compound forms ("1h30m"): write "90m" or "5400s" instead.
  */
 
 /** Milliseconds per duration unit. */
-const UNIT_MS: Readonly<Record<string, bigint>> = { ms: 1n, s: 1_000n, m: 60_000n, h: 3_600_000n, d: 86_400_000n };
+const UNIT_MS: Readonly<Record<string, bigint>> = { ms: 1n, s: 1_000n, m: 60_000n, h: 3_600_000n, d: 86_400_000n, w: 604_800_000n };
 
 /** `<digits><unit>`; `ms` is tried before `m`. `$` without the `m` flag matches only at the very end. */
-const DURATION_RE = /^([0-9]+)(ms|s|m|h|d)$/;
+const DURATION_RE = /^([0-9]+)(ms|s|m|h|d|w)$/;
 
 /** More digits than this cannot be a safe integer of ms whatever the unit (2^53 has 16 digits). */
 const MAX_DIGITS = 20;
@@ -43,7 +47,7 @@ export function describeValue(v: unknown): string {
 /**
  * Parses a duration to an integer number of milliseconds.
  *
- * @param v a positive safe integer (ms), or a string `<digits><unit>` with unit `ms`, `s`, `m`, `h` or `d`
+ * @param v a positive safe integer (ms), or a string `<digits><unit>` with unit `ms`, `s`, `m`, `h`, `d` or `w`
  *   (e.g. `"500ms"`, `"1s"`, `"90s"`, `"1m"`, `"1h"`, `"1d"`).
  * @returns the duration in ms: a positive safe integer (1 ≤ ms ≤ 2^53 − 1).
  * @throws Error (a plain one, whose message is the reason only, e.g. `must be a positive integer of ms or a

@@ -8,8 +8,9 @@ import { createHash } from 'node:crypto';
 import { configError, SluiceError, configSourceError, policiesError } from '../util/errors.js';
 import { describeValue, parseDuration } from './duration.js';
 import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
+import { CALENDAR_MAX_MS, CALENDAR_NOMINAL_MS, isTimeZone, type CalendarPeriod, type CalendarUnit } from '../util/calendar.js';
 
-export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log';
 
 /** The kernel's numeric code for each algorithm (`setPolicy(id, algorithm, ...)`). */
 export const ALGORITHM_CODES: Record<Algorithm, number> = {
@@ -17,7 +18,20 @@ export const ALGORITHM_CODES: Record<Algorithm, number> = {
   gcra: 1,
   fixed_window: 2,
   sliding_window: 3,
+  sliding_log: 5,
 };
+
+/**
+ * Most entries a sliding_log key may need: it holds min(limit, period in ms) entries at worst (one per ms,
+ * counts ≥ 1 summing to ≤ limit), 16 bytes each, in a block of this many (src/shard/kernel.ts LOG_ENTRIES).
+ */
+export const SLIDING_LOG_MAX_ENTRIES = 64;
+
+/**
+ * The kernel's code for a fixed_window limit over a calendar period (`1d` in a time zone, `1w`, `1mo`): its
+ * windows are bounded by explicit Unix-ms bounds (src/config/calendar.ts) instead of k·P.
+ */
+export const CALENDAR_WINDOW_CODE = 4;
 
 /** One limit as written by the user. */
 export interface LimitSpec {
@@ -28,6 +42,11 @@ export interface LimitSpec {
   period: number | string;
   /** Bucket capacity in tokens (token_bucket, gcra); defaults to `limit`. */
   burst?: number;
+  /**
+   * fixed_window with period `1d`, `1w` (ISO week, from Monday) or `1mo` only: the IANA time zone whose local
+   * midnight starts each window (default UTC). See src/config/calendar.ts.
+   */
+  timeZone?: string;
   /** A name for this limit in decisions and metrics; defaults to `${policy}#${index}`. */
   name?: string;
 }
@@ -38,6 +57,7 @@ export interface PolicySpec {
   limit?: number;
   period?: number | string;
   burst?: number;
+  timeZone?: string;
   limits?: LimitSpec[];
   descriptors?: DescriptorSpec[];
   version?: string | number;
@@ -131,6 +151,11 @@ export interface CompiledLimit {
   periodMs: number;
   /** Capacity in tokens; equals `limit` for the window algorithms. */
   burst: number;
+  /**
+   * A fixed_window over calendar windows (local days, ISO weeks, months in a time zone); absent otherwise.
+   * periodMs is then the unit's nominal length (1 d, 7 d, 30 d), for display only.
+   */
+  calendar?: CalendarPeriod;
   /** The spec's `name`, else the policy name (inline policy), else `${policy}#${index}`. */
   name: string;
 }
@@ -194,7 +219,7 @@ type Fail = (field: string | null, why: string) => never;
 type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
-const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst'] as const;
+const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
   'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
@@ -281,6 +306,10 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const consistency = readChoice(own(raw, 'consistency'), 'consistency', CONSISTENCIES, 'local', fail);
   const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
+  if (consistency === 'sync') checkSyncable(limits, own(raw, 'limits') !== undefined, fail);
+  if (consistency === 'sync' && limits.some((l) => l.algorithm === 'sliding_log')) {
+    fail('consistency', 'sliding_log cannot be merged in consistency sync (a log is not a sum of deltas): use local or strict');
+  }
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
   const shadow = readShadow(own(raw, 'shadow'), guard, fail);
   const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
@@ -381,6 +410,19 @@ function checkLuaExactness(limits: CompiledLimit[], listed: boolean, fail: Fail)
   });
 }
 
+/** Sync mode merges counts by epoch-aligned windows (lua/sync.lua): calendar windows are refused there. */
+function checkSyncable(limits: CompiledLimit[], listed: boolean, fail: Fail): void {
+  limits.forEach((l, i) => {
+    if (l.calendar === undefined) return;
+    fail(listed ? joinPath(joinPath('limits', i), 'period') : 'period',
+      `calendar period ${describeValue(calendarText(l.calendar.unit))} cannot be merged in consistency sync (its merge aligns windows to the epoch): use local or strict`);
+  });
+}
+
+function calendarText(unit: CalendarUnit): string {
+  return unit === 'mo' ? '1mo' : `1${unit}`;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Limits
 // ---------------------------------------------------------------------------------------------------------
@@ -402,7 +444,7 @@ function compileLimits(policy: string, raw: Obj, fail: Fail): CompiledLimit[] {
   for (let i = 0; i < listed.length; i++) {
     const at = joinPath('limits', i);
     const entry: unknown = listed[i];
-    if (!isPlainObject(entry)) fail(at, `must be an object {algorithm, limit, period, burst?, name?} (got ${describeValue(entry)})`);
+    if (!isPlainObject(entry)) fail(at, `must be an object {algorithm, limit, period, burst?, timeZone?, name?} (got ${describeValue(entry)})`);
     rejectUnknownKeys(entry, LIMIT_KEYS, at, 'a limit', fail);
     const given = own(entry, 'name');
     const name = given === undefined ? `${policy}#${i}` : readName(given, joinPath(at, 'name'), fail);
@@ -420,15 +462,47 @@ function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): Comp
   const at = (key: string): string => joinPath(prefix, key);
   const algorithm = readAlgorithm(own(spec, 'algorithm'), at('algorithm'), fail);
   const limit = readCount(own(spec, 'limit'), at('limit'), fail);
-  const periodMs = readPeriod(own(spec, 'period'), at('period'), fail);
+  const calendar = readCalendar(algorithm, own(spec, 'period'), own(spec, 'timeZone'), at, fail);
+  const periodMs = calendar === null ? readPeriod(own(spec, 'period'), at('period'), fail) : CALENDAR_NOMINAL_MS[calendar.unit];
   const burstGiven = own(spec, 'burst') !== undefined;
   const burst = burstGiven ? readCount(own(spec, 'burst'), at('burst'), fail) : limit;
   if (!isBucket(algorithm) && burst !== limit) {
     fail(at('burst'), `burst applies to token_bucket and gcra only (got ${burst} for ${algorithm}, whose limit is ${limit}); omit it`);
   }
-  const bounds: LimitNumbers = { algorithm, limit, periodMs, burst, burstGiven };
+  // a calendar window is as long as its longest instance (a 31-day month with a DST hour) for the bounds
+  const bounds: LimitNumbers = { algorithm, limit, periodMs: calendar === null ? periodMs : CALENDAR_MAX_MS[calendar.unit], burst, burstGiven };
   checkExactness(bounds, at, fail);
-  return { algorithm, algorithmCode: ALGORITHM_CODES[algorithm], limit, periodMs, burst, name };
+  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_MAX_ENTRIES) {
+    fail(at(limit > periodMs ? 'period' : 'limit'), `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${SLIDING_LOG_MAX_ENTRIES} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit`);
+  }
+  const algorithmCode = calendar === null ? ALGORITHM_CODES[algorithm] : CALENDAR_WINDOW_CODE;
+  return calendar === null ? { algorithm, algorithmCode, limit, periodMs, burst, name } : { algorithm, algorithmCode, limit, periodMs, burst, calendar, name };
+}
+
+/** `1mo` (and only 1 of them), the calendar-only period. */
+const MONTHS_RE = /^([0-9]+)mo$/;
+const CALENDAR_PERIODS: Readonly<Record<string, CalendarUnit>> = { '1d': 'd', '1w': 'w', '1mo': 'mo' };
+
+/**
+ * The calendar period of a limit, or null for a period in ms. fixed_window takes `1w` and `1mo` as calendar
+ * periods (an ISO week from Monday 00:00, a month from the 1st, in `timeZone`, default UTC), and `1d` as one
+ * when `timeZone` is given (without it, `1d` is the epoch-aligned 86,400,000 ms, which is the UTC day). Other
+ * algorithms take `1w` as 604,800,000 ms and refuse `1mo`; `timeZone` is refused where it means nothing.
+ */
+function readCalendar(algorithm: Algorithm, period: unknown, timeZone: unknown, at: (key: string) => string, fail: Fail): CalendarPeriod | null {
+  const months = typeof period === 'string' ? MONTHS_RE.exec(period) : null;
+  if (months !== null && period !== '1mo') fail(at('period'), `months: only "1mo" (one calendar month) is accepted (got ${describeValue(period)})`);
+  if (months !== null && algorithm !== 'fixed_window') {
+    fail(at('period'), `"1mo" is a calendar month, for fixed_window only (a month has no fixed length in ms for ${algorithm}; got ${describeValue(period)})`);
+  }
+  const unit = typeof period === 'string' && Object.hasOwn(CALENDAR_PERIODS, period) ? CALENDAR_PERIODS[period] : null;
+  if (timeZone !== undefined) {
+    if (typeof timeZone !== 'string' || !isTimeZone(timeZone)) fail(at('timeZone'), `must be an IANA time zone name such as "Europe/Berlin" or "UTC" (got ${describeValue(timeZone)})`);
+    if (algorithm !== 'fixed_window') fail(at('timeZone'), `applies to fixed_window only, whose windows start at local midnight (got algorithm ${algorithm})`);
+    if (unit === null) fail(at('timeZone'), `applies to the calendar periods "1d", "1w" and "1mo" only (got period ${describeValue(period)})`);
+  }
+  if (algorithm !== 'fixed_window' || unit === null || (unit === 'd' && timeZone === undefined)) return null;
+  return { unit, timeZone: (timeZone as string | undefined) ?? 'UTC' };
 }
 
 interface LimitNumbers {
@@ -557,7 +631,7 @@ function compileVersion(v: unknown, limits: CompiledLimit[], descriptors: Compil
  */
 export function contentVersion(limits: readonly CompiledLimit[], descriptors: readonly CompiledDescriptor[]): string {
   const canonical = JSON.stringify({
-    limits: limits.map((l) => [l.algorithm, l.limit, l.periodMs, l.burst]),
+    limits: limits.map(limitNumbers),
     descriptors: descriptors.map((d) => [d.name, d.header]),
   });
   return createHash('sha256').update(canonical).digest('hex').slice(0, 8);
@@ -574,7 +648,7 @@ export function policySetVersion(policies: ReadonlyMap<string, CompiledPolicy>):
 }
 
 function canonicalPolicy(p: CompiledPolicy): unknown[] {
-  const out: unknown[] = [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, l.algorithm, l.limit, l.periodMs, l.burst]),
+  const out: unknown[] = [p.name, p.version, p.versionGiven, p.limits.map((l) => [l.name, ...limitNumbers(l)]),
     p.descriptors.map((d) => [d.name, d.header]), p.guard, p.consistency, p.onStoreError, p.carryOver,
     p.shadow, p.shadowOf, p.allow, p.deny];
   // Appended only when not the defaults, so sets written before these fields keep their versions.
@@ -582,6 +656,13 @@ function canonicalPolicy(p: CompiledPolicy): unknown[] {
     out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
   }
   return out;
+}
+
+/** [algorithm, limit, periodMs, burst], plus the calendar unit and time zone of a calendar window. */
+export function limitNumbers(l: CompiledLimit): unknown[] {
+  const n: unknown[] = [l.algorithm, l.limit, l.periodMs, l.burst];
+  if (l.calendar !== undefined) n.push(l.calendar.unit, l.calendar.timeZone);
+  return n;
 }
 
 function readGuardName(v: unknown, fail: Fail): string | null {
@@ -659,7 +740,10 @@ function rejectUnknownKeys(o: Obj, allowed: readonly string[], prefix: string, w
 }
 
 function deepFreeze(policy: CompiledPolicy): void {
-  for (const limit of policy.limits) Object.freeze(limit);
+  for (const limit of policy.limits) {
+    if (limit.calendar !== undefined) Object.freeze(limit.calendar);
+    Object.freeze(limit);
+  }
   for (const descriptor of policy.descriptors) Object.freeze(descriptor);
   if (policy.rls !== null) {
     for (const e of policy.rls.entries) Object.freeze(e);

@@ -17,6 +17,7 @@ import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
 import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
 import { StrictCache, type Known } from './strict-cache.js';
 import { LEG_WIDE } from '../store/reply.js';
 import { DegradedCounts, markLocal } from './degraded.js';
@@ -494,7 +495,7 @@ export class Front {
       for (let j = 0; j < rt.legCount; j++) {
         redisKeys.push(j === 0 ? key0 : this.legKey(rt, b.keys[i], j));
         const l = rt.legLimits[j];
-        args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, b.costs[i], j === 0 ? rt.legCount : 0);
+        args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], j === 0 ? rt.legCount : 0);
       }
     }
     if (sent.n === 0) return;
@@ -568,7 +569,8 @@ export class Front {
     const h = this.legHash;
     for (let j = 0; j < rt.legCount; j++) {
       const last = e.states[3 * j + 2];
-      if (!(last >= 0)) continue;
+      // calendar windows and sliding logs (codes 4, 5) keep state the cache does not rebuild: fresh locally
+      if (!(last >= 0) || rt.legLimits[j].algorithmCode >= 4) continue;
       const local = cache.toLocal(last, now);
       writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
       // a GCRA state's w0 is a time (the TAT): it moves with the clock

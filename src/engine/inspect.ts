@@ -27,6 +27,7 @@ import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
 import { fixedWindowCount, slidingWindowCounts } from './window.js';
 import { SluiceError, invalidArgument, isSluiceError, closed, storeFailed as redisFailed, unknownPolicy } from '../util/errors.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
 
 /** What inspect and reset need from a limiter. */
 export interface KeyAdminDeps {
@@ -111,10 +112,14 @@ export class KeyAdmin {
       };
       if (l.algorithm === 'token_bucket' || l.algorithm === 'gcra') {
         s.tokens = rows[r + OUT_REMAINING];
+      } else if (l.algorithm === 'sliding_log') {
+        s.count = l.limit - rows[r + OUT_REMAINING]; // a cost-0 check's remaining is L − the cost logged in the trailing period
       } else {
         // Counts as of t' = max(t, last), the time the kernel decides at; windows aligned to the epoch.
         const tt = held ? Math.max(t, last) : t;
-        if (l.algorithm === 'fixed_window') {
+        if (l.calendar !== undefined) {
+          s.count = held && tt < w1 ? w0 : 0; // w1: the end of the calendar window the count belongs to
+        } else if (l.algorithm === 'fixed_window') {
           s.count = fixedWindowCount(l.periodMs, held, w0, last, tt);
         } else {
           const c = slidingWindowCounts(l.periodMs, held, w0, w1, last, tt);
@@ -214,7 +219,7 @@ export class KeyAdmin {
     for (let j = 0; j < rt.legCount; j++) {
       keys.push(j < own ? storeKey(store.prefix, rt.policy.name, rt.policy.version, at.key, j) : rt.guardStoreKeys![j - own]);
       const l = rt.legLimits[j];
-      args.push(l.algorithmCode, l.limit, l.periodMs, l.burst, 0, j === 0 ? rt.legCount : 0);
+      args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), 0, j === 0 ? rt.legCount : 0);
     }
     const client = storeClient(store);
     const names = keys.slice(0, own).map((k) => (client instanceof Cluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));
@@ -226,7 +231,9 @@ export class KeyAdmin {
       ]);
       if (rows.some((v) => Number.isNaN(v))) throw new Error('the key\'s state could not be read (its slot did not answer, or it holds another type or a malformed value: DELETE resets it)');
       const t = time === null ? now : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-      const raw = (values as Array<Buffer | null>).map((v): [boolean, number, number, number] => {
+      const raw = (values as Array<Buffer | null>).map((v, j): [boolean, number, number, number] => {
+        // a sliding log's value is its packed entries [ts, count]... (lua/sliding_log.lua): held, last = the newest ts
+        if (v !== null && rt.policy.limits[j].algorithm === 'sliding_log' && v.length >= 16 && v.length % 16 === 0) return [true, 0, 0, v.readDoubleLE(v.length - 16)];
         const s = v === null ? null : decodeState(v);
         return s === null ? [false, 0, 0, 0] : [true, s[0], s[1], s[2]];
       });

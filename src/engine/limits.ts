@@ -108,9 +108,13 @@ export class LimitTable {
 }
 
 function kernelLimit(l: CompiledLimit, carryOver: boolean): KernelLimit {
-  return { algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst, carryOver: carryOver && l.algorithm === 'token_bucket' };
+  return {
+    algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs, burst: l.burst,
+    carryOver: carryOver && l.algorithm === 'token_bucket', calendar: l.calendar ?? null,
+  };
 }
 
 function numbersKey(l: KernelLimit): string {
-  return `${l.algorithmCode}:${l.limit}:${l.periodMs}:${l.burst}:${l.carryOver ? 1 : 0}`;
+  const cal = l.calendar ? `:${l.calendar.unit}:${l.calendar.timeZone}` : '';
+  return `${l.algorithmCode}:${l.limit}:${l.periodMs}:${l.burst}:${l.carryOver ? 1 : 0}${cal}`;
 }

@@ -174,6 +174,8 @@ export class StrictCache {
     }
     e.exact = denied;
     e.deniedCost = denied && cost > 0 ? cost : -1;
+    // calendar windows and sliding logs (codes 4, 5) have no TS twin in lua-algorithms.ts: never answered here
+    for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode >= 4) e.deniedCost = -1;
     e.seeded = false;
     e.epoch = e.sentEpoch;
   }

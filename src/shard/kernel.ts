@@ -1,14 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
+import { calendarClock, type CalendarClock } from '../util/calendar.js';
 import { HASH_IN, HASH_OUT, LEG_IN, LEG_OUT, STATE_ROW, STATUS } from './abi.js';
 import type { KernelLimit } from './protocol.js';
 
 /** The raw exports of build/kernel.wasm (assembly/index.ts). */
 interface KernelExports {
   memory: WebAssembly.Memory;
-  init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number): number;
+  init(maxKeys: number, maxBatch: number, maxLimits: number, keyBytes: number, logKeys: number, logEntries: number): number;
   setLimit(id: number, algorithm: number, limit: number, period: number, burst: number, carry: number): number;
+  setWindow(id: number, endMs: number): number;
   peekBatch(n: number): number;
   removeBatch(n: number): number;
   purgeLimit(id: number, nowMs: number): number;
@@ -24,6 +26,8 @@ interface KernelExports {
   slotCount(): number;
   evictions(): number;
   memoryBytes(): number;
+  logBlocksUsed(): number;
+  logBlockEntries(): number;
 }
 
 export { STATE_ROW };
@@ -50,7 +54,21 @@ export interface KernelOptions {
   limits: readonly (KernelLimit | undefined | null)[];
   /** Room for limit ids, to add more on reloads. Default max(limits.length, {@link LIMIT_CAPACITY}). */
   limitCapacity?: number;
+  /**
+   * Keys that can hold a sliding log at once (one arena block each, allocated at init; past it a sliding-log
+   * key is evicted, idle ones first). Default min(maxKeys, {@link LOG_KEYS}).
+   */
+  logKeys?: number;
+  /** Entries per sliding-log block (16 bytes each): a sliding_log limit needs min(limit, period ms) ≤ it. Default {@link LOG_ENTRIES}. */
+  logEntries?: number;
 }
+
+/** Default sliding-log keys per kernel: 4,096 blocks of 64 entries = 4 MiB. */
+export const LOG_KEYS = 4096;
+/** Default entries per sliding-log key, the policy loader's bound (SLIDING_LOG_MAX_ENTRIES). */
+export const LOG_ENTRIES = 64;
+/** Bytes per sliding-log entry: [timestamp ms, count], two u64. */
+export const LOG_ENTRY_BYTES = 16;
 
 /** Limit ids a kernel has room for by default: 4,096 × 64 B = 256 KiB; a reload adds ids up to it. */
 export const LIMIT_CAPACITY = 4096;
@@ -88,7 +106,8 @@ export class Kernel {
       throw new RangeError(`sluice kernel: maxKeys must be an integer in [1, ${MAX_KERNEL_KEYS}] (got ${opts.maxKeys})`);
     }
     this.limitCapacity = Math.min(MAX_LIMIT_IDS, Math.max(1, opts.limits.length, opts.limitCapacity ?? LIMIT_CAPACITY));
-    status(k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes), 'init', 0);
+    const logKeys = opts.logKeys ?? Math.min(opts.maxKeys, LOG_KEYS);
+    status(k.init(opts.maxKeys, opts.maxBatch, this.limitCapacity, keyBytes, logKeys, opts.logEntries ?? LOG_ENTRIES), 'init', 0);
     opts.limits.forEach((l, id) => { if (l) this.setLimit(id, l); });
     const buf = k.memory.buffer;
     this.legIn = new Float64Array(buf, k.legInPtr(), opts.maxBatch * LEG_IN);
@@ -108,7 +127,35 @@ export class Kernel {
    */
   setLimit(id: number, l: KernelLimit): void {
     const code = this.k.setLimit(id, l.algorithmCode, l.limit, l.periodMs, l.burst, l.carryOver ? 1 : 0);
-    if (code !== STATUS.OK) throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity})`);
+    if (code !== STATUS.OK) {
+      throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity}; a sliding_log needs min(limit, period) <= ${this.k.logBlockEntries()} entries)`);
+    }
+    if (l.calendar) {
+      this.calendarIds.push(id);
+      this.calendarClocks.push(calendarClock(l.calendar));
+      this.windowsFrom = 1; // empty range: the next decide sets every calendar limit's window
+      this.windowsUntil = 0;
+    }
+  }
+
+  /** Calendar limits by id, with the clocks of their windows. */
+  private readonly calendarIds: number[] = [];
+  private readonly calendarClocks: CalendarClock[] = [];
+  /** [windowsFrom, windowsUntil): the times every calendar limit's window set in the kernel holds. */
+  private windowsFrom = 1;
+  private windowsUntil = 0;
+
+  /** Sets each calendar limit's window to the one holding `now` (the kernel keeps its end, see setWindow). */
+  private setWindows(now: number): void {
+    let from = -Infinity, until = Infinity;
+    for (let i = 0; i < this.calendarIds.length; i++) {
+      const w = this.calendarClocks[i].at(now);
+      this.k.setWindow(this.calendarIds[i], w.endMs);
+      if (w.startMs > from) from = w.startMs;
+      if (w.endMs < until) until = w.endMs;
+    }
+    this.windowsFrom = from;
+    this.windowsUntil = until;
   }
 
   /**
@@ -134,8 +181,12 @@ export class Kernel {
     return this.k.purgeLimit(id, nowMs);
   }
 
-  /** Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. */
+  /**
+   * Decides legs [0, n) of `legIn` at `nowMs` (Unix ms, integral, < 2^48) into `legOut`. Calendar limits get
+   * the window holding `nowMs` first, when it is not the one they have (once per window boundary).
+   */
   decide(n: number, nowMs: number): void {
+    if ((nowMs >= this.windowsUntil || nowMs < this.windowsFrom) && this.calendarIds.length > 0) this.setWindows(nowMs);
     status(this.k.checkBatch(n, nowMs), 'batch', n);
   }
 
@@ -156,6 +207,11 @@ export class Kernel {
   stats(): { keys: number; slots: number; evictions: number; memoryBytes: number } {
     const k = this.k;
     return { keys: k.size(), slots: k.slotCount(), evictions: k.evictions(), memoryBytes: k.memoryBytes() };
+  }
+
+  /** Sliding-log blocks in use (one per key holding a log) and entries per block. */
+  logStats(): { blocksUsed: number; entriesPerBlock: number } {
+    return { blocksUsed: this.k.logBlocksUsed(), entriesPerBlock: this.k.logBlockEntries() };
   }
 }
 

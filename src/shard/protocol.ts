@@ -3,6 +3,7 @@
  * a Float64Array in the kernel's row layout, whose constants (LEG_IN, LEG_OUT, GROUP_SHIFT, the codes...) live
  * in ./abi.ts and are re-exported here for the modules that speak to shards.
  */
+import type { CalendarPeriod } from '../util/calendar.js';
 export { LEG_IN, LEG_OUT, GROUP_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
 
 /** One shard's work for one turn. `legs` is transferred, not copied. The reply is a Float64Array of n output rows. */
@@ -81,4 +82,6 @@ export interface KernelLimit {
   burst: number;
   /** A token bucket that takes over a key's consumed amount from the limit its state was made under. */
   carryOver?: boolean;
+  /** A calendar window (algorithm code 4): the period whose window bounds the kernel is given. */
+  calendar?: CalendarPeriod | null;
 }

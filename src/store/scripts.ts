@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
 
 /** The Lua files of the batch check script, in the order they are joined into one chunk. */
-const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'check.lua'];
+const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'calendar_window.lua', 'sliding_log.lua', 'check.lua'];
 
 let script: string | undefined;
 let sync: string | undefined;

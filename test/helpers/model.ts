@@ -22,7 +22,7 @@
  *   if any denies, none changes.
  */
 
-export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window';
+export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log';
 
 /** One limit. `period` is in ms. `burst` (buckets only) defaults to `limit`. */
 export interface ModelLimit {
@@ -30,6 +30,11 @@ export interface ModelLimit {
   limit: number;
   period: number;
   burst?: number;
+  /**
+   * fixed_window over calendar windows: the window [start, end) holding a time (test/helpers/calendar-model.ts
+   * computes them independently of src/util/calendar.ts). `period` is then not used by the model.
+   */
+  window?: (t: bigint) => readonly [bigint, bigint];
 }
 
 /** A policy: one limit, or several limits that must all admit. */
@@ -165,7 +170,14 @@ interface SlidingState {
   lastSeen: bigint;
 }
 
-type LimitState = BucketState | FixedState | SlidingState;
+interface LogState {
+  kind: 'log';
+  /** Every admitted check with cost > 0, in order: [t', cost] (no coalescing: the model keeps them all). */
+  entries: ReadonlyArray<readonly [bigint, bigint]>;
+  lastSeen: bigint;
+}
+
+type LimitState = BucketState | FixedState | SlidingState | LogState;
 
 interface Evaluation {
   decision: ModelDecision;
@@ -224,17 +236,26 @@ function evalBucket(lim: ModelLimit, state: BucketState | undefined, cost: bigin
 }
 
 /**
- * fixed_window: windows [k·P, (k+1)·P) aligned to the epoch; the count resets when t' lies in a later
- * window than lastSeen. Admitted iff count + c ≤ L. remaining = L − count; resetAfterMs = window end − t';
+ * fixed_window: windows [k·P, (k+1)·P) aligned to the epoch (or the calendar windows of `lim.window`); the
+ * count resets when t' lies in a later window than lastSeen. Admitted iff count + c ≤ L. remaining = L − count; resetAfterMs = window end − t';
  * retryAfterMs (denied) = window end − t'.
  */
 function evalFixed(lim: ModelLimit, state: FixedState | undefined, cost: bigint, t: bigint): Evaluation {
   const L = BigInt(lim.limit);
   const P = BigInt(lim.period);
   const now = effectiveTime(state, t);
-  const k = floorDiv(now, P);
-  const count = state !== undefined && floorDiv(state.lastSeen, P) === k ? state.count : 0n;
-  const untilEnd = (k + 1n) * P - now;
+  let count: bigint;
+  let untilEnd: bigint;
+  if (lim.window !== undefined) {
+    // calendar windows: lastSeen ≤ now, so lastSeen ≥ the start of now's window means the same window
+    const [start, end] = lim.window(now);
+    count = state !== undefined && state.lastSeen >= start ? state.count : 0n;
+    untilEnd = end - now;
+  } else {
+    const k = floorDiv(now, P);
+    count = state !== undefined && floorDiv(state.lastSeen, P) === k ? state.count : 0n;
+    untilEnd = (k + 1n) * P - now;
+  }
 
   if (cost === 0n) return { decision: allow(L - count, untilEnd), next: undefined };
   if (L === 0n || cost > L) return { decision: deny(L - count, untilEnd, null), next: undefined };
@@ -330,6 +351,36 @@ function evalSliding(lim: ModelLimit, state: SlidingState | undefined, cost: big
   return { decision: deny(remainingNow, resetFor(prev, cur), retry), next: undefined };
 }
 
+/**
+ * sliding_log: the admitted cost whose t' lies in the trailing period (t' − P, t'] is `used`; admitted iff
+ * used + c ≤ L. remaining = L − used after; resetAfterMs = (newest entry + P) − t' (0 with none in the period;
+ * P right after an admission); retryAfterMs (denied) = the time until enough of the oldest entries have left
+ * (an entry at ts leaves at ts + P) that used' + c ≤ L.
+ */
+function evalLog(lim: ModelLimit, state: LogState | undefined, cost: bigint, t: bigint): Evaluation {
+  const L = BigInt(lim.limit);
+  const P = BigInt(lim.period);
+  const now = effectiveTime(state, t);
+  const live = (state?.entries ?? []).filter(([ts]) => ts > now - P);
+  const used = live.reduce((a, [, c]) => a + c, 0n);
+  const remainingNow = used < L ? L - used : 0n;
+  const resetNow = live.length > 0 ? live[live.length - 1][0] + P - now : 0n;
+  if (cost === 0n) return { decision: allow(remainingNow, resetNow), next: undefined };
+  if (L === 0n || cost > L) return { decision: deny(remainingNow, resetNow, null), next: undefined };
+  if (used + cost <= L) {
+    return {
+      decision: allow(L - used - cost, P),
+      next: { kind: 'log', entries: [...live, [now, cost] as const], lastSeen: now },
+    };
+  }
+  let stay = used;
+  for (const [ts, c] of live) {
+    stay -= c;
+    if (stay + cost <= L) return { decision: deny(remainingNow, resetNow, ts + P - now), next: undefined };
+  }
+  throw new Error('model: unreachable (an empty log admits any cost ≤ L)');
+}
+
 function evaluate(lim: ModelLimit, state: LimitState | undefined, cost: bigint, t: bigint): Evaluation {
   switch (lim.algorithm) {
     case 'token_bucket':
@@ -339,6 +390,8 @@ function evaluate(lim: ModelLimit, state: LimitState | undefined, cost: bigint, 
       return evalFixed(lim, state as FixedState | undefined, cost, t);
     case 'sliding_window':
       return evalSliding(lim, state as SlidingState | undefined, cost, t);
+    case 'sliding_log':
+      return evalLog(lim, state as LogState | undefined, cost, t);
   }
 }
 

@@ -52,10 +52,6 @@ type Policies = Parameters<typeof createLimiter>[0]['policies'];
 /** Lua numbers are doubles: the loader admits a Redis-backed limit only up to this B·P (L·P for windows). */
 const LUA_BOUND = 2n ** 51n;
 
-// ---------------------------------------------------------------------------------------------------------
-// A redis-server whose wall clock stands still
-// ---------------------------------------------------------------------------------------------------------
-
 let redis: FrozenRedis;
 let prefixes = 0;
 

@@ -1,5 +1,6 @@
 /**
- * The shared failure cases (../shared/cases/cases.json) against the engine, with `shards: 0` and `shards: 2`.
+ * The shared failure cases (../shared/cases/cases.json), and the project's own cases in the same format
+ * (test/fixtures/cases/*.json), against the engine, with `shards: 0` and `shards: 2`.
  *
  * Each case runs on a fresh limiter with a controlled clock (`clock: () => t`, `t` set before each call, every
  * call awaited before the next). Calls omit `key` / `cost` when the case omits them.
@@ -9,6 +10,8 @@
  * - `orConfigError`: either `createLimiter` rejects naming those words, or every call matches exactly.
  */
 import { describe, expect, it } from 'vitest';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import { createLimiter } from '../../src/index.js';
 import { checkInput, loadCases, missingMentions, pickExpected, type Case } from '../helpers/cases.js';
 
@@ -16,7 +19,11 @@ type LimiterOptions = Parameters<typeof createLimiter>[0];
 type Limiter = Awaited<ReturnType<typeof createLimiter>>;
 type CheckInput = Parameters<Limiter['check']>[0];
 
-const cases = loadCases();
+const OWN_CASES = path.resolve(import.meta.dirname, '../fixtures/cases');
+const cases = [
+  ...loadCases(),
+  ...readdirSync(OWN_CASES).filter((f) => f.endsWith('.json')).sort().flatMap((f) => loadCases(path.join(OWN_CASES, f))),
+];
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -74,7 +74,7 @@ describe('refusals name the path', () => {
     ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: -1 }', 'descriptors[0].rate_limit.requests_per_unit', 'must be an integer from 0 to 4294967295 (got -1)'],
     ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unlimited: true, unit: second }', 'descriptors[0].rate_limit.unit', 'must not be given with unlimited: true'],
     ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, replaces: [{name: x}] }', 'descriptors[0].rate_limit.replaces', 'is not supported by sluice (every matched rule applies; none replaces another)'],
-    ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, algorithm: leaky }', 'descriptors[0].rate_limit.algorithm', 'must be one of token_bucket, gcra, fixed_window, sliding_window (got "leaky")'],
+    ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, algorithm: leaky }', 'descriptors[0].rate_limit.algorithm', 'must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log (got "leaky")'],
     ['domain: d\ndescriptors:\n  - key: k\n    shadow_mode: "yes"', 'descriptors[0].shadow_mode', 'must be true or false (got "yes")'],
     ['domain: d\ndescriptors:\n  - key: k\n    rate_limit: { unit: second, requests_per_unit: 1, burst: 3 }', 'descriptors[0].rate_limit.burst', 'unknown key (a rate_limit accepts unit, requests_per_unit, unlimited, name, algorithm)'],
   ])('%j → %s', (yaml, field, why) => {
