@@ -83,8 +83,9 @@ const CARRY: u32 = 2;
  * Sets limit `id`: algorithm code (0 token_bucket, 1 gcra, 2 fixed_window, 3 sliding_window, 4 calendar_window), limit L
  * (tokens per period), period P (ms), burst B (tokens), carry (1: a token bucket that takes over the consumed
  * amount of a key's state under another limit id, see `stateOf`). The loader has checked B·P and L·P < 2^63.
- * An id is set once and never changes meaning: a reload adds ids, so a slot's id always names the numbers
- * its state was made under. Returns 0, or 1 for a bad id or algorithm.
+ * An id keeps its meaning while any slot refers to it: a reload adds ids, and one is set again with other
+ * numbers only after purgeLimit removed every key under it, so a slot's id always names the numbers its
+ * state was made under. Returns 0, or 1 for a bad id or algorithm.
  */
 export function setLimit(id: u32, algorithm: u32, limit: f64, period: f64, burst: f64, carry: u32): u32 {
   if (id >= limitCount || algorithm > SLIDING_LOG || period < 1) return BAD_LIMIT;
@@ -382,6 +383,29 @@ export function removeBatch(n: u32): i32 {
   return removed;
 }
 
+/**
+ * Frees limit id `id` for reuse if no key's state under it carries information at `nowMs`: then every slot
+ * under it (all idle) is removed and 0 is returned. Otherwise nothing changes and the number of slots whose
+ * state under `id` still carries information is returned. A full scan of the table: a reload's reclaim of
+ * limit ids no policy uses, never a decision's work.
+ */
+export function purgeLimit(id: u32, nowMs: f64): i32 {
+  const now = <u64>nowMs;
+  let live: i32 = 0;
+  for (let i: u32 = 0; i <= mask; i++) {
+    const s = slotAt(i);
+    if (s.hash != 0 && <u32>(s.meta >> 48) == id && !idle(s, now)) live++;
+  }
+  if (live > 0) return live;
+  // backward-shift deletion moves the next entry into i: look at i again before moving on
+  for (let i: u32 = 0; i <= mask;) {
+    const s = slotAt(i);
+    if (s.hash != 0 && <u32>(s.meta >> 48) == id) removeAt(i);
+    else i++;
+  }
+  return 0;
+}
+
 /** True when the slot's state carries no information at `now` (full bucket, ended window). */
 function idle(s: Slot, now: u64): bool {
   const lim = limitAt(<u32>(s.meta >> 48));
@@ -397,9 +421,36 @@ function idle(s: Slot, now: u64): bool {
 }
 
 /**
+ * The time (Unix ms) from which the slot's state carries no information: its bucket full, its TAT passed,
+ * its window (both windows, sliding) over. The later it is, the more the state says about the key.
+ */
+function idleAt(s: Slot): u64 {
+  const lim = limitAt(<u32>(s.meta >> 48));
+  const last = s.meta & TIME_MASK;
+  if (lim.L == 0) return 0;
+  const alg = lim.algorithm;
+  if (alg == TOKEN_BUCKET) {
+    const x = s.w0; // signed: a sync-mode debt is negative, and BP − x stays exact
+    if (<i64>x >= <i64>lim.BP) return last;
+    return last + ceilDiv(lim.BP - x, lim.L);
+  }
+  if (alg == GCRA) {
+    const at = s.w0 + (s.w1 > 0 ? 1 : 0);
+    return at > last ? at : last;
+  }
+  if (alg == FIXED_WINDOW) return (last / lim.P + 1) * lim.P;
+  if (alg == CALENDAR_WINDOW) return s.w1; // the end of the key's calendar window
+  if (alg == SLIDING_LOG) return last + lim.P;
+  return (last / lim.P + 2) * lim.P;
+}
+
+/**
  * Frees one slot: among up to EVICTION_SAMPLE occupied slots from a randomly drawn occupied slot, the first
- * whose state carries no information, else the least recently changed. An over-limit key never goes before
- * an idle one in the sample.
+ * whose state carries no information, else the one whose state stops carrying information soonest
+ * ({@link idleAt}: the bucket closest to full, the window nearest its end), the least recently changed on a
+ * tie. So the key that says least is forgotten: an over-limit key (a bucket far from full, a window at its
+ * limit) outlives every key of the sample that is closer to full, and a flood of fresh keys, each one check
+ * old, evicts its own kind first. O(EVICTION_SAMPLE) per eviction.
  *
  * The start is drawn uniformly among the keys (xorshift32, redrawn on an empty slot), so evictions fall on
  * keys the way inserts do and the table keeps the cluster lengths of a freshly filled one (max ~190 slots at
@@ -418,15 +469,17 @@ function evictOne(now: u64, logOnly: bool): void {
   } while (slotAt(i).hash == 0); // count >= maxKeys >= 1 here: some slot is occupied
   let seen: u32 = 0;
   let victim: i32 = -1;
+  let soonest: u64 = U64.MAX_VALUE;
   let oldest: u64 = U64.MAX_VALUE;
   for (let step: u32 = 0; step <= mask && seen < EVICTION_SAMPLE; step++) {
     const s = slotAt(i);
     // logOnly: a log block is needed, so only a sliding-log key's eviction helps (one exists: all blocks are in use)
     if (s.hash != 0 && (!logOnly || limitAt(<u32>(s.meta >> 48)).algorithm == SLIDING_LOG)) {
       seen++;
-      if (idle(s, now)) { victim = <i32>i; break; }
+      const at = idleAt(s);
+      if (at <= now) { victim = <i32>i; break; }
       const last = s.meta & TIME_MASK;
-      if (last < oldest) { oldest = last; victim = <i32>i; }
+      if (at < soonest || (at == soonest && last < oldest)) { soonest = at; oldest = last; victim = <i32>i; }
     }
     i = (i + 1) & mask;
   }

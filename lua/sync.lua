@@ -6,12 +6,25 @@
 --   ARGV[3] = n legs; then 5 per leg: algorithm, L, P, B, delta (tokens consumed since the last sync)
 --   KEYS[n + 1] = this batch's marker: a merge that timed out may still run later, and its retry carries the
 --                 same marker, so whichever runs second adds nothing and only reads the merged state.
+--   KEYS[n + 2..] = the markers of the merges this one was split from (a merge that timed out is retried as
+--                 two halves, each under its own marker). A parent marked '1' ran whole: this part adds
+--                 nothing. Otherwise the parents are marked 's' (split), so a parent still queued in Redis
+--                 that runs later finds its marker taken and adds nothing.
 --   KEYS[i] = leg i's state, as check.lua stores it (lib.lua encodeState), read by one MGET up front.
 -- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
 local now = clockMs()
 local n = tonumber(ARGV[3])
 local out = {}
-local fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
+local fresh = true
+for m = n + 2, #KEYS do
+  if redis.call('GET', KEYS[m]) == '1' then fresh = false end
+end
+if fresh then
+  fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
+  if fresh then
+    for m = n + 2, #KEYS do redis.call('SET', KEYS[m], 's', 'NX', 'PX', 600000) end
+  end
+end
 local raw = readAll(n)
 -- states written by this run, by key (a key given twice reads what the first wrote)
 local W0, W1, WL = {}, {}, {}
@@ -63,7 +76,8 @@ for j = 1, n do
   local t = now
   if exists and last > t then t = last end
   local n0, n1, ttl = merge(alg, L, P, B, d, exists, w0, w1, last, t)
-  if ttl > 0 then
+  -- a retry that finds its merge done changes nothing: it only reads
+  if ttl > 0 and fresh then
     redis.call('SET', key, encodeState(n0, n1, t), 'PX', ttl)
     W0[key], W1[key], WL[key] = n0, n1, t
   end

@@ -3,11 +3,11 @@ import { compilePolicies, isCompiled, limitNumbers, policySetVersion, type Compi
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
-import { LimitTable } from './engine/limits.js';
+import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
-import { configError, SluiceError, closed } from './util/errors.js';
+import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -38,10 +38,12 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
   const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
-  // Room for reloads to add limits with new numbers: ids are never reused (see LimitTable).
+  // Room for reloads to add limits with new numbers; ids no policy uses are reclaimed (see LimitTable).
   const table = new LimitTable(Math.min(MAX_LIMIT_IDS, Math.max(LIMIT_CAPACITY, 2 * initialLimits)));
   const plan = table.plan(policies);
   table.commit(plan);
+  /** The limit ids of the set in force. */
+  let inUse: ReadonlyMap<string, readonly number[]> = plan.ids;
   const limits = table.limits;
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.
@@ -74,11 +76,46 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
+  /**
+   * Frees the limit ids no policy of the set in force uses and under which no kernel holds a key whose state
+   * carries information (nor the write-behind a delta): their idle keys are removed first (Kernel.purgeLimit,
+   * a scan of each table). An id a reload took back meanwhile stays. Resolves with how many were freed.
+   */
+  let reclaiming: Promise<number> | null = null;
+  function reclaim(): Promise<number> {
+    reclaiming ??= (async () => {
+      const held = front.syncWriter?.limitIdsHeld() ?? new Set<number>();
+      const ids = table.retired(inUse).filter((id) => !held.has(id));
+      if (ids.length === 0) return 0;
+      const now = clock();
+      const live = pool === null ? ids.map((id) => kernel.purgeLimit(id, now)) : await pool.purge({ kind: 'purge', now, ids });
+      const still = new Set(table.retired(inUse));
+      let freed = 0;
+      ids.forEach((id, i) => {
+        if (live[i] === 0 && still.has(id)) {
+          table.release(id);
+          freed++;
+        }
+      });
+      return freed;
+    })().finally(() => (reclaiming = null));
+    return reclaiming;
+  }
+
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
     checkTransition(policies, compiled, store !== null);
-    const p = table.plan(compiled);
+    let p: LimitPlan;
+    try {
+      p = table.plan(compiled);
+    } catch (e) {
+      // out of ids: free those no policy uses and no key's state refers to, then try once more (the new set is
+      // then in force a scan later than the call, not at it)
+      if (!isSluiceError(e) || e.code !== 'CONFIG' || (await reclaim()) === 0 || closing !== null) throw e;
+      checkTransition(policies, compiled, store !== null);
+      p = table.plan(compiled);
+    }
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
     front.flush();
     const nextRuntimes = buildRuntimes(compiled, p.ids, hasher, store?.prefix ?? '');
@@ -87,11 +124,14 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     // the ids of the checks it is sent.
     const shardsReady = pool?.setLimits(p.added);
     table.commit(p);
+    inUse = p.ids;
     front.setRuntimes(nextRuntimes);
     const result = diff(policies, compiled);
     policies = compiled;
     version = policySetVersion(compiled);
     await shardsReady;
+    // past half the room, free what the sets replaced in the background, so the next reload has room at once
+    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
     return { version, ...result };
   }
 
@@ -124,9 +164,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     inspect: (req) => keyAdmin.inspect(req),
     reset: (req) => keyAdmin.reset(req),
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
-    close(): Promise<void> {
+    close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
-        await front.close();
+        await front.close(options?.drainMs);
         await pool?.close();
         await store?.close();
       })();

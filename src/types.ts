@@ -109,6 +109,12 @@ export interface ReloadResult {
 /** What started a reload: `file` (the watch), `signal` (SIGHUP), `api` (the admin API), `peer` (pub/sub). */
 export type ReloadSource = 'file' | 'signal' | 'api' | 'peer';
 
+/**
+ * Why a policy announcement from the Redis channel was refused before it was read (src/reload/announce.ts;
+ * the `reason` of `sluice_policy_announcements_refused_total`).
+ */
+export type RefusalReason = 'malformed' | 'unsigned' | 'bad_mac' | 'replayed';
+
 /** Which key {@link Limiter.inspect} and {@link Limiter.reset} act on: `key`, or `descriptors`, as in a check. */
 export interface KeyRequest {
   policy: string;
@@ -257,6 +263,11 @@ export interface Limiter {
   reset(req: KeyRequest): Promise<{ removed: number }>;
   /** Redis connectivity: `none` without a store. */
   storeStatus(): 'none' | 'connected' | 'disconnected';
-  /** Decides what is queued, then stops the shards. Later checks reject with CLOSED. */
-  close(): Promise<void>;
+  /**
+   * Decides what is queued, then stops the shards. Later checks reject with CLOSED. With sync policies it
+   * keeps trying to merge their deltas into Redis until `drainMs` (ms, default 10,000) have passed, then
+   * logs (`warn`) and drops what it could not merge: close() resolves within `drainMs` plus the wait for
+   * checks in flight.
+   */
+  close(options?: { drainMs?: number }): Promise<void>;
 }

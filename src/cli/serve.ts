@@ -1,5 +1,7 @@
+import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
+import { checkSecret } from '../reload/announce.js';
 import { createLimiter } from '../limiter.js';
 import { startServer } from '../server/http.js';
 import { startAdminServer, type AdminServer } from '../server/admin.js';
@@ -17,9 +19,12 @@ import { adminTokenProblem } from '../server/admin.js';
  * host:port,...` with `--redis-master NAME` (Redis Sentinel; also `redis.sentinels` and `redis.master` in the
  * file) exclude each other. The status page and `/v1/status` are served on the admin port when there is one,
  * else on the public port; `server.statusPage: false` turns them off.
- * SIGTERM or SIGINT drains: stop listening, finish requests in flight, merge sync-mode deltas into Redis,
- * stop the shards, exit 0. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
- * announced to (and heard from) other instances (see src/reload/reloader.ts). `--admin-port N` (or
+ * SIGTERM or SIGINT drains within a deadline (`--drain-timeout` ms, SLUICE_DRAIN_TIMEOUT_MS, default 10 s): stop
+ * listening (/readyz 503), finish requests in flight, keep merging sync-mode deltas into Redis until the
+ * deadline (what is left is logged, `sync: deltas not merged ...`), stop the shards, exit 0; exit 1 if the
+ * shutdown is still not done 2 s past the deadline. The policies file is watched and SIGHUP reloads it; with Redis, reloads are
+ * announced to (and heard from) other instances when they share an announce secret (`--announce-secret-file`,
+ * `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE, SLUICE_ANNOUNCE_SECRET: see src/reload/reloader.ts). `--admin-port N` (or
  * SLUICE_ADMIN_PORT, or `server.admin.port`) serves the admin API on its own port (src/server/admin.ts), bound to
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one. `--grpc-port N` (or SLUICE_GRPC_PORT, or
@@ -35,6 +40,8 @@ export async function serve(argv: string[]): Promise<number> {
       'redis-prefix': { type: 'string' },
       'sync-interval': { type: 'string' },
       'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
+      'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
+      'drain-timeout': { type: 'string' },
       'grpc-port': { type: 'string' },
     },
   });
@@ -54,6 +61,9 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.SLUICE_SYNC_INTERVAL_MS, 'SLUICE_SYNC_INTERVAL_MS', 1, 3_600_000);
   const prefix = redisPrefix(values['redis-prefix'] ?? (env.SLUICE_REDIS_PREFIX || undefined));
   const admin = adminTarget(values, env, config.server.admin ?? undefined);
+  const announceSecret = await secretFrom(values['announce-secret'], values['announce-secret-file'], env);
+  const drainMs = intArg(values['drain-timeout'], '--drain-timeout', 0, 3_600_000)
+    ?? intArg(env.SLUICE_DRAIN_TIMEOUT_MS, 'SLUICE_DRAIN_TIMEOUT_MS', 0, 3_600_000) ?? DRAIN_MS;
   const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
     ?? config.server.grpcPort;
   const limiter = await createLimiter({
@@ -77,6 +87,7 @@ export async function serve(argv: string[]): Promise<number> {
   // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
   const reloader = new PolicyReloader({
     limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, redis, prefix, startup: config,
+    announceSecret,
   });
   try {
     await reloader.start();
@@ -115,23 +126,63 @@ export async function serve(argv: string[]): Promise<number> {
   log.info({ host, port: server.port, ...(grpcServer ? { grpcPort: grpcServer.port } : {}), shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
-      log.info({ signal }, 'draining');
-      (adminServer?.close() ?? Promise.resolve())
-        .then(() => reloader.close())
-        .then(() => grpcServer?.close())
-        .then(() => server.close())
-        .then(() => limiter.close())
+      const started = Date.now();
+      log.info({ signal, drainTimeoutMs: drainMs }, 'draining');
+      // Past the deadline (and a grace for the shards and sockets to close), exit whatever still waits.
+      const hard = setTimeout(() => {
+        log.error({ drainTimeoutMs: drainMs }, 'shutdown did not finish within the drain deadline; exiting');
+        process.exit(1);
+      }, drainMs + HARD_GRACE_MS);
+      hard.unref();
+      // Stop accepting first (the listener closes and /readyz answers 503 at once), while the admin API and
+      // the reloader close beside it; then the limiter merges sync deltas until the deadline.
+      Promise.all([server.close(), adminServer?.close(), reloader.close(), grpcServer?.close()])
+        .then(() => limiter.close({ drainMs: Math.max(0, drainMs - (Date.now() - started)) }))
         .then(() => {
-          log.info('stopped');
-          resolve(0);
+          log.info({ ms: Date.now() - started }, 'stopped');
+          return 0;
         }, (e: unknown) => {
           log.error({ err: e }, 'shutdown failed');
-          resolve(1);
+          return 1;
+        })
+        .then((code) => {
+          clearTimeout(hard);
+          // a handle some library left open must not keep the process alive past its drain
+          setTimeout(() => process.exit(code), EXIT_GRACE_MS).unref();
+          resolve(code);
         });
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/** Default drain deadline after SIGTERM/SIGINT, in ms (`--drain-timeout`, SLUICE_DRAIN_TIMEOUT_MS). */
+export const DRAIN_MS = 10_000;
+/** Past the drain deadline, how long shutdown may still take before the process exits with 1, in ms. */
+const HARD_GRACE_MS = 2000;
+/** After shutdown, how long the process may linger on handles left open before it exits, in ms. */
+const EXIT_GRACE_MS = 500;
+
+/**
+ * The secret policy announcements are signed with (src/reload/announce.ts): `--announce-secret-file PATH`
+ * (its content, one trailing newline dropped), `--announce-secret`, SLUICE_ANNOUNCE_SECRET_FILE or
+ * SLUICE_ANNOUNCE_SECRET, in that order; null (announcements off) when none is given.
+ * @throws SluiceError INVALID_ARGUMENT for an unreadable file or a secret under 16 bytes.
+ */
+async function secretFrom(flag: string | undefined, file: string | undefined, env: NodeJS.ProcessEnv): Promise<string | null> {
+  const path = file ?? (flag === undefined ? env.SLUICE_ANNOUNCE_SECRET_FILE || undefined : undefined);
+  if (path !== undefined) {
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (e) {
+      throw usage(`--announce-secret-file: cannot read ${path}: ${(e as Error).message}`, '--announce-secret-file');
+    }
+    return checkSecret(text.replace(/\r?\n$/, ''), '--announce-secret-file');
+  }
+  const v = flag ?? (env.SLUICE_ANNOUNCE_SECRET || undefined);
+  return v === undefined ? null : checkSecret(v, flag !== undefined ? '--announce-secret' : 'SLUICE_ANNOUNCE_SECRET');
 }
 
 /**

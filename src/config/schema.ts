@@ -52,7 +52,7 @@ export interface ServerConfig {
   stream?: {
     maxFrameBytes?: number; maxChecksPerFrame?: number; maxInFlight?: number; maxQueued?: number;
     highWaterBytes?: number; lowWaterBytes?: number; maxBufferedBytes?: number; maxSubscriptions?: number;
-    idleTimeoutSeconds?: number;
+    maxInstanceSubscriptions?: number; maxFiresPerTick?: number; idleTimeoutSeconds?: number;
   } | null;
   /**
    * The admin API (src/server/admin.ts): its port (0..65535) and interface (default 127.0.0.1). Off when absent;
@@ -131,6 +131,8 @@ const StreamSchema = section({
   lowWaterBytes: nonNegative().optional(),
   maxBufferedBytes: positiveSafe().optional(),
   maxSubscriptions: nonNegative().optional(),
+  maxInstanceSubscriptions: nonNegative().optional(),
+  maxFiresPerTick: positiveSafe().optional(),
   idleTimeoutSeconds: nonNegative().optional(),
 });
 

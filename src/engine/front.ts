@@ -7,12 +7,12 @@ import { compose } from './decision.js';
 import { keyOf, describe } from '../keys/derive.js';
 import { readClock } from './clock.js';
 import { shardOf } from '../shard/router.js';
-import { GROUP_SHIFT, LEG_IN, MAX_GROUP } from '../shard/protocol.js';
+import { GROUP_SHIFT, LEG_IN, MAX_GROUP, type ShardTask } from '../shard/protocol.js';
 import { SluiceError, invalidArgument, isSluiceError, closed, overloaded, shardFailed, unknownPolicy } from '../util/errors.js';
 import type { RedisStore } from '../store/redis.js';
 import { storeKey } from '../keys/store-key.js';
 import { degraded } from './degraded.js';
-import { SyncWriter, type SyncLeg } from '../store/sync.js';
+import { SyncWriter, type SyncLeg, type SyncUnmerged } from '../store/sync.js';
 import { STATE_ROW } from '../shard/kernel.js';
 import { listed } from './lists.js';
 import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
@@ -142,7 +142,9 @@ export class Front {
 
   private startSync(): void {
     if (this.sync !== null || this.o.store === null || ![...this.runtimes.values()].some((rt) => rt.synced)) return;
-    this.sync = new SyncWriter(this.o.store, this.o.clock, (e, st, now) => this.install(e, st, now), { intervalMs: this.o.syncIntervalMs });
+    const log = this.o.logger as { warn?: (obj: object, msg: string) => void; info(obj: object, msg: string): void } | null | undefined;
+    const warn = log ? (obj: object, msg: string): void => (log.warn ?? log.info).call(log, obj, msg) : undefined;
+    this.sync = new SyncWriter(this.o.store, this.o.clock, (e, st, now) => this.install(e, st, now), { intervalMs: this.o.syncIntervalMs, warn });
   }
 
   /** Write-behind counters, when there are sync policies. */
@@ -661,11 +663,16 @@ export class Front {
   /** Installs merged states into the kernels that own them: this thread's, or each shard's in order. */
   private async install(entries: SyncLeg[], states: number[], now: number): Promise<void> {
     const byShard = new Map<number, number[]>();
+    const paramsOf = new Map<number, number[]>();
     entries.forEach((e, i) => {
       this.strict?.drop(e.redisKey);
       let rows = byShard.get(e.shard);
-      if (rows === undefined) byShard.set(e.shard, (rows = []));
+      if (rows === undefined) {
+        byShard.set(e.shard, (rows = []));
+        paramsOf.set(e.shard, []);
+      }
       rows.push(e.hashLo, e.hashHi, e.limitId, states[3 * i], states[3 * i + 1], states[3 * i + 2]);
+      paramsOf.get(e.shard)!.push(e.algorithmCode, e.limit, e.periodMs);
     });
     const pool = this.o.pool;
     const sent: Promise<void>[] = [];
@@ -679,7 +686,10 @@ export class Front {
           k.setState(chunk.length / STATE_ROW, now);
         }
       } else {
-        sent.push(pool.setState(shard, { kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows) }));
+        sent.push(pool.setState(shard, {
+          kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows),
+          params: Float64Array.from(paramsOf.get(shard)!), after: this.shardSettled[shard] ?? 0,
+        }));
       }
     }
     await Promise.allSettled(sent);
@@ -742,15 +752,34 @@ export class Front {
       if (sb === null) continue;
       const { checks, bases } = sb;
       this.inFlight += checks.n;
-      pool.run(s, { kind: 'batch', now, n: sb.used, legs: sb.legs }).then(
+      // with sync policies, batches are numbered per shard so a merged state spends what the shard admitted
+      // in the batches not settled here yet (src/shard/admissions.ts)
+      const seq = this.sync === null ? 0 : this.shardSeq(s);
+      const task: ShardTask = seq === 0 ? { kind: 'batch', now, n: sb.used, legs: sb.legs }
+        : { kind: 'batch', now, n: sb.used, legs: sb.legs, seq, ack: this.shardSettled[s] };
+      pool.run(s, task).then(
         (out) => {
           for (let i = 0; i < checks.n; i++) this.settleLocal(out, bases[i], checks, i, s, now);
+          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
         },
         (e: Error) => {
           for (const r of checks.rejects) r(e);
+          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
         },
       ).finally(() => this.landed(checks.n));
     }
+  }
+
+  /** Batches sent to each shard and the last settled here (sync mode), for {@link install}. */
+  private shardSent: number[] = [];
+  private shardSettled: number[] = [];
+
+  private shardSeq(s: number): number {
+    while (this.shardSent.length <= s) {
+      this.shardSent.push(0);
+      this.shardSettled.push(0);
+    }
+    return ++this.shardSent[s];
   }
 
   private landed(count: number): void {
@@ -758,12 +787,18 @@ export class Front {
     if (this.inFlight === 0 && this.drained) this.drained();
   }
 
-  /** Decides what is queued, waits for batches in flight, and refuses checks from then on. */
-  async close(): Promise<void> {
+  /**
+   * Decides what is queued, waits for batches in flight, and refuses checks from then on; then merges the
+   * sync deltas, retrying until `drainMs` (ms) have passed since the call (SyncWriter.close).
+   * @returns what could not be merged (zeros without sync policies)
+   */
+  async close(drainMs?: number): Promise<SyncUnmerged> {
+    const start = Date.now();
     this.flush();
     this.closed = true;
     if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
-    await this.sync?.close();
+    if (this.sync === null) return { keys: 0, tokens: 0 };
+    return this.sync.close(drainMs === undefined ? undefined : Math.max(0, drainMs - (Date.now() - start)));
   }
 }
 

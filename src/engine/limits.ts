@@ -11,21 +11,31 @@ export interface LimitPlan {
 }
 
 /**
- * The kernel's limit ids, one per distinct set of numbers (algorithm, limit, period, burst, carryOver). An id
- * never changes meaning: a kernel slot records the id its state was made under, so after a reload that
- * changes a policy's numbers, its keys' old state is recognised as such (fresh, or carried over) instead of
- * read under the new numbers. Ids are never reused; a long-running instance that reloads thousands of
- * distinct numbers runs out of room ({@link LimitTable.capacity}) and must restart.
+ * The kernel's limit ids, one per distinct set of numbers (algorithm, limit, period, burst, carryOver). A
+ * kernel slot records the id its state was made under, so after a reload that changes a policy's numbers,
+ * its keys' old state is recognised as such (fresh, or carried over) instead of read under the new numbers.
+ * An id therefore keeps its meaning while any state may refer to it: an id no policy uses is **retired**,
+ * and only {@link release}d (free for other numbers) once every kernel holds no informative state under it
+ * (Kernel.purgeLimit removed its idle keys). So reloads cannot exhaust the {@link capacity}: only the ids of
+ * the set in force and of retired limits whose keys still carry state (a bucket refilling, a window not
+ * over) are taken.
  */
 export class LimitTable {
   private readonly byNumbers = new Map<string, number>();
   private readonly table: Array<KernelLimit | null> = [];
+  /** Released ids, reused lowest first. */
+  private readonly free: number[] = [];
 
   constructor(readonly capacity: number) {}
 
   /** Limits by id, for a kernel or worker that starts now. */
   get limits(): Array<KernelLimit | null> {
     return this.table.slice();
+  }
+
+  /** Ids taken (in use or retired, not released). */
+  get taken(): number {
+    return this.table.length - this.free.length;
   }
 
   /**
@@ -36,15 +46,17 @@ export class LimitTable {
     const ids = new Map<string, number[]>();
     const added: LimitPlan['added'] = [];
     const fresh = new Map<string, number>();
+    let reused = 0;
+    let next = this.table.length;
     for (const [name, p] of policies) {
       ids.set(name, p.limits.map((l) => {
         const limit = kernelLimit(l, p.carryOver);
         const key = numbersKey(limit);
         let id = this.byNumbers.get(key) ?? fresh.get(key);
         if (id === undefined) {
-          id = this.table.length + added.length;
+          id = reused < this.free.length ? this.free[reused++] : next++;
           if (id >= this.capacity) {
-            throw policiesError(`no room for more distinct limits (${this.capacity} ids, never reused while running): restart sluice to apply this set`);
+            throw policiesError(`no room for more distinct limits (${this.capacity} ids, taken by the set in force and by earlier limits whose keys still hold state): retry once those keys are idle, or restart sluice`);
           }
           fresh.set(key, id);
           added.push({ id, limit });
@@ -58,10 +70,40 @@ export class LimitTable {
   /** Takes the ids a plan added (call once its limits are set on every kernel). */
   commit(plan: LimitPlan): void {
     for (const { id, limit } of plan.added) {
-      if (id !== this.table.length) throw new Error(`limit table: plan is stale (id ${id}, next ${this.table.length})`);
-      this.table.push(limit);
+      // a plan takes released ids (lowest first), then the next ones in order
+      const at = id < this.table.length ? this.free.indexOf(id) : -1;
+      if (id < this.table.length ? at < 0 || this.table[id] !== null : id !== this.table.length) {
+        throw new Error(`limit table: plan is stale (id ${id}, next ${this.table.length}, free ${this.free.length})`);
+      }
+      if (at >= 0) {
+        this.free.splice(at, 1);
+        this.table[id] = limit;
+      } else {
+        this.table.push(limit);
+      }
       this.byNumbers.set(numbersKey(limit), id);
     }
+  }
+
+  /** The ids taken that no policy of `inUse` (a plan's ids) uses: candidates to {@link release}. */
+  retired(inUse: ReadonlyMap<string, readonly number[]>): number[] {
+    const used = new Set<number>();
+    for (const ids of inUse.values()) for (const id of ids) used.add(id);
+    const out: number[] = [];
+    this.table.forEach((l, id) => {
+      if (l !== null && !used.has(id)) out.push(id);
+    });
+    return out;
+  }
+
+  /** Frees retired `id` for other numbers: call only once no kernel holds state under it. */
+  release(id: number): void {
+    const l = this.table[id];
+    if (l === null || l === undefined) return;
+    this.byNumbers.delete(numbersKey(l));
+    this.table[id] = null;
+    this.free.push(id);
+    this.free.sort((a, b) => a - b);
   }
 }
 

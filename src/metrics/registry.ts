@@ -26,6 +26,7 @@
  * | sluice_shard_downs_total, sluice_shard_recoveries_total | counter | shard: times it went down; came back |
  * | sluice_policies_info | gauge | version: the policy-set version in force (`limiter.version`), value 1; only that one |
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
+ * | sluice_policy_announcements_refused_total | counter | reason = malformed / unsigned / bad_mac / replayed |
  * | process_resident_memory_bytes | gauge | the process's RSS |
  * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit (with an {@link Activity}) |
  * | sluice_hot_key_checks, sluice_hot_key_denied | gauge | policy, key: the top `hotKeyMetrics` keys per policy of the hot-key sketch (estimates: see src/metrics/hot-keys.ts); none when 0 |
@@ -58,7 +59,7 @@
  * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats, ReloadSource } from '../types.js';
+import type { CheckRequest, Decision, Limiter, LimiterStats, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';
@@ -76,6 +77,7 @@ export type DecisionResult = 'allowed' | 'denied' | 'never' | 'error';
 const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error'];
 const CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
 const RELOAD_SOURCES: readonly ReloadSource[] = ['file', 'signal', 'api', 'peer'];
+const REFUSAL_REASONS: readonly RefusalReason[] = ['malformed', 'unsigned', 'bad_mac', 'replayed'];
 /** `sluice_store_breaker_state` values. */
 export const BREAKER_STATE = { closed: 0, halfOpen: 1, open: 2 } as const;
 
@@ -141,6 +143,8 @@ export interface ServerMetrics {
   response(status: number): void;
   /** Counts one policy reload (`sluice_policy_reloads_total`) by what started it and whether it was applied. */
   reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
+  /** Counts a refused policy announcement (`sluice_policy_announcements_refused_total`) by reason. */
+  announcementRefused(reason: RefusalReason): void;
   /** Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. */
   render(): Promise<string>;
 }
@@ -420,6 +424,18 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       this.set({ version: limiter.version }, 1);
     },
   });
+  /** Policy announcements refused, by reason (src/reload/announce.ts). */
+  const refusedAnnouncements = new Float64Array(REFUSAL_REASONS.length);
+  new Counter({
+    name: 'sluice_policy_announcements_refused_total',
+    help: 'Policy announcements from the Redis channel refused before being read: malformed, unsigned, bad_mac (forged or another secret), replayed (too old, or not newer than the last from its origin).',
+    labelNames: ['reason'],
+    registers,
+    collect() {
+      this.reset();
+      REFUSAL_REASONS.forEach((reason, i) => this.inc({ reason }, refusedAnnouncements[i]));
+    },
+  });
   /** Reloads by source and result, in RELOAD_SOURCES x (ok, rejected) order. */
   const reloads = new Float64Array(RELOAD_SOURCES.length * 2);
   new Counter({
@@ -572,6 +588,10 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
     reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void {
       const i = RELOAD_SOURCES.indexOf(source);
       if (i >= 0) reloads[2 * i + (result === 'ok' ? 0 : 1)]++;
+    },
+    announcementRefused(reason: RefusalReason): void {
+      const i = REFUSAL_REASONS.indexOf(reason);
+      if (i >= 0) refusedAnnouncements[i]++;
     },
     response(status: number): void {
       const c = Math.floor(status / 100) - 2;

@@ -7,10 +7,13 @@
  *   so a change that leaves the bytes as they were (or a burst of events for one save) reloads nothing.
  * - **SIGHUP**: reads the file again and applies it.
  * - **{@link PolicyReloader.apply}**: a document or YAML text from elsewhere (the admin API's `PUT /v1/policies`).
- * - **peers**: with Redis configured, every successful local reload is announced on the pub/sub channel
- *   `<prefix>policies` as `{"origin": <instance id>, "version": <policy-set version>, "policies": <the
- *   document's policies mapping, as plain JSON>}`; announcements from other instances are validated and
- *   applied like a file (never re-announced, so there are no loops).
+ * - **peers**: with Redis and an announce secret configured, every successful local reload is announced on
+ *   the pub/sub channel `<prefix>policies` as `{"origin": <instance id>, "version": <policy-set version>,
+ *   "policies": <the document's policies mapping, as plain JSON>}`, signed (src/reload/announce.ts: an HMAC
+ *   under the shared secret, with its time); authenticated announcements from other instances are validated
+ *   and applied like a file (never re-announced, so there are no loops). Unsigned, forged or replayed ones
+ *   are refused, counted and logged. Without a secret, announcements are off both ways: anyone who can
+ *   PUBLISH on the Redis must not be able to rewrite the policies.
  *
  * A document is validated by the config loader (the same messages as at start-up) and applied by
  * `limiter.reload`, which swaps the set atomically. An invalid one is logged
@@ -30,12 +33,15 @@ import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
 import { clusterNodes } from '../store/redis.js';
 import { followSwitches, sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
+import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
 
 export type { ReloadSource } from '../types.js';
 
 /** Where a reload counts its outcome (the server's metrics: `sluice_policy_reloads_total`). */
 export interface ReloadCounter {
   reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
+  /** Counts an announcement refused before it was read (`sluice_policy_announcements_refused_total`). */
+  announcementRefused?(reason: RefusalReason): void;
 }
 
 export interface PolicyReloaderOptions {
@@ -51,6 +57,11 @@ export interface PolicyReloaderOptions {
    * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
    */
   redis?: { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget } | null;
+  /**
+   * The secret instances sign their announcements with (at least 16 bytes; the same on every instance).
+   * Absent or `null`: this instance neither announces nor listens (it warns once at start when `redis` is set).
+   */
+  announceSecret?: string | null;
   /** Prefix of the pub/sub channel (`<prefix>policies`). Default `sluice:`, the store's key prefix. */
   prefix?: string;
   /** This instance's id in announcements. Default `<hostname>/<pid>/<8 random hex>`. */
@@ -109,6 +120,10 @@ export class PolicyReloader {
   /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
   private unsent: PolicyAnnouncement | null = null;
   private onSignal: (() => void) | null = null;
+  private readonly signer: AnnouncementSigner | null;
+  /** Refusals since the last warning, and when (Date.now()) it was: at most one warning a second. */
+  private refusedUnreported = 0;
+  private refusedWarnedAt = 0;
   /** The `policies:` mapping in force, as plain data (see {@link document}). */
   private current: unknown;
   private closed = false;
@@ -127,6 +142,7 @@ export class PolicyReloader {
     if (this.redis && 'sentinel' in this.redis) sentinelOptions(this.redis.sentinel, () => 0);
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
+    this.signer = o.announceSecret == null ? null : new AnnouncementSigner(checkSecret(o.announceSecret, 'announceSecret'));
     this.current = policiesOf(o.startup?.raw);
   }
 
@@ -154,7 +170,11 @@ export class PolicyReloader {
       this.onSignal = () => void this.reloadFile('signal');
       process.on(this.signal, this.onSignal);
     }
-    if (this.redis) await this.connect(this.redis);
+    if (this.redis && this.signer === null) {
+      this.log?.warn({ channel: this.channel }, 'policy announcements are off (no announce secret): reloads are not shared with other instances, and theirs are not heard');
+    } else if (this.redis) {
+      await this.connect(this.redis);
+    }
   }
 
   /**
@@ -281,7 +301,8 @@ export class PolicyReloader {
     await this.reading.catch(() => undefined);
     const conns = [this.sub, this.pub].filter((c): c is Redis | Cluster => c !== null);
     this.sub = this.pub = null;
-    await Promise.all(conns.map((c) => c.quit().catch(() => c.disconnect())));
+    // QUIT waits for Redis's answer, which a frozen Redis never sends: past QUIT_MS the connection is dropped
+    await Promise.all(conns.map((c) => quitWithin(c, QUIT_MS)));
   }
 
   // --------------------------------------------------------------------------------------------------------
@@ -390,7 +411,7 @@ export class PolicyReloader {
     const pub = this.pub;
     if (pub === null) return;
     this.unsent = a;
-    pub.publish(this.channel, JSON.stringify(a)).then((receivers) => {
+    pub.publish(this.channel, this.signer!.sign({ ...a })).then((receivers) => {
       if (this.unsent === a) this.unsent = null;
       this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
     }, (e: unknown) => {
@@ -400,23 +421,27 @@ export class PolicyReloader {
 
   /** An announcement from the channel: apply another instance's set unless it is ours or already in force. */
   private heard(message: string): void {
-    let a: PolicyAnnouncement;
-    try {
-      a = JSON.parse(message) as PolicyAnnouncement;
-    } catch (e) {
-      this.log?.warn({ err: e, channel: this.channel }, 'policy channel: not JSON, ignored');
-      return;
-    }
-    if (typeof a !== 'object' || a === null || typeof a.origin !== 'string' || typeof a.version !== 'string') {
-      this.log?.warn({ channel: this.channel }, 'policy channel: not an announcement, ignored');
-      return;
-    }
+    const opened = this.signer!.open(message);
+    if (!opened.ok) return this.refused(opened.reason);
+    const a = opened.body as unknown as PolicyAnnouncement;
+    if (typeof a.version !== 'string') return this.refused('malformed');
     if (a.origin === this.instanceId || a.version === this.limiter.version || this.closed) return;
     this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`).then((r) => {
       if (r.version !== a.version) {
         this.log?.warn({ origin: a.origin, announced: a.version, version: r.version }, 'a peer\'s policies give another version here (a different sluice release?)');
       }
     }, () => undefined); // logged and counted by apply
+  }
+
+  /** Counts a refused announcement, and warns at most once a second (a flood of them must not flood the log). */
+  private refused(reason: RefusalReason): void {
+    this.metrics?.announcementRefused?.(reason);
+    this.refusedUnreported++;
+    const now = Date.now();
+    if (now - this.refusedWarnedAt < 1000) return;
+    this.log?.warn({ channel: this.channel, reason, refused: this.refusedUnreported }, 'policy channel: announcement refused (unsigned, forged, replayed or malformed)');
+    this.refusedUnreported = 0;
+    this.refusedWarnedAt = now;
   }
 
   private warnStartupOnly(config: SluiceConfig, name: string): void {
@@ -426,6 +451,18 @@ export class PolicyReloader {
     const differs = (['engine', 'server'] as const).filter((k) => raw[k] !== undefined && JSON.stringify(config[k]) !== JSON.stringify(s[k]));
     if (differs.length > 0) this.log?.warn({ file: name, sections: differs }, 'engine and server settings take effect at a restart; only policies were reloaded');
   }
+}
+
+/** How long close() waits for Redis to answer QUIT, in ms. */
+const QUIT_MS = 500;
+
+/** QUIT, or after `ms` (or on an error) a plain disconnect; resolves either way. */
+async function quitWithin(c: Redis | Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((r) => { timer = setTimeout(() => r('late'), ms); });
+  const done = await Promise.race([c.quit().then(() => 'ok' as const, () => 'failed' as const), late]);
+  clearTimeout(timer);
+  if (done !== 'ok') c.disconnect();
 }
 
 function policiesOf(raw: unknown): unknown {

@@ -25,6 +25,7 @@ import { configFromDocument } from '../config/schema.js';
 import { problemOf, type Problem } from './problem.js';
 import { invalidArgument, isSluiceError, SluiceError, conflict, methodNotAllowed, notFound, tooLarge, unauthorized, unsupportedMediaType, badSetting, listenFailed } from '../util/errors.js';
 import { readBody } from './body.js';
+import { refuseAmbiguousFraming } from './framing.js';
 import type { StatusSource } from './status.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
@@ -168,7 +169,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
     return req;
   };
 
-  const app: TemplatedApp = uWS.App();
+  const app: TemplatedApp = refuseAmbiguousFraming(uWS.App());
 
   app.get('/v1/policies', (res, req) => {
     const x = begin(res);

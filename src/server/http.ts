@@ -12,6 +12,7 @@ import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, 
 import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
+import { refuseAmbiguousFraming } from './framing.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { createStatusSource, type StatusSource } from './status.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
@@ -252,7 +253,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     });
   };
 
-  const app: TemplatedApp = uWS.App();
+  const app: TemplatedApp = refuseAmbiguousFraming(uWS.App());
 
   app.get('/v1/check', (res, req) => {
     let check: CheckRequest;

@@ -29,6 +29,7 @@ import {
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
 } from '../wire/binary.js';
+import { SubscriptionScheduler, SUBSCRIPTION_DEFAULTS, type SubscriptionBounds } from './sub-schedule.js';
 import {
   BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
 } from '../engine/batch.js';
@@ -62,6 +63,9 @@ export interface StreamOptions {
   maxBufferedBytes?: number;
   /** Most armed subscriptions; past it a check asking to subscribe is answered with `subscribed: false`. Default 1,024. */
   maxSubscriptions?: number;
+  /** The instance-wide subscription bounds (src/server/sub-schedule.ts). */
+  maxInstanceSubscriptions?: SubscriptionBounds['maxInstanceSubscriptions'];
+  maxFiresPerTick?: SubscriptionBounds['maxFiresPerTick'];
   /** Seconds without traffic before uWS closes the connection (it pings first). 0 disables. Default 120. */
   idleTimeoutSeconds?: number;
   /** Period of the subscription timer in ms. 0: no timer; call {@link StreamEndpoint.tick} yourself (tests). Default 10. */
@@ -86,6 +90,9 @@ export interface StreamStats {
   answered: number;
   /** Subscription pushes sent since start. */
   pushed: number;
+  /** Checks refused a subscription by `maxInstanceSubscriptions`, and ticks that spread a herd, since start. */
+  subscriptionsRefused: number;
+  deferredTicks: number;
   /** Connections closed for backpressure (1008), oversize frames (1009) and protocol violations (1002) since start. */
   closedBackpressure: number;
   closedTooBig: number;
@@ -113,6 +120,7 @@ const DEFAULTS = {
   lowWaterBytes: 256 << 10,
   maxBufferedBytes: 8 << 20,
   maxSubscriptions: 1024,
+  ...SUBSCRIPTION_DEFAULTS,
   idleTimeoutSeconds: 120,
   tickMs: 10,
 };
@@ -309,6 +317,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   let onIdle: (() => void) | null = null;
   let answered = 0, pushed = 0, closedBackpressure = 0, closedTooBig = 0, closedProtocol = 0;
   let subCount = 0;
+  const subsAll = new SubscriptionScheduler(o);
   const heap = new SubHeap();
   let timer: NodeJS.Timeout | null = null;
 
@@ -752,6 +761,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     const old = subs.get(mapKey);
     if (old !== undefined) kill(old);
     else if (subs.size >= o.maxSubscriptions) return false;
+    if (!subsAll.admit()) return false;
     const peek: CheckRequest = { policy, cost: 0 };
     if (key !== undefined) peek.key = key;
     if (descriptors !== undefined) peek.descriptors = descriptors;
@@ -768,6 +778,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     if (!s.live) return;
     s.live = false;
     subCount--;
+    subsAll.release();
     s.conn.subs?.delete(s.mapKey);
     if (s.inHeap) heap.dead++;
   };
@@ -782,7 +793,9 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const tick = (): void => {
     if (heap.size === 0) return;
     const now = clock();
+    subsAll.startTick();
     while (heap.size > 0 && heap.top().due <= now) {
+      if (heap.top().live && !subsAll.takeFire()) break; // the rest of a herd goes in the next ticks
       const s = heap.pop();
       if (!s.live) {
         heap.dead--;
@@ -927,6 +940,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       }
       return {
         connections: conns.size, paused, queued, inFlight: inFlightTotal, subscriptions: subCount, answered, pushed,
+        subscriptionsRefused: subsAll.refused, deferredTicks: subsAll.deferredTicks,
         closedBackpressure, closedTooBig, closedProtocol,
       };
     },

@@ -13,6 +13,7 @@ interface KernelExports {
   setWindow(id: number, endMs: number): number;
   peekBatch(n: number): number;
   removeBatch(n: number): number;
+  purgeLimit(id: number, nowMs: number): number;
   checkBatch(n: number, nowMs: number): number;
   hashBatch(n: number): void;
   setState(n: number, nowMs: number): number;
@@ -170,6 +171,14 @@ export class Kernel {
     const removed = this.k.removeBatch(n);
     if (removed === STATUS.REMOVE_TOO_MANY) status(STATUS.TOO_MANY, 'batch', n);
     return removed;
+  }
+
+  /**
+   * Removes every key under limit id `id` when none of them carries information at `nowMs` (returns 0: the
+   * id can be reused), else changes nothing and returns how many still do. A full table scan.
+   */
+  purgeLimit(id: number, nowMs: number): number {
+    return this.k.purgeLimit(id, nowMs);
   }
 
   /**

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
-import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
+import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
@@ -250,6 +250,16 @@ export class ShardPool {
     await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? undefined
       // a worker that dies here is replaced from the start-up data, which already holds the limits
       : p.run({ kind: 'limits', limits } satisfies ShardRequest).catch(() => undefined))));
+  }
+
+  /**
+   * Frees limit ids on every shard (ShardPurge): per id, the keys under it that still carry information,
+   * summed over the shards. A shard that is down holds none; one that fails counts as holding some.
+   */
+  async purge(req: ShardPurge): Promise<number[]> {
+    const per = await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? req.ids.map(() => 0)
+      : (p.run(req) as Promise<number[]>).catch(() => req.ids.map(() => 1)))));
+    return req.ids.map((_, i) => per.reduce((a, r) => a + r[i], 0));
   }
 
   /** Reads (`peek`) or forgets (`remove`) keys on shard `s`. Rejects with SHARD_FAILED if the shard is down. */

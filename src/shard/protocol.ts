@@ -14,6 +14,12 @@ export interface ShardTask {
   /** Number of legs. */
   n: number;
   legs: Float64Array;
+  /**
+   * Sync mode only: the batch's number on this shard, and the last one the front had settled when it sent
+   * this. The worker logs what the batch admitted until the front has read it (src/shard/admissions.ts).
+   */
+  seq?: number;
+  ack?: number;
 }
 
 /** Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. */
@@ -22,6 +28,10 @@ export interface ShardStates {
   now: number;
   n: number;
   rows: Float64Array;
+  /** 3 per row: algorithm code, L, P (ms), to spend what later batches admitted (src/shard/admissions.ts). */
+  params?: Float64Array;
+  /** The last batch (ShardTask.seq) the front had settled when it computed the rows. */
+  after?: number;
 }
 
 /** Limits to add by id (a policy reload), applied in order with the shard's batches. */
@@ -40,8 +50,18 @@ export interface ShardKeys {
   legs: Float64Array;
 }
 
-/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, its kernel's counters, or a start-up ping. */
-export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | { kind: 'stats' } | { kind: 'ping' };
+/**
+ * Limit ids no policy uses, to free (Kernel.purgeLimit at `now`); the reply holds, per id, how many keys
+ * under it still carry information (0: freed on this shard).
+ */
+export interface ShardPurge {
+  kind: 'purge';
+  now: number;
+  ids: number[];
+}
+
+/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, limit ids to free, its kernel's counters, or a start-up ping. */
+export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | ShardPurge | { kind: 'stats' } | { kind: 'ping' };
 
 /** What a shard worker is built with (structured-cloned into each worker; the Module is not recompiled). */
 export interface ShardInit {

@@ -6,20 +6,24 @@ import { workerData } from 'node:worker_threads';
 import { move } from 'piscina';
 import { Kernel } from './kernel.js';
 import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
+import { AdmissionLog } from './admissions.js';
 
 const init = workerData as ShardInit;
 const kernel = new Kernel(init.module, {
   maxKeys: init.maxKeys, maxBatch: init.maxBatch, keyBytes: 0, limits: init.limits, limitCapacity: init.limitCapacity,
 });
+const admitted = new AdmissionLog();
 
 export default function handle(req: ShardRequest): unknown {
   switch (req.kind) {
     case 'batch': {
       kernel.legIn.set(req.legs.length === req.n * LEG_IN ? req.legs : req.legs.subarray(0, req.n * LEG_IN));
       kernel.decide(req.n, req.now);
+      if (req.seq !== undefined) admitted.record(req.seq, req.ack ?? 0, req.n, req.legs, kernel.legOut);
       return move(kernel.legOut.slice(0, req.n * LEG_OUT) as unknown as ArrayBufferView);
     }
     case 'setState':
+      if (req.params !== undefined) admitted.debit(req.rows, req.n, req.params, req.after ?? 0);
       kernel.legIn.set(req.rows);
       kernel.setState(req.n, req.now);
       return null;
@@ -33,6 +37,8 @@ export default function handle(req: ShardRequest): unknown {
     case 'remove':
       kernel.legIn.set(req.legs.subarray(0, req.n * LEG_IN));
       return kernel.remove(req.n);
+    case 'purge':
+      return req.ids.map((id) => kernel.purgeLimit(id, req.now));
     case 'stats':
       return kernel.stats();
     case 'ping':

@@ -97,7 +97,9 @@ export class RedisStore {
   /** {@link RedisOptions.overLimitCache}. */
   readonly overLimitCache: boolean;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
-  private readonly mergeCall: (keys: string[], args: number[]) => Promise<number[]>;
+  private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
+  /** A merge call's deadline for `n` keys, in ms. */
+  readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
   /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
@@ -119,7 +121,7 @@ export class RedisStore {
       this.late.tokens += spentBy(raw, args, from);
     };
     let check: (keys: string[], args: number[]) => Promise<number[]>;
-    let sync: (keys: string[], args: number[]) => Promise<number[]>;
+    let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
     if (redis instanceof Cluster) {
       const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend);
       check = c.check;
@@ -135,9 +137,12 @@ export class RedisStore {
           (r) => lateSpend(r, args, 3));
         return widen(raw, args, 3);
       };
-      sync = (keys, args) => deadline(syncCmd(keys.length, ...keys, ...args), timeoutMs, live);
+      sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
     }
     this.mergeCall = sync;
+    // A merge is not on a decision's path: beyond the silence rule (deadline.ts), its cap grows with its keys
+    // (~8 µs of Redis time each here), and close() may cut it to the time its drain has left.
+    this.mergeDeadlineMs = (n) => Math.max(1000, 10 * timeoutMs, timeoutMs + MERGE_MS_PER_KEY * n);
     const { breaker, state } = createBreaker(check, o.breaker,
       // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
       // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
@@ -268,12 +273,14 @@ export class RedisStore {
    * `batchId` makes it idempotent: a second call with the same id (a retry after a timeout whose first call
    * ran late) adds nothing. Marker keys expire after 10 minutes.
    */
-  async merge(keys: string[], args: number[], nowMs: number, batchId: string): Promise<number[]> {
+  async merge(keys: string[], args: number[], nowMs: number, batchId: string, o: MergeOptions = {}): Promise<number[]> {
     const start = performance.now();
     try {
-      // the marker's name is completed per slot in a Cluster (clusterCalls)
-      // (a merge is idempotent by its batch id, so a late one is harmless: no late-spend accounting)
-      return await this.mergeCall([...keys, `${this.prefix}merged:${batchId}`], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]);
+      // the markers' names are completed per slot in a Cluster (clusterCalls); a merge is idempotent by its
+      // batch id (and its parents'), so a late one is harmless: no late-spend accounting
+      const markers = [batchId, ...(o.parents ?? [])].map((id) => `${this.prefix}merged:${id}`);
+      const cap = Math.max(1, Math.min(o.maxMs ?? Infinity, this.mergeDeadlineMs(keys.length)));
+      return await this.mergeCall([...keys, ...markers], [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args], cap);
     } catch (e) {
       this.failed(e);
       throw e;
@@ -352,7 +359,7 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
 function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
   lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
   check: (keys: string[], args: number[]) => Promise<number[]>;
-  merge: (keys: string[], args: number[]) => Promise<number[]>;
+  merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
@@ -402,14 +409,17 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       });
       return out;
     },
-    // keys: the n state keys, then the batch's marker; args: clock flag, now, n, then 5 per key. Each part
-    // gets its own marker, in its slot: `<marker>:{<tag>}`; a retry splits the same way, so it meets the same.
-    async merge(keys, args) {
+    // keys: the n state keys, then the batch's markers (its own, then its parents'); args: clock flag, now, n,
+    // then 5 per key. Each part gets its own markers, in its slot: `<marker>:{<tag>}`; a retry splits the same
+    // way, so it meets the same. `capMs` caps each part's deadline (deadline.ts).
+    async merge(keys, args, capMs) {
       if (c.status !== 'ready') return notReady();
-      const n = keys.length - 1;
+      const n = args[2];
       const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
+      const markers = keys.slice(n);
       const replies = await Promise.all(parts.map((p) => deadline(
-        run(syncLua, [...p.keys, `${keys[n]}:{${p.tag}}`], [args[0], args[1], p.keys.length, ...p.args]), timeoutMs, liveOf(p.slot))));
+        run(syncLua, [...p.keys, ...markers.map((m) => `${m}:{${p.tag}}`)], [args[0], args[1], p.keys.length, ...p.args]),
+        Math.min(timeoutMs, capMs), liveOf(p.slot), undefined, capMs)));
       const out = new Array<number>(n * 3);
       parts.forEach((p, k) => p.legs.forEach((leg, i) => {
         for (let a = 0; a < 3; a++) out[leg * 3 + a] = replies[k][i * 3 + a];
@@ -418,6 +428,15 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
     },
   };
 }
+
+/** A sync merge's options: the ids it was split from (lua/sync.lua), and a cap on its deadline in ms. */
+export interface MergeOptions {
+  parents?: readonly string[];
+  maxMs?: number;
+}
+
+/** Added to a merge's deadline per key, in ms. */
+export const MERGE_MS_PER_KEY = 0.05;
 
 /** Failed store calls by kind; they add up to `storeErrors`. */
 export interface StoreFailures {

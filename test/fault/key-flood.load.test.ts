@@ -7,9 +7,12 @@
  * 2. An attacker who floods new keys cannot reset its own over-limit key while the table holds idle keys
  *    (buckets refilled to full) to evict instead.
  *
+ * 3. With no idle key at all, a flood of fresh keys (each one check old) never evicts an over-limit key.
+ *
  * What the kernel guarantees, exactly (assembly/index.ts, evictOne): an eviction draws a key at random and
  * scans on from it until it has seen 32 occupied slots (EVICTION_SAMPLE); the first idle key among them goes;
- * only a sample with no idle key evicts its least recently changed key. So an over-limit key survives every
+ * a sample with no idle key evicts the key whose state becomes idle soonest (closest to full), so an
+ * over-limit key goes only from a sample in which every key owes at least as long as it does. So an over-limit key survives every
  * eviction whose sample holds an idle key. That is sampled, not absolute: with idle keys a fraction f of the
  * table, a sample misses them all with probability about (1 − f)^32 (f = 10%: 3.4%; 25%: 1e-4; 40%: 8e-8;
  * 50%: 2e-10), and once the flood has used the idle keys up, the oldest key in a sample goes, which can be
@@ -29,6 +32,8 @@ const POLICIES: Record<string, PolicySpec> = {
   strict: { algorithm: 'token_bucket', limit: 1, period: '1h' },
   // everyone else's: 10 a minute, one token back every 6 s
   free: { algorithm: 'token_bucket', limit: 10, period: '1m' },
+  // 10 an hour, one token back every 6 min
+  hourly: { algorithm: 'token_bucket', limit: 10, period: '1h' },
 };
 const MAX_KEYS = 100_000;
 /** Checks per checkMany call: the front hashes and decides them in batches of up to 4,096 legs. */
@@ -131,5 +136,24 @@ describe('an attacker flooding new keys to reset its own over-limit key', () => 
     expect(r.evictions).toBe(10_000);
     expect(r.keys).toBe(MAX_KEYS);
     expect(r.a).toStrictEqual(STILL_DENIED);
+  }, 60_000);
+});
+
+describe('a flood with no idle key to evict (#20 item 7)', () => {
+  it('maxKeys 1,000, 200,000 admitted checks on new keys: the over-limit key is never evicted (it says the most)', async () => {
+    const clock = new ManualClock(EPOCH_MINUTE);
+    const l = await limiter(clock, 1000);
+    // the abuser's key spends its 10 tokens of the hour: full again only in an hour
+    expect(await l.check({ policy: 'hourly', key: 'abuser', cost: 10 })).toMatchObject({ allowed: true, remaining: 0 });
+    clock.advance(1000);
+    // fresh keys, each one check old (each is 1 token from full: 6 min, or 6 s for `free`), never idle
+    // while the flood lasts: every eviction's sample holds only informative keys
+    expect(await flood(l, 100_000, (i) => ({ policy: 'hourly', key: `fresh-${i}`, cost: 1 }))).toBe(100_000);
+    expect(await flood(l, 100_000, (i) => ({ policy: 'free', key: `fresh-${i}`, cost: 1 }))).toBe(100_000);
+    const st = await l.stats();
+    expect([st.keys, st.evictions]).toStrictEqual([1000, 199_001]);
+    expect(await l.check({ policy: 'hourly', key: 'abuser', cost: 1 })).toStrictEqual({
+      allowed: false, limit: 10, remaining: 0, resetAfterMs: 3_599_000, retryAfterMs: 359_000, policy: 'hourly',
+    });
   }, 60_000);
 });

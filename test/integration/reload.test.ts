@@ -328,9 +328,12 @@ describe('two instances sharing a Redis', () => {
   it('a reload on one reaches the other within a second; SIGHUP makes an instance re-read its own file', async () => {
     const fileA = configFile(OLD);
     const fileB = configFile(OLD);
+    // the instances share an announce secret: a file for one, the environment's for the other is the same text
+    const secret = path.join(tmp, 'announce-secret');
+    writeFileSync(secret, 'a shared secret of 32 bytes.....\n');
     const [a, b] = await Promise.all([
-      serve(['--config', fileA, '--redis', redis.url]),
-      serve(['--config', fileB, '--redis', redis.url]),
+      serve(['--config', fileA, '--redis', redis.url, '--announce-secret-file', secret]),
+      serve(['--config', fileB, '--redis', redis.url, '--announce-secret', 'a shared secret of 32 bytes.....']),
     ]);
     // Both listen on the channel before the change.
     for (const p of [a, b]) {

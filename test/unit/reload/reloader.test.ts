@@ -11,6 +11,7 @@ import { createLimiter, type Limiter } from '../../../src/index.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { policySetVersion } from '../../../src/config/policies.js';
 import { PolicyReloader, type ReloadSource } from '../../../src/reload/reloader.js';
+import { AnnouncementSigner, MAX_AGE_MS, type RefusalReason } from '../../../src/reload/announce.js';
 import { isSluiceError } from '../../../src/util/errors.js';
 import { startRedis, type TestRedis } from '../../helpers/redis.js';
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
@@ -25,7 +26,11 @@ interface Harness {
   reloader: PolicyReloader;
   logs: Array<Record<string, any>>;
   counts: string[];
+  refused: RefusalReason[];
 }
+
+/** The announce secret the instances of these tests share. */
+const SECRET = 'a shared secret of 32 bytes.....';
 
 const open: Harness[] = [];
 afterEach(async () => {
@@ -35,7 +40,7 @@ afterEach(async () => {
   }
 });
 
-async function harness(o: { redis?: string; cluster?: string[]; instanceId?: string } = {}): Promise<Harness> {
+async function harness(o: { redis?: string; cluster?: string[]; instanceId?: string; secret?: string | null } = {}): Promise<Harness> {
   const clock = new ManualClock();
   const startup = parseConfig(OLD, 'policies.yaml');
   const limiter = await createLimiter({ policies: startup.policies, clock: clock.now, maxKeys: 1024 });
@@ -47,14 +52,16 @@ async function harness(o: { redis?: string; cluster?: string[]; instanceId?: str
     },
   });
   const counts: string[] = [];
+  const refused: RefusalReason[] = [];
   const reloader = new PolicyReloader({
     limiter, logger: pino({ level: 'info' }, sink), signal: null, startup,
-    metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`) },
+    announceSecret: o.secret === undefined ? SECRET : o.secret,
+    metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`), announcementRefused: (r) => refused.push(r) },
     ...(o.redis ? { redis: { url: o.redis } } : o.cluster ? { redis: { cluster: o.cluster } } : {}),
     ...(o.instanceId ? { instanceId: o.instanceId } : {}),
   });
   await reloader.start();
-  const h = { limiter, reloader, logs, counts };
+  const h = { limiter, reloader, logs, counts, refused };
   open.push(h);
   return h;
 }
@@ -137,26 +144,70 @@ describe('PolicyReloader over Redis pub/sub', () => {
     expect(a.counts).toStrictEqual(['api/ok']);
   });
 
-  it('ignores its own origin, the version in force and junk; rejects an invalid peer set and keeps its rules', async () => {
+  it('ignores its own origin and the version in force; rejects an invalid peer set and keeps its rules', async () => {
     const h = await harness({ redis: redis.url, instanceId: 'me' });
-    const publish = (m: unknown): Promise<number> => redis.client.publish('sluice:policies', typeof m === 'string' ? m : JSON.stringify(m));
+    const peer = new AnnouncementSigner(SECRET);
+    const publish = (m: Record<string, unknown> & { origin: string }): Promise<number> => redis.client.publish('sluice:policies', peer.sign(m));
     const doc = { api: { algorithm: 'fixed_window', limit: 7, period: '1h' }, paid: { algorithm: 'token_bucket', limit: 100, period: '1m' } };
     await publish({ origin: 'me', version: version(NEW), policies: doc });
     await publish({ origin: 'other', version: version(OLD), policies: doc }); // claims the version in force
-    await publish('not json');
-    await publish({ hello: 1 });
     await publish({ origin: 'other', version: 'ffffffffffff', policies: { api: { algorithm: 'fixed_window', limit: 7, period: '10x' } } });
     await until(() => h.counts.length === 1, 'the invalid set rejected');
     expect(h.counts).toStrictEqual(['peer/rejected']);
     expect(h.limiter.version).toBe(version(OLD));
     expect(h.logs.find((l) => l.msg === 'policy reload rejected')!.err.message)
       .toBe('<peer other>: policies.api.period: must be a positive integer of ms or a duration string such as "1m" (got "10x")');
-    expect(h.logs.filter((l) => l.level === 40).map((l) => l.msg))
-      .toStrictEqual(['policy channel: not JSON, ignored', 'policy channel: not an announcement, ignored']);
     // The same set from another origin is applied.
     await publish({ origin: 'other', version: version(NEW), policies: doc });
     await until(() => h.limiter.version === version(NEW), 'the peer set applied');
     expect(h.counts).toStrictEqual(['peer/rejected', 'peer/ok']);
+    expect(h.refused).toStrictEqual([]);
+  });
+
+  it('refuses, counts and logs unsigned, forged, replayed and malformed announcements: the rules in force stay (#20 item 4)', async () => {
+    const h = await harness({ redis: redis.url, instanceId: 'me' });
+    const raw = (m: unknown): Promise<number> => redis.client.publish('sluice:policies', typeof m === 'string' ? m : JSON.stringify(m));
+    const doc = { api: { algorithm: 'fixed_window', limit: 2_000_000_000, period: '1s' } };
+    const attack = { origin: 'x', version: 'ffffffffffff', policies: doc };
+    await raw(attack); // the issue's one PUBLISH: plain JSON, as announcements used to be
+    await raw(new AnnouncementSigner('another secret of 32 bytes......').sign(attack)); // forged
+    const signed = new AnnouncementSigner(SECRET).sign({ origin: 'peer', version: version(NEW), policies: doc });
+    const forgedBody = JSON.stringify({ mac: (JSON.parse(signed) as { mac: string }).mac, body: JSON.stringify({ ...attack, sentAt: Date.now() }) });
+    await raw(forgedBody); // a real MAC over another body
+    await raw('not json');
+    await raw(new AnnouncementSigner(SECRET).sign({ origin: 'old', version: version(NEW), policies: doc }, Date.now() - MAX_AGE_MS - 1000));
+    await until(() => h.refused.length === 5, 'five refusals');
+    expect(h.refused).toStrictEqual(['unsigned', 'bad_mac', 'bad_mac', 'malformed', 'replayed']);
+    // a genuine one is applied once; the same message again is a replay
+    await raw(signed);
+    await until(() => h.counts.length === 1, 'the signed set applied');
+    await raw(signed);
+    await until(() => h.refused.length === 6, 'the replay refused');
+    expect(h.refused.at(-1)).toBe('replayed');
+    expect(h.counts).toStrictEqual(['peer/ok']);
+    expect((await h.limiter.check({ policy: 'api', key: 'k', cost: 1 })).limit).toBe(2_000_000_000);
+    // refusals are logged at most once a second, with how many there were
+    const warned = h.logs.filter((l) => l.msg.startsWith('policy channel: announcement refused'));
+    expect(warned.length).toBeGreaterThanOrEqual(1);
+    expect(warned[0]).toMatchObject({ level: 40, reason: 'unsigned', refused: 1 });
+  });
+
+  it('without a secret: announcements are off both ways, and it says so at start', async () => {
+    const quiet = await harness({ redis: redis.url, instanceId: 'quiet', secret: null });
+    const peer = await harness({ redis: redis.url, instanceId: 'peer' });
+    expect(quiet.logs.find((l) => l.msg.startsWith('policy announcements are off'))).toMatchObject({ level: 40, channel: 'sluice:policies' });
+    expect(quiet.logs.some((l) => l.msg === 'listening for policy reloads')).toBe(false);
+    await redis.client.publish('sluice:policies', JSON.stringify({ origin: 'x', version: 'ffffffffffff', policies: { api: { algorithm: 'fixed_window', limit: 9, period: '1h' } } }));
+    await quiet.reloader.apply(NEW, 'api'); // not announced: the peer keeps its rules
+    await new Promise((r) => setTimeout(r, 200));
+    expect(quiet.logs.some((l) => l.msg === 'policy reload announced')).toBe(false);
+    expect([quiet.counts, peer.counts]).toStrictEqual([['api/ok'], []]);
+    expect(peer.limiter.version).toBe(version(OLD));
+    expect(peer.refused).toStrictEqual(['unsigned']);
+  });
+
+  it('refuses a secret under 16 bytes', async () => {
+    await expect(harness({ redis: redis.url, secret: 'short' })).rejects.toThrow('announceSecret: must be at least 16 bytes');
   });
 });
 

@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import type { RedisStore } from '../../../src/store/redis.js';
 import { MAX_MERGE, SyncWriter, type SyncLeg } from '../../../src/store/sync.js';
+import { leg, record } from '../../helpers/sync-legs.js';
 
 interface Call {
   keys: string[];
@@ -27,20 +28,6 @@ function fakeStore(): { store: RedisStore; calls: Call[]; down: { value: boolean
     },
   } as unknown as RedisStore;
   return { store, calls, down };
-}
-
-function leg(n: number, o: Partial<SyncLeg> = {}): SyncLeg {
-  return {
-    redisKey: `k${n}`, algorithmCode: 2, limit: 100, periodMs: 1000, burst: 100,
-    limitId: 0, hashLo: (n * 2654435761) >>> 0, hashHi: n, shard: -1, ns: 0, ...o,
-  };
-}
-
-/** Records `cost` on `l` as the front does: bump, and describe the leg when the writer does not know it. */
-function record(w: SyncWriter, l: SyncLeg, cost: number): boolean {
-  if (w.bump(l.hashLo, l.hashHi, l.limitId, l.ns, cost)) return true;
-  w.add(l, cost);
-  return false;
 }
 
 /** Delta per key of one call. */
