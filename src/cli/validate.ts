@@ -6,6 +6,7 @@
 import { parseArgs } from 'node:util';
 import { parseYaml, readConfigText } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
+import { isEnvoyRateLimitDocument } from '../config/envoy-ratelimit.js';
 import { joinPath } from '../config/policies.js';
 import { isSluiceError, usage } from '../util/errors.js';
 
@@ -42,7 +43,8 @@ export interface Validation {
 /**
  * Every error of a policies file. The loader stops at the first error, so this runs it again and again:
  * after each error the offending part is set aside (an invalid policy replaced by a valid stand-in, an invalid
- * entry of `server` or `engine` removed) until the rest loads. A syntax error, or one about the document as
+ * entry of `server` or `engine` removed; in envoyproxy/ratelimit's format, the descriptor at fault replaced by a
+ * valid stand-in rule) until the rest loads. A syntax error, or one about the document as
  * a whole, ends the search. Messages are the loader's: `FILE: PATH: reason`.
  */
 export async function validateFile(file: string): Promise<Validation> {
@@ -71,6 +73,7 @@ export async function validateFile(file: string): Promise<Validation> {
 /** Removes what `path` points at from the document (see {@link validateFile}); false when it cannot. */
 function setAside(doc: unknown, path: string | undefined): boolean {
   if (path === undefined || !isMapping(doc)) return false;
+  if (isEnvoyRateLimitDocument(doc)) return setAsideEnvoy(doc, path);
   const policies = doc.policies;
   if (isMapping(policies)) {
     for (const name of Object.keys(policies)) {
@@ -94,6 +97,54 @@ function setAside(doc: unknown, path: string | undefined): boolean {
   delete node[parts[parts.length - 1]];
   return true;
 }
+
+/**
+ * The same for envoyproxy/ratelimit's format: the descriptor an error points into
+ * (`descriptors[1].descriptors[0].rate_limit.unit`) becomes a valid stand-in rule under a key of its own,
+ * keeping its children so that their errors are found too; a `descriptors` that is not a list is removed;
+ * `domain` and unknown top-level keys likewise.
+ */
+function setAsideEnvoy(doc: Record<string, unknown>, path: string): boolean {
+  if (path === 'domain') {
+    if (doc.domain === ENVOY_STAND_IN_DOMAIN) return false;
+    doc.domain = ENVOY_STAND_IN_DOMAIN;
+    return true;
+  }
+  if (/^[A-Za-z0-9_-]+$/.test(path) && path !== 'descriptors' && Object.hasOwn(doc, path)) {
+    delete doc[path];
+    return true;
+  }
+  const steps = /^(?:descriptors\[\d+\]\.)*descriptors\[\d+\]/.exec(path);
+  let parent: Record<string, unknown> = doc;
+  let node: unknown = doc;
+  let index = -1;
+  for (const m of (steps?.[0] ?? '').matchAll(/descriptors\[(\d+)\]/g)) {
+    if (!isMapping(node) || !Array.isArray(node.descriptors)) return false;
+    parent = node;
+    index = Number(m[1]);
+    node = node.descriptors[index];
+  }
+  const rest = path.slice(steps?.[0].length ?? 0);
+  if (rest === '.descriptors' || (steps === null && path === 'descriptors')) {
+    // the list itself is at fault (not a list, or no rule in it): drop it
+    const owner = steps === null ? doc : node;
+    if (!isMapping(owner) || !Object.hasOwn(owner, 'descriptors')) return false;
+    delete owner.descriptors;
+    return true;
+  }
+  if (index < 0 || !Array.isArray(parent.descriptors)) return false;
+  if (isMapping(node) && typeof node.key === 'string' && node.key.startsWith(ENVOY_STAND_IN_KEY)) return false;
+  const children = isMapping(node) && Array.isArray(node.descriptors) ? node.descriptors : undefined;
+  parent.descriptors[index] = {
+    key: `${ENVOY_STAND_IN_KEY}${++envoyStandIns}`, rate_limit: { unit: 'second', requests_per_unit: 1 },
+    ...(children === undefined ? {} : { descriptors: children }),
+  };
+  return true;
+}
+
+const ENVOY_STAND_IN_DOMAIN = 'sluice-validate-stand-in';
+const ENVOY_STAND_IN_KEY = 'sluice-validate-stand-in-';
+let envoyStandIns = 0;
 
 function isMapping(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);

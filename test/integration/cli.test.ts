@@ -254,6 +254,32 @@ describe('sluice validate', () => {
     });
   });
 
+  it("a file in envoyproxy/ratelimit's format: every error, nested descriptors included, with its path", async () => {
+    const bad = writeTmp('envoy-errors.yaml', [
+      'domain: edge',
+      'descriptors:',
+      '  - key: remote_address',
+      '    rate_limit: { unit: fortnight, requests_per_unit: 5 }',
+      '    descriptors:',
+      '      - { key: path, value: /login, rate_limit: { unit: minute, requests_per_unit: -1 } }',
+      '  - { key: user, rate_limit: { unit: minute, requests_per_unit: 10, replaces: [x] } }',
+      '  - { key: ok, rate_limit: { unit: hour, requests_per_unit: 10 }, shadow_mode: maybe }',
+      '',
+    ].join('\n'));
+    const r = await runSluice(['validate', bad, 'examples/gateways/envoy/ratelimit-config.yaml']);
+    expect({ code: r.code, stdout: r.stdout, stderr: r.stderr.split('\n') }).toStrictEqual({
+      code: 1,
+      stdout: 'examples/gateways/envoy/ratelimit-config.yaml: ok (2 policies)\n',
+      stderr: [
+        `${bad}: descriptors[0].rate_limit.unit: must be one of second, minute, hour, day, week, month, year (got "fortnight")`,
+        `${bad}: descriptors[0].descriptors[0].rate_limit.requests_per_unit: must be an integer from 0 to 4294967295 (got -1)`,
+        `${bad}: descriptors[1].rate_limit.replaces: is not supported by sluice (every matched rule applies; none replaces another)`,
+        `${bad}: descriptors[2].shadow_mode: must be true or false (got "maybe")`,
+        '',
+      ],
+    });
+  });
+
   it('a YAML syntax error or a missing file is one error naming the file', async () => {
     const broken = writeTmp('broken.yaml', 'policies:\n  a: { algorithm: token_bucket\n');
     const missing = path.join(tmp, 'absent.yaml');
