@@ -277,14 +277,16 @@ describe('store failures by kind', () => {
     await redis.client.set(nan, encodeState(NaN, 0, last), 'PX', 60_000);
     await redis.client.set(fraction, encodeState(0.5, 0, last), 'PX', 60_000);
     await redis.client.set(inf, encodeState(1, 0, Infinity), 'PX', 60_000);
-    await redis.client.set(old, `${(1_000_000 - 10) * 3_600_000} 0 ${last}`, 'PX', 60_000);
+    // 100,000 tokens short of full, so the rewritten key's PX (the time to refill: 6 min) outlives the reads
+    // below on a loaded machine (10 short gave 36 ms)
+    await redis.client.set(old, `${(1_000_000 - 100_000) * 3_600_000} 0 ${last}`, 'PX', 60_000);
     const ds = await Promise.all(['nan', 'fraction', 'inf', 'old'].map((key) => l.check({ policy: 's', key, cost: 1 })));
     expect(ds.map((d) => d.degraded ?? false)).toStrictEqual([true, true, true, false]);
-    expect(ds[3]).toMatchObject({ allowed: true, remaining: 1_000_000 - 11 });
+    expect(ds[3]).toMatchObject({ allowed: true, remaining: 1_000_000 - 100_001 });
     expect(await kinds(l)).toStrictEqual([0, 1, 0, 0, 1]);
     // the unreadable ones are left as they were; the old one is rewritten packed
     expect((await redis.client.getBuffer(nan))!.equals(encodeState(NaN, 0, last))).toBe(true);
-    expect(decodeState((await redis.client.getBuffer(old))!)).toStrictEqual([(1_000_000 - 11) * 3_600_000, 0, last]);
+    expect(decodeState((await redis.client.getBuffer(old))!)).toStrictEqual([(1_000_000 - 100_001) * 3_600_000, 0, last]);
   });
 
   it('script errors do not open the circuit breaker: one poisoned key cannot switch Redis off for the others', async () => {
