@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { StoreTimeoutError, type RedisStore } from './redis.js';
+import { StoreTimeoutError } from './deadline.js';
+import type { RedisStore } from './redis.js';
 import { debitState } from '../util/debit.js';
 
 /**
