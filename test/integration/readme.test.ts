@@ -2,13 +2,16 @@
  * Every code example of the README is a file in examples/ that this test runs: a fenced block in JavaScript or
  * TypeScript must say which file it is (```js file=examples/NAME.mjs) and be that file's text exactly, and each
  * such file runs to exit 0 with `node` (its assertions pass). Examples that need a running sluice or Redis get
- * SLUICE_URL (a `sluice serve` on a free port) and REDIS_URL (a redis-server of their own).
+ * SLUICE_URL (a `sluice serve` on a free port) and REDIS_URL (a redis-server of their own). Every YAML block is
+ * loaded by the configuration loader, as `sluice serve --config` would.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { configFromDocument } from '../../src/config/schema.js';
 import { PROJECT_ROOT, spawnServe, type ServeProcess } from '../helpers/server.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
@@ -32,6 +35,7 @@ function blocks(md: string): Block[] {
 }
 
 const code = blocks(README).filter((b) => /^(js|ts|javascript|typescript|mjs)$/.test(b.lang));
+const yamlBlocks = blocks(README).filter((b) => b.lang === 'yaml');
 
 let serve: ServeProcess;
 let redis: TestRedis;
@@ -48,6 +52,18 @@ describe('README code examples', () => {
     for (const b of code) {
       expect(b.file, `README line ${b.line}: a code block without file=examples/...`).toMatch(/^examples\/[\w.-]+\.mjs$/);
       expect(b.text, `README line ${b.line} differs from ${b.file}`).toBe(readFileSync(path.join(PROJECT_ROOT, b.file!), 'utf8'));
+    }
+  });
+
+  it('every YAML block is a configuration the loader accepts (a fragment without policies gets a one-policy stand-in)', () => {
+    expect(yamlBlocks.length).toBeGreaterThanOrEqual(7);
+    for (const b of yamlBlocks) {
+      const doc = parse(b.text) as Record<string, unknown>;
+      const whole = doc.policies === undefined && doc.domain === undefined
+        ? { ...doc, policies: { p: { algorithm: 'fixed_window', limit: 1, period: 1000 } } }
+        : doc;
+      const config = configFromDocument(whole, `README line ${b.line}`);
+      expect(config.policies.size, `README line ${b.line}`).toBeGreaterThanOrEqual(1);
     }
   });
 
