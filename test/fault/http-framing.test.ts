@@ -55,6 +55,7 @@ describe('ambiguous request framing', () => {
     ['two equal Content-Length headers (the body is the smuggled request)', `Content-Length: ${smuggled.length}\r\nContent-Length: ${smuggled.length}\r\n`, smuggled, PROBLEM],
     ['two Content-Length: 0', 'Content-Length: 0\r\nContent-Length: 0\r\n', '', PROBLEM],
     ['a list of lengths in one Content-Length', `Content-Length: 0, ${smuggled.length}\r\n`, smuggled, /^$/],
+    ['an empty Content-Length then a second', `Content-Length: \r\nContent-Length: ${smuggled.length}\r\n`, smuggled, /^$/],
     ['Content-Length with Transfer-Encoding', 'Content-Length: 0\r\nTransfer-Encoding: chunked\r\n', smuggled, /^$/],
   ];
   for (const route of ['/v1/auth?policy=p&key=attacker', '/v1/check?policy=p&key=attacker', '/healthz']) {
