@@ -3,7 +3,7 @@
 import {
   Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW, CALENDAR_WINDOW, SLIDING_LOG,
   LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
-  IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS,
+  IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS, GROUP_MASK, DELAY_BITS, MAX_DELAY_MS,
   OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN, STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
   HASH_IN_LENGTH, HASH_IN_SEED_LO, HASH_IN_SEED_HI, HASH_OUT_HI,
   OK, INIT_AGAIN, INIT_NO_ROOM, BAD_LIMIT, TOO_MANY, REMOVE_TOO_MANY,
@@ -156,8 +156,12 @@ function stateOf(lim: Limit, limitId: u32, idx: i32, now: u64): void {
   s.meta = (<u64>limitId << 48) | t;
 }
 
-/** Evaluates one leg of limit `limitId` into R.*: from the slot at `idx` (or a fresh key when idx < 0). */
-function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64): void {
+/**
+ * Evaluates one leg of limit `limitId` into R.*: from the slot at `idx` (or a fresh key when idx < 0).
+ * maxDelay: the ms a token bucket or GCRA leg may wait to be admitted (onLimit: delay; 0 for none). The
+ * loader refuses onLimit: delay on the window algorithms, which ignore it.
+ */
+function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64, maxDelay: u64): void {
   const alg = lim.algorithm;
   if (lim.L == 0 && alg <= GCRA) {
     // a bucket that never refills: limit 0 denies everything that costs anything, for good
@@ -170,8 +174,8 @@ function evaluate(lim: Limit, limitId: u32, idx: i32, c: u64, now: u64): void {
   const w0 = stW0, w1 = stW1, last = stLast;
   // time never runs backwards for a key
   const t = exists && last > now ? last : now;
-  if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t);
-  else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t);
+  if (alg == TOKEN_BUCKET) tokenBucket(lim, exists, w0, last, c, t, maxDelay);
+  else if (alg == GCRA) gcra(lim, exists, w0, w1, c, t, maxDelay);
   else if (alg == FIXED_WINDOW) fixedWindow(lim, exists, w0, last, c, t);
   else if (alg == SLIDING_WINDOW) slidingWindow(lim, exists, w0, w1, last, c, t);
   else if (alg == CALENDAR_WINDOW) calendarWindow(lim, exists, w0, w1, c, t);
@@ -186,6 +190,11 @@ let lastT: u64 = 0;
   store<f64>(o, <f64>R.remaining, OUT_REMAINING);
   store<f64>(o, <f64>R.resetAfter, OUT_RESET_AFTER);
   store<f64>(o, R.code == CODE_NEVER ? -1 : <f64>R.retryAfter, OUT_RETRY_AFTER);
+}
+
+/** A leg's IN_LIMIT word: limitId | group length << GROUP_BITS | maxDelayMs << DELAY_BITS (all below 2^53). */
+@inline function legWord(leg: u32): u64 {
+  return <u64>load<f64>(legIn + <usize>leg * LEG_IN_STRIDE, IN_LIMIT);
 }
 
 @inline function legHash(leg: u32): u64 {
@@ -262,13 +271,14 @@ function badLeg(leg: u32): void {
 
 function single(leg: u32, now: u64): void {
   const p = legIn + <usize>leg * LEG_IN_STRIDE;
-  const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
+  const word = legWord(leg);
+  const limitId = <u32>word & LIMIT_ID_MASK;
   if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); return; }
   const lim = limitAt(limitId);
   const h = legHash(leg);
   const c = <u64>load<f64>(p, IN_COST);
   const idx = find(h);
-  evaluate(lim, limitId, idx, c, now);
+  evaluate(lim, limitId, idx, c, now, word >> DELAY_BITS);
   writeOut(leg);
   if (R.write) commit(h, idx, limitId, R.nw0, R.nw1, lastT, now);
 }
@@ -279,10 +289,11 @@ function group(first: u32, n: u32, now: u64): void {
   for (let j: u32 = 0; j < n; j++) {
     const leg = first + j;
     const p = legIn + <usize>leg * LEG_IN_STRIDE;
-    const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
+    const word = legWord(leg);
+    const limitId = <u32>word & LIMIT_ID_MASK;
     const sc = scratch + <usize>j * 32;
     if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); store<u64>(sc, 0, 24); all = false; continue; }
-    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, IN_COST), now);
+    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, IN_COST), now, word >> DELAY_BITS);
     writeOut(leg);
     store<u64>(sc, R.nw0);
     store<u64>(sc, R.nw1, 8);
@@ -292,8 +303,7 @@ function group(first: u32, n: u32, now: u64): void {
   }
   for (let j: u32 = 0; j < n; j++) {
     const leg = first + j;
-    const p = legIn + <usize>leg * LEG_IN_STRIDE;
-    const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
+    const limitId = <u32>legWord(leg) & LIMIT_ID_MASK;
     const sc = scratch + <usize>j * 32;
     const h = legHash(leg);
     if (all) {
@@ -301,7 +311,7 @@ function group(first: u32, n: u32, now: u64): void {
       if (load<u64>(sc, 24) != 0) commit(h, find(h), limitId, load<u64>(sc), load<u64>(sc, 8), load<u64>(sc, 16), now);
     } else if (load<f64>(legOut + <usize>leg * LEG_OUT_STRIDE, OUT_CODE) == CODE_ALLOW) {
       // this leg alone would admit, but the check is denied: report its state untouched
-      evaluate(limitAt(limitId), limitId, find(h), 0, now);
+      evaluate(limitAt(limitId), limitId, find(h), 0, now, 0);
       writeOut(leg);
     }
   }
@@ -316,7 +326,7 @@ export function checkBatch(n: u32, nowMs: f64): u32 {
   const now = <u64>nowMs;
   let i: u32 = 0;
   while (i < n) {
-    let g = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, IN_LIMIT)) >>> GROUP_BITS;
+    let g = <u32>(legWord(i) >> GROUP_BITS) & GROUP_MASK;
     if (g <= 1) {
       single(i, now);
       i++;
@@ -356,7 +366,7 @@ export function setState(n: u32, nowMs: f64): u32 {
 export function peekBatch(n: u32): u32 {
   if (n > batchMax) return TOO_MANY;
   for (let i: u32 = 0; i < n; i++) {
-    const limitId = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, IN_LIMIT)) & LIMIT_ID_MASK;
+    const limitId = <u32>legWord(i) & LIMIT_ID_MASK;
     const idx = find(legHash(i));
     const o = legOut + <usize>i * LEG_OUT_STRIDE;
     const s = idx >= 0 ? slotAt(<u32>idx) : changetype<Slot>(0);
@@ -520,8 +530,8 @@ export function memoryBytes(): f64 { return <f64>(memory.size() << 16); }
 
 // The ABI constants, exported as globals so that test/unit/kernel/abi.test.ts pins src/shard/abi.ts to them.
 export {
-  LEG_IN_STRIDE, IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS, MAX_GROUP,
-  LEG_OUT_STRIDE, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN,
+  LEG_IN_STRIDE, IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS, GROUP_MASK, DELAY_BITS, MAX_DELAY_MS, MAX_GROUP,
+  LEG_OUT_STRIDE, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, OUT_DELAY, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN,
   CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT,
   STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
   HASH_IN_STRIDE, HASH_IN_LENGTH, HASH_IN_SEED_LO, HASH_IN_SEED_HI, HASH_OUT_STRIDE, HASH_OUT_HI,

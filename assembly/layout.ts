@@ -61,17 +61,27 @@ export const IN_HASH_LO: usize = 0;
 export const IN_HASH_HI: usize = 8;
 export const IN_LIMIT: usize = 16;
 export const IN_COST: usize = 24;
-/** IN_LIMIT holds limitId in its low bits and, on a group's first leg, the group length above them. */
+/**
+ * IN_LIMIT holds limitId in its low 16 bits, on a group's first leg the group length in the 8 bits above,
+ * and from bit DELAY_BITS up the leg's maxDelayMs (onLimit: delay): a leg that would be denied but can be
+ * admitted within that many ms is admitted now, in debt, with its wait in OUT_RETRY_AFTER (0: deny as ever).
+ */
 export const LIMIT_ID_MASK: u32 = 0xffff;
 export const GROUP_BITS: u32 = 16;
+export const GROUP_MASK: u32 = 0xff;
+export const DELAY_BITS: u32 = 24;
+/** Largest maxDelayMs a leg can carry: IN_LIMIT is an integral f64, exact below 2^53 = 2^(24 + 29). */
+export const MAX_DELAY_MS: u32 = (1 << 29) - 1;
 
 // Batch output, one row per leg, 4 × f64: [code, remaining, resetAfterMs, retryAfterMs (−1 = never)].
+// An admitted leg's OUT_RETRY_AFTER is its delay (OUT_DELAY): 0, or the ms the caller waits (onLimit: delay).
 // peekBatch writes the same rows as [found (0/1), w0 (signed), w1, lastSeen].
 export const LEG_OUT_STRIDE: usize = 32;
 export const OUT_CODE: usize = 0;
 export const OUT_REMAINING: usize = 8;
 export const OUT_RESET_AFTER: usize = 16;
 export const OUT_RETRY_AFTER: usize = 24;
+export const OUT_DELAY: usize = 24;
 export const PEEK_FOUND: usize = 0;
 export const PEEK_W0: usize = 8;
 export const PEEK_W1: usize = 16;

@@ -1,4 +1,4 @@
-import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
+import type { CheckOptions, CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
 import { compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { Hasher } from './keys/hasher.js';
@@ -7,6 +7,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { DEFAULT_MAX_DELAYED, DELAY_PLACES, waitDelay } from './engine/delay.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -30,6 +31,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
   const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
+  const maxDelayed = intOption(opts.maxDelayed, 'maxDelayed', DEFAULT_MAX_DELAYED, 0, 2 ** 30);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   let policies = toCompiled(opts.policies);
@@ -69,7 +71,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     });
   const front = new Front({
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
-    logger: opts.logger ?? null,
+    logger: opts.logger ?? null, maxDelayed,
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
@@ -143,13 +145,15 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       return version;
     },
     reload,
-    check: (req: CheckRequest): Promise<Decision> => front.check(req),
+    check: (req: CheckRequest, options?: CheckOptions): Promise<Decision> =>
+      options?.wait === true ? front.check(req).then((d) => waitDelay(front.delays, d, options.signal)) : front.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
     async stats(options?: { waitMs?: number }): Promise<LimiterStats> {
       if (closing !== null) throw closed();
       const parts = pool === null ? [kernel.stats()] : await pool.stats(options?.waitMs);
       return {
+        delayed: front.delays.stats(),
         shards,
         keys: parts.reduce((a, p) => a + p.keys, 0),
         evictions: parts.reduce((a, p) => a + p.evictions, 0),
@@ -172,6 +176,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       })();
       return closing;
     },
+    // Internal: transports that hold a delayed answer free its wait place when their connection closes.
+    ...{ [DELAY_PLACES]: front.delays },
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },
     // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).

@@ -13,8 +13,17 @@ export interface Decision {
   remaining: number;
   /** Ms until the binding limit is back to full (bucket refilled, window over). */
   resetAfterMs: number;
-  /** 0 when admitted; ms until the same check would be admitted; `null` when it never can (cost > capacity). */
+  /**
+   * 0 when admitted; ms until the same check would be admitted (on a policy with `onLimit: delay`: admitted
+   * with a delay of maxDelayMs); `null` when it never can (cost > capacity).
+   */
   retryAfterMs: number | null;
+  /**
+   * onLimit: delay only, present when admitted later: ms (> 0, at most the policy's maxDelayMs) the caller
+   * waits before it proceeds. The cost is already spent (the bucket is in debt until then). Absent when the
+   * check proceeds at once.
+   */
+  delayMs?: number;
   /** Name of the binding limit (the policy's, a `limits[]` entry's, or its guard's). */
   policy: string;
   /**
@@ -56,6 +65,18 @@ export interface ShadowEvaluation {
   reason?: string;
 }
 
+/** How {@link Limiter.check} answers a check that is admitted with a delay (onLimit: delay). */
+export interface CheckOptions {
+  /**
+   * true: resolve once the decision's `delayMs` has passed (real time: a timer), holding its wait place until
+   * then. Default false: resolve at once; the caller waits `delayMs` itself (its place is held on the
+   * limiter's clock until then).
+   */
+  wait?: boolean;
+  /** With `wait`: aborting it frees the wait place (not the tokens, already spent) and rejects with its reason. */
+  signal?: AbortSignal;
+}
+
 /** One check. Give `key`, or `descriptors` for a policy that declares them. */
 export interface CheckRequest {
   policy: string;
@@ -78,6 +99,13 @@ export interface LimiterOptions {
   maxKeys?: number;
   /** Most checks queued or in flight before new ones are refused with OVERLOADED. Default 100,000. */
   maxPending?: number;
+  /**
+   * onLimit: delay: most checks waiting at once in this limiter (each delayed admission holds a place until
+   * its delay has passed on the limiter's clock, or until released early by a transport whose connection
+   * closed; a check in flight holds one until decided). Past it, a check short of tokens is denied as with
+   * onLimit: deny. Default 10,000.
+   */
+  maxDelayed?: number;
   /** Redis, for policies with `consistency: strict`. */
   redis?: import('./store/redis.js').RedisOptions;
   /**
@@ -167,6 +195,8 @@ export interface KeyState {
 
 /** Counters for observability. */
 export interface LimiterStats {
+  /** onLimit: delay: places held by delayed admissions, reserved by checks in flight, the bound, and checks refused a place. */
+  delayed: import('./engine/delay.js').DelayStats;
   shards: number;
   keys: number;
   evictions: number;
@@ -222,7 +252,7 @@ export interface Limiter {
    * OVERLOADED when queues are full, SHARD_FAILED if the owning worker died, CLOSED after close(),
    * CLOCK if the clock misbehaves.
    */
-  check(req: CheckRequest): Promise<Decision>;
+  check(req: CheckRequest, options?: CheckOptions): Promise<Decision>;
   /** Several checks in one call, one result (decision or error) per item, in order. */
   checkMany(reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>>;
   /**

@@ -5,7 +5,7 @@
 // B·P ≤ 2^51, the merged debt may pass BP: tokens are then owed, and nothing is admitted until they are repaid).
 import { Limit } from '../layout';
 import { ceilDiv } from '../math';
-import { allow, deny, never } from '../result';
+import { allow, allowLater, deny, never } from '../result';
 
 /** (TAT − t)·L, or 0 when TAT ≤ t. */
 @inline export function debtAt(lim: Limit, tatMs: u64, frac: u64, t: u64): u64 {
@@ -17,7 +17,11 @@ import { allow, deny, never } from '../result';
   return debt < BP ? (BP - debt) / P : 0;
 }
 
-export function gcra(lim: Limit, exists: bool, w0: u64, w1: u64, c: u64, t: u64): void {
+/**
+ * maxDelay (onLimit: delay): a check whose emission is due within maxDelay ms is admitted now with the TAT
+ * pushed past t + B·P/L by the wait (debt up to B·P + maxDelay·L), exactly as the token bucket's debt.
+ */
+export function gcra(lim: Limit, exists: bool, w0: u64, w1: u64, c: u64, t: u64, maxDelay: u64): void {
   const P = lim.P, L = lim.L, BP = lim.BP;
   const debt = exists ? debtAt(lim, w0, w1, t) : 0;
   if (c > lim.B) {
@@ -29,7 +33,13 @@ export function gcra(lim: Limit, exists: bool, w0: u64, w1: u64, c: u64, t: u64)
     const nd = debt + cP;
     allow(left(BP, nd, P), ceilDiv(nd, L), t + nd / L, nd % L, c);
   } else {
-    deny(left(BP, debt, P), ceilDiv(debt, L), ceilDiv(debt + cP - BP, L));
+    const wait = ceilDiv(debt + cP - BP, L);
+    if (wait <= maxDelay) {
+      const nd = debt + cP;
+      allowLater(ceilDiv(nd, L), t + nd / L, nd % L, wait);
+    } else {
+      deny(left(BP, debt, P), ceilDiv(debt, L), maxDelay > 0 ? wait - maxDelay : wait);
+    }
   }
 }
 

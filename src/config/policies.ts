@@ -75,6 +75,16 @@ export interface PolicySpec {
    */
   carryOver?: boolean;
   /**
+   * What a check that would be denied does: `deny` (the default: denied at once, with `retryAfterMs`) or
+   * `delay`: when its tokens refill within `maxDelayMs`, it is admitted now with `delayMs` > 0, its cost
+   * reserved at decision time (the bucket goes into debt, exactly), and the caller waits that long; checks on
+   * one key are served in order (FIFO). Token bucket and GCRA limits only; not in consistency sync, nor on a
+   * shadow policy. See the README's "Delay instead of 429".
+   */
+  onLimit?: OnLimit;
+  /** With `onLimit: delay`: the longest wait a check is admitted with, ms (or a duration such as `"2s"`), at most 2^29 − 1 ms. */
+  maxDelayMs?: number | string;
+  /**
    * Shadow mode: the policy is evaluated on every check that names it (its admitted checks spend its own
    * state, exactly as a live policy's would), counted in `sluice_shadow_decisions_total` and logged when it
    * would deny, but it never denies: the decision says `allowed: true` and carries the real evaluation in
@@ -127,6 +137,8 @@ export interface CompiledRlsRoute {
 }
 
 export type Consistency = 'local' | 'strict' | 'sync';
+/** See {@link PolicySpec.onLimit}. */
+export type OnLimit = 'deny' | 'delay';
 export type StoreErrorRule = 'open' | 'closed' | 'local';
 
 /**
@@ -184,6 +196,10 @@ export interface CompiledPolicy {
   versionGiven: boolean;
   /** See {@link PolicySpec.carryOver}. */
   carryOver: boolean;
+  /** See {@link PolicySpec.onLimit}. */
+  onLimit: OnLimit;
+  /** The longest delay a check is admitted with, ms; 0 unless onLimit is `delay`. */
+  maxDelayMs: number;
   /** Never denies; evaluated and counted only. See {@link PolicySpec.shadow}. */
   shadow: boolean;
   /** The live policy this shadow policy is a candidate for, or null. See {@link PolicySpec.shadowOf}. */
@@ -221,7 +237,7 @@ type Obj = Record<string, unknown>;
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
-  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
+  'onLimit', 'maxDelayMs', 'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
@@ -317,10 +333,53 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const deny = readList(own(raw, 'deny'), 'deny', fail);
   const authCost = readAuthCost(own(raw, 'authCost'), fail);
   const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
+  const { onLimit, maxDelayMs } = readOnLimit(own(raw, 'onLimit'), own(raw, 'maxDelayMs'), limits, consistency, shadow, fail);
   return {
     name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
-    shadow, shadowOf, allow, deny, authCost, rls,
+    onLimit, maxDelayMs, shadow, shadowOf, allow, deny, authCost, rls,
   };
+}
+
+/** Largest maxDelayMs: the kernel packs it above the limit id and group length of an integral f64 (src/shard/abi.ts). */
+export const MAX_DELAY_MS = 2 ** 29 - 1;
+/** A local bucket's debt bound: B·P + maxDelay·L stays below 2^62, so the kernel's u64 sums never wrap. */
+const MAX_DEBT_LOCAL = 2n ** 62n;
+
+/**
+ * `onLimit` and `maxDelayMs` (see {@link PolicySpec.onLimit}). Refused where a delay cannot be exact: the
+ * window algorithms (a reservation would have to live in a future window, which their state does not hold:
+ * a fixed window's count is one window's, a sliding window's estimate and a sliding log's entries are the
+ * past), sync mode (another instance's spending, merged later, would move a wait already promised) and
+ * shadow policies (they never deny, so there is nothing to delay).
+ */
+function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], consistency: Consistency, shadow: boolean, fail: Fail): { onLimit: OnLimit; maxDelayMs: number } {
+  const onLimit = readChoice(v, 'onLimit', ['deny', 'delay'] as const, 'deny', fail);
+  if (onLimit === 'deny') {
+    if (max !== undefined) fail('maxDelayMs', 'applies with onLimit: delay only');
+    return { onLimit, maxDelayMs: 0 };
+  }
+  if (max === undefined) fail('maxDelayMs', 'is required with onLimit: delay (the longest wait a check is admitted with, e.g. 500 or "2s")');
+  let ms: number;
+  try {
+    ms = parseDuration(max);
+  } catch (e) {
+    return fail('maxDelayMs', (e as Error).message);
+  }
+  if (ms > MAX_DELAY_MS) fail('maxDelayMs', `must be at most ${MAX_DELAY_MS} ms (2^29 - 1, about 6.2 days; got ${ms})`);
+  const win = limits.find((l) => !isBucket(l.algorithm));
+  if (win !== undefined) {
+    fail('onLimit', `delay applies to token_bucket and gcra limits only (got algorithm ${win.algorithm}): a window cannot hold a reservation in a later window exactly`);
+  }
+  if (consistency === 'sync') fail('onLimit', 'delay cannot be exact in consistency sync (other instances\' spending, merged later, would move a promised wait): use local or strict');
+  if (shadow) fail('onLimit', 'a shadow policy never denies: there is nothing to delay');
+  const bound = consistency === 'local' ? MAX_DEBT_LOCAL : MAX_LUA;
+  for (const l of limits) {
+    const debt = BigInt(l.burst) * BigInt(l.periodMs) + BigInt(ms) * BigInt(l.limit);
+    if (debt > bound) {
+      fail('maxDelayMs', `burst * period + maxDelayMs * limit must be at most ${bound === MAX_LUA ? '2^51' : '2^62'} = ${bound} (the most a bucket owes; got ${debt} for limit "${l.name}")`);
+    }
+  }
+  return { onLimit, maxDelayMs: ms };
 }
 
 function readAuthCost(v: unknown, fail: Fail): number | 'query' {
@@ -656,6 +715,7 @@ function canonicalPolicy(p: CompiledPolicy): unknown[] {
   if (p.descriptors.some((d) => d.from === 'path') || p.authCost !== 1 || p.rls !== null) {
     out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
   }
+  if (p.onLimit !== 'deny') out.push(p.onLimit, p.maxDelayMs);
   return out;
 }
 

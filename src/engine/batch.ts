@@ -142,10 +142,11 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
 
 /**
  * True when a check on `rt` can be decided by {@link DirectBatch} (with no shard pool): a local policy that is
- * not a shadow, has no shadow candidates and keeps no sync bookkeeping. Others take the front's queue.
+ * not a shadow, has no shadow candidates, keeps no sync bookkeeping and has no onLimit: delay (its wait
+ * places are settled per check: src/engine/delay.ts). Others take the front's queue.
  */
 export function isDirect(rt: PolicyRuntime): boolean {
-  return !rt.stored && !rt.synced && !rt.shadow && rt.shadows === null;
+  return !rt.stored && !rt.synced && !rt.shadow && rt.shadows === null && rt.delayed === null;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Decision } from '../types.js';
 import type { PolicyRuntime } from './runtime.js';
-import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT, OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
+import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT, OUT_CODE, OUT_DELAY, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
 import { SluiceError, shardFailed } from '../util/errors.js';
 
 /** {@link bindingLeg}'s outcome, in bits 8 and up of its result (the leg index is in the low 8 bits). */
@@ -67,5 +67,11 @@ export function compose(out: Float64Array, base: number, rt: PolicyRuntime, stal
     ? { allowed, limit: limit.limit, remaining: out[row + OUT_REMAINING], resetAfterMs: out[row + OUT_RESET_AFTER], retryAfterMs, policy: limit.name }
     : { allowed, limit: limit.limit, remaining: out[row + OUT_REMAINING], resetAfterMs: out[row + OUT_RESET_AFTER], retryAfterMs, policy: limit.name, stalenessMs };
   if (never) d.reason = neverReason(limit.limit);
+  if (allowed && rt.legDelayMs !== null) {
+    // onLimit: delay: the check waits for its slowest leg (each leg's debt is its own, reserved now)
+    let delay = 0;
+    for (let j = 0; j < rt.legCount; j++) delay = Math.max(delay, out[(base + j) * LEG_OUT + OUT_DELAY]);
+    if (delay > 0) d.delayMs = delay;
+  }
   return d;
 }

@@ -1,7 +1,8 @@
 import type { CheckRequest, Decision } from '../types.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
-import { GUARD_KEY, writeLegHash, type PolicyRuntime } from './runtime.js';
+import { GUARD_KEY, legDelayWord, writeLegHash, type PolicyRuntime } from './runtime.js';
+import { DEFAULT_MAX_DELAYED, DelayPlaces, SCRIPT_DELAY_SHIFT } from './delay.js';
 import type { Hasher } from '../keys/hasher.js';
 import { compose } from './decision.js';
 import { keyOf, describe } from '../keys/derive.js';
@@ -78,6 +79,8 @@ export interface FrontOptions {
   logger?: ShadowLogger | null;
   /** Strict keys whose last answer this instance keeps (over-limit cache, `local` seeding). Default 100,000. */
   strictCacheKeys?: number;
+  /** onLimit: delay: most checks waiting (or in flight with a place) at once. Default {@link DEFAULT_MAX_DELAYED}. */
+  maxDelayed?: number;
 }
 
 /**
@@ -118,9 +121,12 @@ export class Front {
   readonly strict: StrictCache | null;
   /** Decisions not made by Redis, by policy and rule. */
   readonly degraded = new DegradedCounts();
+  /** onLimit: delay's wait places (src/engine/delay.ts). */
+  readonly delays: DelayPlaces;
 
   constructor(o: FrontOptions) {
     this.o = o;
+    this.delays = new DelayPlaces(o.maxDelayed ?? DEFAULT_MAX_DELAYED, o.clock);
     this.counters = new PolicyCounters(o.logger ?? null);
     this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
     // a new connection may be to a Redis that restarted without its data: its denials no longer hold
@@ -261,9 +267,11 @@ export class Front {
         out.settle(at, x);
         w.settled();
       };
-      this.queue(rt!, key!, cost);
+      const use = this.delays.reserve(rt!);
+      this.queue(use, key!, cost);
       this.resolves.push(settle);
       this.rejects.push(settle);
+      if (use !== rt) this.delays.track(this.resolves, this.rejects);
       if (rt!.shadows !== null) this.addShadows(rt!, key!, cost);
       this.schedule();
     }
@@ -301,10 +309,12 @@ export class Front {
       if (now) throw e;
       return Promise.reject(e);
     }
-    this.queue(rt, key, cost);
+    const use = this.delays.reserve(rt);
+    this.queue(use, key, cost);
     if (now) {
       this.resolves.push(this.tookNow);
       this.rejects.push(this.failedNow);
+      if (use !== rt) this.delays.track(this.resolves, this.rejects);
       if (rt.shadows !== null) this.addShadows(rt, key, cost);
       this.flush();
       const d = this.nowDecision;
@@ -315,6 +325,7 @@ export class Front {
       return d!;
     }
     const decision = new Promise<Decision>(this.enqueue);
+    if (use !== rt) this.delays.track(this.resolves, this.rejects);
     if (rt.shadows !== null) this.addShadows(rt, key, cost);
     this.schedule();
     return decision;
@@ -495,7 +506,8 @@ export class Front {
       for (let j = 0; j < rt.legCount; j++) {
         redisKeys.push(j === 0 ? key0 : this.legKey(rt, b.keys[i], j));
         const l = rt.legLimits[j];
-        args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], j === 0 ? rt.legCount : 0);
+        const delay = rt.legDelayMs === null ? 0 : rt.legDelayMs[j] * SCRIPT_DELAY_SHIFT;
+        args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], (j === 0 ? rt.legCount : 0) + delay);
       }
     }
     if (sent.n === 0) return;
@@ -703,7 +715,7 @@ export class Front {
     for (let j = 0; j < rt.legCount; j++) {
       const r = (base + j) * LEG_IN;
       writeLegHash(rt, lo, hi, j, legs, r);
-      legs[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0);
+      legs[r + 2] = rt.limitIds[j] + (j === 0 ? rt.legCount * GROUP_SHIFT : 0) + legDelayWord(rt, j);
       legs[r + 3] = cost;
     }
   }

@@ -1,5 +1,5 @@
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
-import { IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
+import { DELAY_SHIFT, IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
 import { buildLists, type PolicyLists } from './lists.js';
@@ -37,6 +37,21 @@ export interface PolicyRuntime {
   lists: PolicyLists | null;
   /** Candidates shadowing this (live) policy, each evaluated on every check of it; null when none. */
   shadows: ShadowLink[] | null;
+  /**
+   * onLimit: delay (the policy's or its guard's): the same runtime with {@link legDelayMs} set, which a check
+   * is decided under when it holds a wait place (src/engine/delay.ts); null for a policy without delay.
+   */
+  delayed: PolicyRuntime | null;
+  /**
+   * Per leg, the maxDelayMs the kernel (IN_LIMIT's DELAY_SHIFT part) or the script is given: set on the
+   * {@link delayed} twin only; null on every runtime a check is decided under with no delay.
+   */
+  legDelayMs: Float64Array | null;
+}
+
+/** The maxDelayMs leg j of a check on `rt` carries (0: decided as ever), as IN_LIMIT's part: ms × DELAY_SHIFT. */
+export function legDelayWord(rt: PolicyRuntime, j: number): number {
+  return rt.legDelayMs === null ? 0 : rt.legDelayMs[j] * DELAY_SHIFT;
 }
 
 /**
@@ -130,19 +145,28 @@ export function buildRuntimes(
     const [seedLo, seedHi] = seeds.get(name)!;
     const stored = p.consistency === 'strict';
     const synced = p.consistency === 'sync';
-    out.set(name, {
+    const rt: PolicyRuntime = {
       policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
       guardStoreKeys: (stored || synced) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
       shadow: p.shadow,
       lists: buildLists(p.allow, p.deny, p.descriptors.length),
       shadows: null,
-    });
+      delayed: null,
+      legDelayMs: null,
+    };
+    if (p.maxDelayMs > 0 || (guard !== null && guard.maxDelayMs > 0)) {
+      const d = new Float64Array(legCount);
+      for (let j = 0; j < legCount; j++) d[j] = j < own ? p.maxDelayMs : guard!.maxDelayMs;
+      rt.delayed = { ...rt, legDelayMs: d };
+    }
+    out.set(name, rt);
   }
   for (const [name, p] of policies) {
     if (p.shadowOf === null) continue;
     const live = out.get(p.shadowOf)!;
     (live.shadows ??= []).push(shadowLink(out.get(name)!, live.policy));
+    if (live.delayed !== null) live.delayed.shadows = live.shadows;
   }
   return out;
 }

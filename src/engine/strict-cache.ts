@@ -176,6 +176,8 @@ export class StrictCache {
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // calendar windows and sliding logs (codes 4, 5) have no TS twin in lua-algorithms.ts: never answered here
     for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode >= 4) e.deniedCost = -1;
+    // onLimit: delay: a denied check may be admitted with a delay by the next call (the TS twin has no delay)
+    if (rt.delayed !== null || rt.legDelayMs !== null) e.deniedCost = -1;
     e.seeded = false;
     e.epoch = e.sentEpoch;
   }

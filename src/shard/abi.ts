@@ -3,7 +3,7 @@
  * its calls return. assembly/layout.ts holds the same constants (as byte offsets) and build/kernel.wasm
  * exports them as globals; test/unit/kernel/abi.test.ts compares the two, so neither side can drift.
  *
- * Leg input row (LEG_IN f64s):  [hashLo, hashHi, limitId | groupLength << 16, cost]
+ * Leg input row (LEG_IN f64s):  [hashLo, hashHi, limitId + groupLength·GROUP_SHIFT + maxDelayMs·DELAY_SHIFT, cost]
  * Leg output row (LEG_OUT f64s): [code, remaining, resetAfterMs, retryAfterMs (−1 = never)]
  * Peek output row (LEG_OUT f64s): [found (0/1), w0 (signed), w1, lastSeen (Unix ms)]
  * State row (STATE_ROW f64s, over the leg input region): [hashLo, hashHi, limitId, w0 (signed), w1, lastSeen]
@@ -24,6 +24,15 @@ export const IN_LIMIT = 2;
 export const IN_COST = 3;
 /** Multiplier of the group length in IN_LIMIT (limit ids are below it). */
 export const GROUP_SHIFT = 65536;
+/** The group length's bits in IN_LIMIT (8, above the limit id), as a modulus after dividing by GROUP_SHIFT. */
+export const GROUP_SPAN = 256;
+/**
+ * Multiplier of a leg's maxDelayMs in IN_LIMIT (onLimit: delay): a token bucket or GCRA leg that would be
+ * denied but can be admitted within that many ms is admitted now in debt, its wait in OUT_DELAY. 0: no delay.
+ */
+export const DELAY_SHIFT = 2 ** 24;
+/** Largest maxDelayMs a leg carries (IN_LIMIT stays an integer below 2^53). */
+export const MAX_DELAY_MS = 2 ** 29 - 1;
 /** Most legs in one group: 8 limits of a policy + 8 of its guard. */
 export const MAX_GROUP = 16;
 
@@ -33,6 +42,8 @@ export const OUT_CODE = 0;
 export const OUT_REMAINING = 1;
 export const OUT_RESET_AFTER = 2;
 export const OUT_RETRY_AFTER = 3;
+/** An admitted leg's delay (ms the caller waits before it proceeds; 0: at once), in the retry-after field. */
+export const OUT_DELAY = 3;
 /** A peek's output row: whether the key is held under the leg's limit id, and its stored state. */
 export const PEEK_FOUND = 0;
 export const PEEK_W0 = 1;

@@ -6,7 +6,7 @@
  * worker spends, on each row, what it admitted for that leg in the later ones, so installing it gives nothing back.
  */
 import { debitState } from '../util/debit.js';
-import { CODE_ALLOW, GROUP_SHIFT, LEG_IN, LEG_OUT, MAX_GROUP } from './protocol.js';
+import { CODE_ALLOW, GROUP_SHIFT, GROUP_SPAN, LEG_IN, LEG_OUT, MAX_GROUP } from './protocol.js';
 import { STATE_ROW } from './kernel.js';
 
 interface Entry {
@@ -27,7 +27,7 @@ export class AdmissionLog {
     this.trim(ack);
     const kept: number[] = [];
     for (let i = 0; i < n;) {
-      let g = Math.floor(legs[i * LEG_IN + 2] / GROUP_SHIFT);
+      let g = Math.floor(legs[i * LEG_IN + 2] / GROUP_SHIFT) % GROUP_SPAN;
       if (g < 1) g = 1;
       if (g > MAX_GROUP) g = MAX_GROUP;
       if (g > n - i) g = n - i;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
-import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
+import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
@@ -358,7 +358,7 @@ async function started(p: Piscina, ms: number): Promise<string | null> {
 function checksIn(task: ShardTask): number {
   let checks = 0;
   for (let leg = 0; leg < task.n; checks++) {
-    const group = Math.floor(task.legs[leg * LEG_IN + 2] / GROUP_SHIFT);
+    const group = Math.floor(task.legs[leg * LEG_IN + 2] / GROUP_SHIFT) % GROUP_SPAN;
     leg += group > 0 ? group : 1;
   }
   return checks;

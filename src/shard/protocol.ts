@@ -4,7 +4,7 @@
  * in ./abi.ts and are re-exported here for the modules that speak to shards.
  */
 import type { CalendarPeriod } from '../util/calendar.js';
-export { LEG_IN, LEG_OUT, GROUP_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
+export { LEG_IN, LEG_OUT, GROUP_SHIFT, GROUP_SPAN, DELAY_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
 
 /** One shard's work for one turn. `legs` is transferred, not copied. The reply is a Float64Array of n output rows. */
 export interface ShardTask {

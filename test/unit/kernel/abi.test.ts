@@ -32,6 +32,16 @@ describe('kernel ABI: src/shard/abi.ts against the kernel\'s exports', () => {
     expect(2 ** global('GROUP_BITS')).toBe(abi.GROUP_SHIFT);
     expect(global('LIMIT_ID_MASK')).toBe(abi.GROUP_SHIFT - 1);
     expect(global('MAX_GROUP')).toBe(abi.MAX_GROUP);
+    expect(2 ** (global('GROUP_BITS') + 8)).toBe(abi.GROUP_SHIFT * abi.GROUP_SPAN);
+    expect(global('GROUP_MASK') + 1).toBe(abi.GROUP_SPAN);
+  });
+
+  it('the leg\'s maxDelayMs packed above the group length (onLimit: delay)', () => {
+    expect(2 ** global('DELAY_BITS')).toBe(abi.DELAY_SHIFT);
+    expect(abi.DELAY_SHIFT).toBe(abi.GROUP_SHIFT * abi.GROUP_SPAN);
+    expect(global('MAX_DELAY_MS')).toBe(abi.MAX_DELAY_MS);
+    expect(abi.MAX_DELAY_MS * abi.DELAY_SHIFT + abi.DELAY_SHIFT).toBeLessThanOrEqual(2 ** 53);
+    expect(global('OUT_DELAY')).toBe(abi.OUT_DELAY * F64);
   });
 
   it('leg output and peek rows: stride and field offsets (f64s)', () => {

@@ -6,7 +6,7 @@
  * sees key bytes here, only hashes, exactly as the shard workers do.
  */
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT, type KernelLimit } from '../../../src/shard/protocol.js';
+import { DELAY_SHIFT, GROUP_SHIFT, LEG_IN, LEG_OUT, type KernelLimit } from '../../../src/shard/protocol.js';
 import { ALGORITHM_CODES } from '../../../src/config/policies.js';
 
 export const TOKEN_BUCKET = ALGORITHM_CODES.token_bucket;
@@ -54,6 +54,8 @@ export interface Leg {
   key: number;
   limit: number;
   cost: number;
+  /** onLimit: delay: the most ms this leg may wait to be admitted (IN_LIMIT's DELAY_SHIFT part); default 0. */
+  delay?: number;
 }
 
 export interface Out {
@@ -69,7 +71,7 @@ export function writeLeg(k: Kernel, row: number, leg: Leg, group = 0): void {
   const r = row * LEG_IN;
   k.legIn[r] = lo;
   k.legIn[r + 1] = hi;
-  k.legIn[r + 2] = leg.limit + group * GROUP_SHIFT;
+  k.legIn[r + 2] = leg.limit + group * GROUP_SHIFT + (leg.delay ?? 0) * DELAY_SHIFT;
   k.legIn[r + 3] = leg.cost;
 }
 
@@ -105,6 +107,8 @@ export function batch(k: Kernel, legs: readonly Leg[], now: number): Out[] {
 }
 
 export const allow = (remaining: number, reset: number): Out => ({ code: ALLOW, remaining, reset, retry: 0 });
+/** Admitted with a delay (onLimit: delay): the wait rides in the retry field; nothing is left. */
+export const later = (reset: number, delay: number): Out => ({ code: ALLOW, remaining: 0, reset, retry: delay });
 export const deny = (remaining: number, reset: number, retry: number): Out => ({ code: DENY, remaining, reset, retry });
 export const never = (remaining: number, reset: number): Out => ({ code: NEVER, remaining, reset, retry: -1 });
 
