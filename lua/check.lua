@@ -1,7 +1,8 @@
 -- The batch driver: decides every leg in KEYS/ARGV in order, in one atomic script run.
 --   ARGV[1] = 1: the clock is Redis's TIME (strict mode); 0: ARGV[2] is the time in Unix ms
 --   ARGV[3] = n legs; ARGV[4] = the legs packed, 6 little-endian doubles each (48 bytes): algorithm, L, P, B,
---             cost, group length (first leg of a check, else 0). One packed argument costs Redis one string
+--             cost, group length (first leg of a check, else 0) + maxDelayMs·65536 (onLimit: delay, else 0:
+--             src/engine/delay.ts SCRIPT_DELAY_SHIFT). One packed argument costs Redis one string
 --             instead of 6 per leg to read, and the client one to write.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with PX = its resetAfterMs, the time until the state carries no information
@@ -21,12 +22,15 @@
 -- end, with its last state and PX (the script is atomic: nothing sees the states in between).
 local now = clockMs()
 local n = tonumber(ARGV[3])
--- by leg: algorithm, L, P, B, cost, group length
-local LA, LL, LP, LB, LC, LG = {}, {}, {}, {}, {}, {}
+-- by leg: algorithm, L, P, B, cost, group length, maxDelayMs
+local LA, LL, LP, LB, LC, LG, LD = {}, {}, {}, {}, {}, {}, {}
 do
   local packed, unpack6, pos = ARGV[4], struct.unpack, 1
+  local gd
   for j = 1, n do
-    LA[j], LL[j], LP[j], LB[j], LC[j], LG[j], pos = unpack6('<dddddd', packed, pos)
+    LA[j], LL[j], LP[j], LB[j], LC[j], gd, pos = unpack6('<dddddd', packed, pos)
+    LG[j] = gd % 65536
+    LD[j] = (gd - LG[j]) / 65536
   end
 end
 local out = {}
@@ -40,9 +44,9 @@ local dirty = {}
 local E0, E1, EL = {}, {}, {}
 -- by leg: true for every leg of a denied check (its state is returned)
 local DENIED = {}
--- Evaluates leg j with cost c; returns its outputs, then (admitted with a cost) the state to write, its time
--- and the key's slot.
-local function evaluate(j, c)
+-- Evaluates leg j with cost c (d: the most ms it may wait, onLimit: delay); returns its outputs, then
+-- (admitted with a cost) the state to write, its time and the key's slot.
+local function evaluate(j, c, d)
   local alg, L, P, B = LA[j], LL[j], LP[j], LB[j]
   if L == 0 and alg <= 1 then
     E0[j], E1[j], EL[j] = 0, 0, -1
@@ -76,9 +80,9 @@ local function evaluate(j, c)
   local code, rem, reset, retry, nw0, nw1
   if last >= 0 then
     if last > t then t = last end
-    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, S0[s], S1[s], last, c, t)
+    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, S0[s], S1[s], last, c, t, d)
   elseif last == -1 then
-    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t)
+    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t, d)
   else
     return UNREADABLE, 0, 0, 0
   end
@@ -100,7 +104,7 @@ while i <= n do
   local unreadable = false
   for j = i, i + g - 1 do
     local o = j * 4 - 4
-    local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, LC[j])
+    local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, LC[j], LD[j])
     out[o + 1] = code
     out[o + 2] = rem
     out[o + 3] = reset
@@ -128,7 +132,7 @@ while i <= n do
       DENIED[j] = true
       if out[o + 1] == ALLOW then
         -- this leg alone would admit, but the check is denied: report its state untouched
-        local code, rem, reset, retry = evaluate(j, 0)
+        local code, rem, reset, retry = evaluate(j, 0, 0)
         out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
       end
     end

@@ -1,20 +1,33 @@
 -- Token bucket, as assembly/algorithms/token-bucket.ts: x = tokens·P, refill elapsed·L, capped at B·P.
 -- Returns code, remaining, resetAfterMs, retryAfterMs, new w0, new w1.
-ALG[0] = function(L, P, B, exists, w0, w1, last, c, t)
+-- D (onLimit: delay): the most ms the check may wait: short of tokens but refilled within D ms, it is admitted
+-- now in debt (x < 0, at most D·L; the loader keeps B·P + D·L ≤ 2^51) and its wait is returned in the
+-- retryAfterMs place; past D it is denied with the earliest retry that is admitted (its wait minus D).
+ALG[0] = function(L, P, B, exists, w0, w1, last, c, t, D)
   local BP = B * P
   local x = BP
   if exists then
     local elapsed = t - last
-    if elapsed >= cdiv(BP, L) then x = BP else
+    -- from a debt (w0 < 0) the bucket takes longer to fill
+    if elapsed >= cdiv(BP - w0, L) then x = BP else
       x = w0 + elapsed * L
       if x > BP then x = BP end
     end
   end
-  if c > B then return NEVER, fdiv(x, P), cdiv(BP - x, L), -1, w0, w1 end
+  local whole = 0
+  if x > 0 then whole = fdiv(x, P) end
+  if c > B then return NEVER, whole, cdiv(BP - x, L), -1, w0, w1 end
   local cP = c * P
-  if cP <= x then
+  if c == 0 or cP <= x then
     local after = x - cP
+    if after < 0 then return ALLOW, 0, cdiv(BP - after, L), 0, after, 0 end -- a peek in debt
     return ALLOW, fdiv(after, P), cdiv(BP - after, L), 0, after, 0
   end
-  return DENY, fdiv(x, P), cdiv(BP - x, L), cdiv(cP - x, L), w0, w1
+  local wait = cdiv(cP - x, L)
+  if D and wait <= D then
+    local after = x - cP
+    return ALLOW, 0, cdiv(BP - after, L), wait, after, 0
+  end
+  if D and D > 0 then wait = wait - D end
+  return DENY, whole, cdiv(BP - x, L), wait, w0, w1
 end

@@ -43,7 +43,7 @@ function partFor(parts: Map<number, SlotPart>, slot: number, tag: string): SlotP
 
 /**
  * Splits a check batch (`args`: `width` numbers per leg, the group length at `groupAt` on a group's first
- * leg, as lua/check.lua reads it) into one part per slot. A group (a check's limits, then its guard's) is
+ * leg, plus maxDelayMs·65536 on any leg of a delayed check, as lua/check.lua reads it) into one part per slot. A group (a check's limits, then its guard's) is
  * decided atomically, so it goes whole to the slot of its last key; any of its keys with another hash tag is
  * renamed into that slot (placedKey). Parts come in the order of their first leg.
  */
@@ -52,7 +52,7 @@ export function splitChecks(prefix: string, keys: readonly string[], args: reado
   const n = keys.length;
   let i = 0;
   while (i < n) {
-    let g = args[i * width + groupAt];
+    let g = args[i * width + groupAt] % 65536;
     if (!(g >= 1)) g = 1;
     if (i + g > n) g = n - i;
     const tag = hashTag(keys[i + g - 1]);

@@ -35,6 +35,13 @@ export interface ModelLimit {
    * computes them independently of src/util/calendar.ts). `period` is then not used by the model.
    */
   window?: (t: bigint) => readonly [bigint, bigint];
+  /**
+   * onLimit: delay (token_bucket, gcra): a check short of tokens whose wait ceil((c − tokens)·P/L) is at most
+   * this is admitted now, tokens −= c (below 0: a debt), with `delayMs` = that wait; a longer wait is denied
+   * with retryAfterMs = wait − maxDelayMs (the earliest retry that is admitted, then with the longest delay).
+   * The engine takes it per policy (the same for each of its limits); absent or 0: no delay.
+   */
+  maxDelayMs?: number;
 }
 
 /** A policy: one limit, or several limits that must all admit. */
@@ -46,6 +53,8 @@ export interface ModelDecision {
   resetAfterMs: number;
   /** 0 when admitted; null when the check can never be admitted. */
   retryAfterMs: number | null;
+  /** Admitted later (onLimit: delay): the wait, > 0; absent otherwise. */
+  delayMs?: number;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -221,8 +230,9 @@ function evalBucket(lim: ModelLimit, state: BucketState | undefined, cost: bigin
   // Time until the bucket is full again from `tk` tokens (0 when full; a limit-0 bucket never changes).
   const resetFrom = (tk: Q): bigint => (L === 0n ? 0n : Q.of(B).sub(tk).mul(P).div(L).ceil());
 
-  if (cost === 0n) return { decision: allow(tokens.floor(), resetFrom(tokens)), next: undefined };
-  if (L === 0n || cost > B) return { decision: deny(tokens.floor(), resetFrom(tokens), null), next: undefined };
+  // in debt (onLimit: delay) nothing is left: remaining is never negative
+  if (cost === 0n) return { decision: allow(maxBig(0n, tokens.floor()), resetFrom(tokens)), next: undefined };
+  if (L === 0n || cost > B) return { decision: deny(maxBig(0n, tokens.floor()), resetFrom(tokens), null), next: undefined };
 
   if (Q.of(cost).le(tokens)) {
     const after = tokens.sub(cost);
@@ -232,7 +242,15 @@ function evalBucket(lim: ModelLimit, state: BucketState | undefined, cost: bigin
     };
   }
   const retry = Q.of(cost).sub(tokens).mul(P).div(L).ceil();
-  return { decision: deny(tokens.floor(), resetFrom(tokens), retry), next: undefined };
+  const maxDelay = BigInt(lim.maxDelayMs ?? 0);
+  if (retry <= maxDelay) {
+    const after = tokens.sub(cost); // a debt: repaid by the refill before the caller proceeds
+    return {
+      decision: { ...allow(0n, resetFrom(after)), delayMs: num(retry) },
+      next: { kind: 'bucket', tokens: after, lastSeen: now },
+    };
+  }
+  return { decision: deny(maxBig(0n, tokens.floor()), resetFrom(tokens), maxDelay > 0n ? retry - maxDelay : retry), next: undefined };
 }
 
 /**
@@ -413,8 +431,12 @@ export function combine(decisions: ModelDecision[]): ModelDecision {
   const denying = decisions.filter((d) => !d.allowed);
   if (denying.length === 0) {
     // the limit closest to denying: fewest tokens left, then the longest reset, then the first
-    return decisions.reduce((best, d) =>
-      d.remaining < best.remaining || (d.remaining === best.remaining && d.resetAfterMs > best.resetAfterMs) ? d : best);
+    const best = decisions.reduce((b, d) =>
+      d.remaining < b.remaining || (d.remaining === b.remaining && d.resetAfterMs > b.resetAfterMs) ? d : b);
+    // onLimit: delay: the check waits for its slowest limit
+    const delay = Math.max(0, ...decisions.map((d) => d.delayMs ?? 0));
+    const { delayMs: _, ...rest } = best;
+    return delay > 0 ? { ...rest, delayMs: delay } : rest;
   }
   const never = denying.find((d) => d.retryAfterMs === null);
   if (never !== undefined) return never;
