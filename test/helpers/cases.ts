@@ -29,6 +29,8 @@ export interface CaseExpect {
   remaining?: number;
   resetAfterMs?: number;
   retryAfterMs?: number | null;
+  /** onLimit: delay: the wait of a check admitted later. */
+  delayMs?: number;
 }
 
 export interface CaseCall {
