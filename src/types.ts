@@ -194,9 +194,21 @@ export interface KeyState {
 }
 
 /** Counters for observability. */
+/**
+ * onLimit: delay's wait places: held by delayed admissions until due (`waiting`), reserved by checks in flight
+ * (`reserved`), the bound (`max`, the maxDelayed option), and checks decided without a delay because every
+ * place was taken (`full`, since start).
+ */
+export interface DelayStats {
+  waiting: number;
+  reserved: number;
+  max: number;
+  full: number;
+}
+
 export interface LimiterStats {
   /** onLimit: delay: places held by delayed admissions, reserved by checks in flight, the bound, and checks refused a place. */
-  delayed: import('./engine/delay.js').DelayStats;
+  delayed: DelayStats;
   shards: number;
   keys: number;
   evictions: number;

@@ -196,10 +196,10 @@ export interface CompiledPolicy {
   versionGiven: boolean;
   /** See {@link PolicySpec.carryOver}. */
   carryOver: boolean;
-  /** See {@link PolicySpec.onLimit}. */
-  onLimit: OnLimit;
-  /** The longest delay a check is admitted with, ms; 0 unless onLimit is `delay`. */
-  maxDelayMs: number;
+  /** See {@link PolicySpec.onLimit}: present (`delay`) only on a policy that delays; absent means deny. */
+  onLimit?: 'delay';
+  /** With onLimit: the longest delay a check is admitted with, ms. */
+  maxDelayMs?: number;
   /** Never denies; evaluated and counted only. See {@link PolicySpec.shadow}. */
   shadow: boolean;
   /** The live policy this shadow policy is a candidate for, or null. See {@link PolicySpec.shadowOf}. */
@@ -237,7 +237,7 @@ type Obj = Record<string, unknown>;
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
-  'onLimit', 'maxDelayMs', 'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
+  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls', 'onLimit', 'maxDelayMs'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
@@ -333,11 +333,14 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const deny = readList(own(raw, 'deny'), 'deny', fail);
   const authCost = readAuthCost(own(raw, 'authCost'), fail);
   const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
-  const { onLimit, maxDelayMs } = readOnLimit(own(raw, 'onLimit'), own(raw, 'maxDelayMs'), limits, consistency, shadow, fail);
-  return {
+  const maxDelayMs = readOnLimit(own(raw, 'onLimit'), own(raw, 'maxDelayMs'), limits, descriptors, consistency, shadow, fail);
+  const compiled: CompiledPolicy = {
     name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
-    onLimit, maxDelayMs, shadow, shadowOf, allow, deny, authCost, rls,
+    shadow, shadowOf, allow, deny, authCost, rls,
   };
+  // only on a policy that delays, so every other compiled policy keeps its shape (and its set's version)
+  if (maxDelayMs > 0) Object.assign(compiled, { onLimit: 'delay', maxDelayMs });
+  return compiled;
 }
 
 /** Largest maxDelayMs: the kernel packs it above the limit id and group length of an integral f64 (src/shard/abi.ts). */
@@ -352,11 +355,12 @@ const MAX_DEBT_LOCAL = 2n ** 62n;
  * past), sync mode (another instance's spending, merged later, would move a wait already promised) and
  * shadow policies (they never deny, so there is nothing to delay).
  */
-function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], consistency: Consistency, shadow: boolean, fail: Fail): { onLimit: OnLimit; maxDelayMs: number } {
+/** Returns maxDelayMs, or 0 for onLimit: deny (the default). */
+function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], descriptors: CompiledDescriptor[], consistency: Consistency, shadow: boolean, fail: Fail): number {
   const onLimit = readChoice(v, 'onLimit', ['deny', 'delay'] as const, 'deny', fail);
   if (onLimit === 'deny') {
     if (max !== undefined) fail('maxDelayMs', 'applies with onLimit: delay only');
-    return { onLimit, maxDelayMs: 0 };
+    return 0;
   }
   if (max === undefined) fail('maxDelayMs', 'is required with onLimit: delay (the longest wait a check is admitted with, e.g. 500 or "2s")');
   let ms: number;
@@ -370,6 +374,7 @@ function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], consiste
   if (win !== undefined) {
     fail('onLimit', `delay applies to token_bucket and gcra limits only (got algorithm ${win.algorithm}): a window cannot hold a reservation in a later window exactly`);
   }
+  if (descriptors.some((d) => d.name === 'wait')) fail('onLimit', 'delay reads the query parameter "wait" as its flag (wait=0: answer at once): rename the descriptor "wait"');
   if (consistency === 'sync') fail('onLimit', 'delay cannot be exact in consistency sync (other instances\' spending, merged later, would move a promised wait): use local or strict');
   if (shadow) fail('onLimit', 'a shadow policy never denies: there is nothing to delay');
   const bound = consistency === 'local' ? MAX_DEBT_LOCAL : MAX_LUA;
@@ -379,7 +384,7 @@ function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], consiste
       fail('maxDelayMs', `burst * period + maxDelayMs * limit must be at most ${bound === MAX_LUA ? '2^51' : '2^62'} = ${bound} (the most a bucket owes; got ${debt} for limit "${l.name}")`);
     }
   }
-  return { onLimit, maxDelayMs: ms };
+  return ms;
 }
 
 function readAuthCost(v: unknown, fail: Fail): number | 'query' {
@@ -715,7 +720,7 @@ function canonicalPolicy(p: CompiledPolicy): unknown[] {
   if (p.descriptors.some((d) => d.from === 'path') || p.authCost !== 1 || p.rls !== null) {
     out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
   }
-  if (p.onLimit !== 'deny') out.push(p.onLimit, p.maxDelayMs);
+  if (p.onLimit !== undefined) out.push(p.onLimit, p.maxDelayMs);
   return out;
 }
 

@@ -9,7 +9,7 @@
  * answer frees the place early when its connection closes ({@link DelayPlaces.release}); the tokens are not
  * given back: they were reserved at decision time, exactly as an admission spends them.
  */
-import type { Decision } from '../types.js';
+import type { Decision, DelayStats } from '../types.js';
 import type { PolicyRuntime } from './runtime.js';
 
 /** The script's per-leg group-length argument carries the leg's maxDelayMs above the group length (lua/check.lua). */
@@ -30,13 +30,6 @@ interface Place {
 type Resolve = (d: Decision) => void;
 type Reject = (e: Error) => void;
 
-/** Counters for stats(): places held now, reserved for checks in flight, and checks refused a place. */
-export interface DelayStats {
-  waiting: number;
-  reserved: number;
-  max: number;
-  full: number;
-}
 
 export class DelayPlaces {
   private reserved = 0;

@@ -155,9 +155,9 @@ export function buildRuntimes(
       delayed: null,
       legDelayMs: null,
     };
-    if (p.maxDelayMs > 0 || (guard !== null && guard.maxDelayMs > 0)) {
+    if (p.maxDelayMs !== undefined || (guard !== null && guard.maxDelayMs !== undefined)) {
       const d = new Float64Array(legCount);
-      for (let j = 0; j < legCount; j++) d[j] = j < own ? p.maxDelayMs : guard!.maxDelayMs;
+      for (let j = 0; j < legCount; j++) d[j] = (j < own ? p.maxDelayMs : guard!.maxDelayMs) ?? 0;
       rt.delayed = { ...rt, legDelayMs: d };
     }
     out.set(name, rt);

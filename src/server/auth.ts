@@ -2,6 +2,7 @@ import type { HttpRequest } from 'uWebSockets.js';
 import type { CheckRequest } from '../types.js';
 import type { CompiledDescriptor, CompiledPolicy } from '../config/policies.js';
 import { checkFromQuery } from '../wire/codec.js';
+import { takeWait } from '../wire/delay.js';
 import { invalidArgument, notFound, unknownPolicy } from '../util/errors.js';
 
 /** The forward-auth route; `/v1/auth/<policy>/<original path>` is its path form. */
@@ -31,6 +32,8 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
   const query = req.getQuery() ?? '';
   const check = checkFromQuery(query);
   const policy = policyNamed(policies, check.policy);
+  // onLimit: delay's wait=0 (answer at once with the delay in Sluice-Delay-Ms); set on the check returned
+  const hold = takeWait(check, policies);
   if (policy.authCost === 'query') {
     // as given (default 1)
   } else if (hasParam(query, 'cost')) {
@@ -41,7 +44,7 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
   if (check.key !== undefined) {
     // A key= stands for every descriptor at once: as good as query descriptors, never a way around a header.
     const fixed = policy.descriptors.find((d) => d.from !== 'query');
-    if (fixed === undefined) return check;
+    if (fixed === undefined) return hold ? check : { ...check, wait: false } as CheckRequest;
     throw invalidArgument('key', `is not accepted on ${AUTH_PATH} for policy "${policy.name}": descriptor "${fixed.name}" is read from ${sourceOf(fixed)}, never from the query`);
   }
   if (policy.descriptors.length === 0) throw invalidArgument('key', 'is required (the policy has no descriptors)');
@@ -64,7 +67,8 @@ export function authCheck(req: HttpRequest, policies: ReadonlyMap<string, Compil
       throw invalidArgument(d.name, `is read from the path: use ${AUTH_PATH}/${policy.name}/... (the original request's path appended)`);
     }
   }
-  return { policy: check.policy, descriptors, cost: check.cost };
+  const out = { policy: check.policy, descriptors, cost: check.cost };
+  return hold ? out : { ...out, wait: false } as CheckRequest;
 }
 
 /** `/v1/auth/<policy>[/rest]`: nothing is read from the query (see {@link authCheck}). */

@@ -10,6 +10,8 @@ import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, unsupportedMediaType, listenFailed } from '../util/errors.js';
 import { CHECK_NOW } from '../engine/front.js';
+import { DELAY_PLACES, type DelayPlaces } from '../engine/delay.js';
+import { takeWait } from '../wire/delay.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
@@ -78,6 +80,8 @@ interface Exchange {
   aborted: boolean;
   /** Begun after close() started draining: not in flight when it did, so close() does not wait for it. */
   late: boolean;
+  /** A delayed answer being held (onLimit: delay): stops its timer and frees its wait place if the client leaves. */
+  cancel?: () => void;
 }
 
 /**
@@ -123,6 +127,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     inFlight++;
     res.onAborted(() => {
       x.aborted = true;
+      x.cancel?.();
       finish();
     });
     return x;
@@ -224,8 +229,32 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     else reply(x, w);
   };
 
+  /**
+   * Holds a delayed answer (onLimit: delay) until its delay has passed, then writes it. A client that leaves
+   * first frees the wait place (src/engine/delay.ts), never the tokens: they were spent at decision time.
+   */
+  const hold = (res: HttpResponse, x: Exchange | null, d: Decision, req: CheckRequest, status: number, set: ReadonlyMap<string, CompiledPolicy>): void => {
+    const ex = x ?? begin(res);
+    const timer = setTimeout(() => {
+      ex.cancel = undefined;
+      places?.release(d);
+      answer(ex, d, req, status, set);
+    }, d.delayMs);
+    ex.cancel = (): void => {
+      clearTimeout(timer);
+      places?.release(d);
+    };
+  };
+  const places = (raw as unknown as { [DELAY_PLACES]?: DelayPlaces })[DELAY_PLACES];
+
   const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
     if (x === null ? draining : x.late) return refuseDraining(res, x);
+    let held: boolean;
+    try {
+      held = takeWait(req, raw.policies);
+    } catch (e) {
+      return x === null ? failNow(res, e) : fail(x, e);
+    }
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
     if (checkNow !== undefined) {
       const begun = metrics.now();
@@ -239,6 +268,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       if (d !== undefined) {
         metrics.decided(req.policy, d, begun, metrics.now(), req);
         const status = auth === 0 ? 0 : d.allowed ? 200 : auth;
+        if (held && d.delayMs !== undefined) return hold(res, x, d, req, status, set);
         return x === null ? answerNow(res, d, req, status, set, true) : answer(x, d, req, status, set);
       }
     }
@@ -246,6 +276,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     const started = metrics.started();
     raw.check(req).then((d) => {
       metrics.decided(req.policy, d, started, undefined, req);
+      if (held && d.delayMs !== undefined) return hold(ex.res, ex, d, req, auth === 0 ? 0 : 200, set);
       answer(ex, d, req, auth === 0 ? 0 : d.allowed ? 200 : auth, set);
     }, (e: unknown) => {
       metrics.failed(req?.policy, e, started);
@@ -440,6 +471,8 @@ function rateLimitFields(d: Decision, policyHeader: string | undefined, limit: C
   let retry = deniedStatus && !d.allowed && d.retryAfterMs !== null ? `\r\nRetry-After: ${retryAfterSeconds(d.retryAfterMs)}` : '';
   // a strict decision Redis did not make says so, and by which rule (README "Failure behaviour")
   if (d.degraded === true) retry += `\r\nSluice-Degraded: ${d.degradedBy ?? 'local'}`;
+  // onLimit: delay: admitted with a wait (a held answer comes when it is over; with wait=0 the caller waits it)
+  if (d.delayMs !== undefined) retry += `\r\nSluice-Delay-Ms: ${d.delayMs}`;
   const rateLimit = rateLimitHeader(d, limit);
   FIELDS.name = policyHeader === undefined ? 'RateLimit' : 'RateLimit-Policy';
   FIELDS.value = policyHeader === undefined ? `${rateLimit}${retry}` : `${policyHeader}\r\nRateLimit: ${rateLimit}${retry}`;

@@ -4,7 +4,8 @@ import { describe } from '../keys/derive.js';
 import { remember } from './headers.js';
 
 /** Fields a check may carry in a JSON body; anything else is refused by name. */
-const CHECK_FIELDS = new Set(['policy', 'key', 'descriptors', 'cost']);
+/** `wait`: onLimit: delay's flag, taken out by the transport (src/wire/delay.ts). */
+const CHECK_FIELDS = new Set(['policy', 'key', 'descriptors', 'cost', 'wait']);
 
 /**
  * A check from a query string: `policy`, `key` (or descriptor values as `name=value`), `cost` (default 1).
@@ -126,7 +127,7 @@ export function checkFromJson(v: unknown, at?: string): CheckRequest {
   const prefix = at === undefined ? '' : at + '.';
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o)) {
-    if (!CHECK_FIELDS.has(k)) throw invalidArgument(prefix + k, 'is not a field of a check (policy, key, descriptors, cost)');
+    if (!CHECK_FIELDS.has(k)) throw invalidArgument(prefix + k, 'is not a field of a check (policy, key, descriptors, cost, wait)');
   }
   if (!('policy' in o)) throw invalidArgument(prefix + 'policy', 'is required');
   return { ...(o as object), cost: 'cost' in o ? o.cost : 1 } as CheckRequest;
@@ -153,8 +154,9 @@ export function decisionJson(d: Decision): string {
   const degraded = d.degraded === true ? `,"degraded":true,"degradedBy":"${d.degradedBy ?? 'local'}"` : '';
   const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
   const shadow = d.shadow === undefined ? '' : `,"shadow":${JSON.stringify(d.shadow)}`;
+  const delay = d.delayMs === undefined ? '' : `,"delayMs":${d.delayMs}`;
   return `{"allowed":${d.allowed},"limit":${d.limit},"remaining":${d.remaining},"resetAfterMs":${d.resetAfterMs},` +
-    `"retryAfterMs":${d.retryAfterMs},"policy":${jsonString(d.policy)}${reason}${degraded}${stale}${shadow}}`;
+    `"retryAfterMs":${d.retryAfterMs},"policy":${jsonString(d.policy)}${reason}${degraded}${stale}${shadow}${delay}}`;
 }
 
 /** `JSON.stringify` of a limit name, computed once per name (names come from the policy set). */
