@@ -143,9 +143,17 @@ export function createClient(o: ClientOptions): SluiceClient {
           return Promise.resolve(local);
         }
       }
-      return t.check(req, opts);
+      const d = t.check(req, opts);
+      return opts?.wait === false ? d : d.then(waitOut);
     },
   };
+}
+
+/** onLimit: delay: resolves with `d` once its delayMs has passed (at once without one). */
+function waitOut(d: ClientDecision): ClientDecision | Promise<ClientDecision> {
+  const ms = d.delayMs;
+  if (ms === undefined || !(ms > 0)) return d;
+  return new Promise((resolve) => setTimeout(() => resolve(d), ms));
 }
 
 /**

@@ -25,6 +25,12 @@ export interface CheckOptions {
    * tells whether the server armed it. A subscription lives on one connection: a reconnect ends it with an error.
    */
   onReady?: ReadyCallback;
+  /**
+   * onLimit: delay: a check admitted with `delayMs` resolves once the delay has passed (default true), or at
+   * once with `delayMs` when false (the caller waits). The server always answers the client at once; the
+   * client waits, so a delay never runs into `timeoutMs`.
+   */
+  wait?: boolean;
 }
 
 /** A decision as the client returns it. */

@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import type { CheckRequest, Decision } from '../types.js';
 import {
-  ANSWER_DEGRADED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
+  ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
   KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, AnswerReader,
 } from '../wire/binary.js';
 import { Backoff } from './backoff.js';
@@ -254,9 +254,11 @@ export class WsTransport implements Transport {
       p.sentOn = this.gen;
       this.inFlight++;
       const r = p.req;
-      const flags = p.onReady !== undefined ? CHECK_SUBSCRIBE : 0;
+      // no wait (onLimit: delay): a delayed admission comes back at once and the client waits it out
+      // (src/client/index.ts), so a hold on the server never runs into timeoutMs
+      const flags = (p.onReady !== undefined ? CHECK_SUBSCRIBE : 0) | CHECK_NO_WAIT;
       if (this.o.encoding === 'binary' && this.binaryOk(r)) writer.check(p.id, r.policy, r.key!, r.cost, flags);
-      else json.push(checkJson(p.id, r, flags !== 0));
+      else json.push(checkJson(p.id, r, p.onReady !== undefined));
       if (writer.count >= FRAME_CHECKS_MAX) this.sendFrame(ws, writer.finish()!, true);
       if (json.length >= FRAME_CHECKS_MAX) this.sendFrame(ws, `[${json.splice(0).join(',')}]`, false);
     }
@@ -304,10 +306,12 @@ export class WsTransport implements Transport {
 
   private binaryAnswer(a: AnswerReader): void {
     if (a.kind === KIND_ALLOWED || a.kind === KIND_DENIED) {
+      const delayed = (a.flags & ANSWER_DELAYED) !== 0;
       const d: ClientDecision = {
         allowed: a.kind === KIND_ALLOWED, limit: a.limit, remaining: a.remaining, resetAfterMs: a.resetAfterMs,
-        retryAfterMs: a.retryAfterMs, policy: a.name,
+        retryAfterMs: delayed ? 0 : a.retryAfterMs, policy: a.name,
       };
+      if (delayed) d.delayMs = a.retryAfterMs!; // onLimit: delay: the wait rides in the retryAfterMs place
       if (a.text !== '') d.reason = a.text;
       if ((a.flags & ANSWER_DEGRADED) !== 0) {
         d.degraded = true;
@@ -351,6 +355,7 @@ export class WsTransport implements Transport {
       resetAfterMs: a.resetAfterMs as number, retryAfterMs: a.retryAfterMs as number | null, policy: a.policy as string,
     };
     if (typeof a.reason === 'string') d.reason = a.reason;
+    if (typeof a.delayMs === 'number') d.delayMs = a.delayMs;
     if (a.degraded === true) {
       d.degraded = true;
       if (a.degradedBy === 'open' || a.degradedBy === 'closed' || a.degradedBy === 'local') d.degradedBy = a.degradedBy;
@@ -455,7 +460,7 @@ export class WsTransport implements Transport {
 /** A check as a JSON text frame item. */
 function checkJson(id: number, r: CheckRequest, subscribe: boolean): string {
   const body = JSON.stringify(r);
-  const head = subscribe ? `{"id":${id},"subscribe":true` : `{"id":${id}`;
+  const head = subscribe ? `{"id":${id},"wait":0,"subscribe":true` : `{"id":${id},"wait":0`;
   return body === '{}' ? `${head}}` : `${head},${body.slice(1)}`;
 }
 

@@ -65,6 +65,10 @@ export class BatchOutcomes {
   readonly reason: string[];
   /** The error of an OUTCOME_ERROR index. */
   readonly error: Array<Error | null>;
+  /** onLimit: delay: an admitted check's delayMs (0: at once). */
+  readonly delayMs: Float64Array;
+  /** The decision of a delayed index (its wait place's handle: DelayPlaces.release), else null. */
+  readonly delayed: Array<Decision | null>;
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -77,6 +81,8 @@ export class BatchOutcomes {
     this.name = new Array<string>(capacity).fill('');
     this.reason = new Array<string>(capacity).fill('');
     this.error = new Array<Error | null>(capacity).fill(null);
+    this.delayMs = new Float64Array(capacity);
+    this.delayed = new Array<Decision | null>(capacity).fill(null);
   }
 
   /** Writes a decision made as an object (lists, shadows, the store, the queue's path). */
@@ -90,6 +96,9 @@ export class BatchOutcomes {
     this.name[i] = d.policy;
     this.reason[i] = d.reason ?? '';
     this.error[i] = null;
+    const delay = d.delayMs ?? 0;
+    this.delayMs[i] = delay;
+    this.delayed[i] = delay > 0 ? d : null;
   }
 
   fail(i: number, e: Error): void {
@@ -110,6 +119,7 @@ export class BatchOutcomes {
       resetAfterMs: this.resetAfterMs[i], retryAfterMs: this.retryAfterMs[i] < 0 ? null : this.retryAfterMs[i], policy: this.name[i],
     };
     if (this.reason[i] !== '') d.reason = this.reason[i];
+    if (this.delayMs[i] > 0) d.delayMs = this.delayMs[i];
     return d;
   }
 }
@@ -138,6 +148,8 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
   o.name[i] = limit.name;
   o.reason[i] = never ? neverReason(limit.limit) : '';
   o.error[i] = null;
+  o.delayMs[i] = 0; // a direct chunk never delays (isDirect)
+  o.delayed[i] = null;
 }
 
 /**

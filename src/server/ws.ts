@@ -23,9 +23,12 @@ import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit } from '../config/policies.js';
 import { checkFromJson, decisionJson } from '../wire/codec.js';
 import { errorItem } from './problem.js';
+import { HeldAnswers } from './held.js';
+import { DELAY_PLACES, type DelayPlaces } from '../engine/delay.js';
+import { takeWait } from '../wire/delay.js';
 import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../util/errors.js';
 import {
-  ANSWER_DEGRADED, ANSWER_RULE_SHIFT, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
+  ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE,
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
 } from '../wire/binary.js';
@@ -135,6 +138,8 @@ class Item {
     readonly idJson: string,
     readonly req: CheckRequest,
     readonly subscribe: boolean,
+    /** onLimit: delay: answer a delayed admission when due (true), or at once with its delay (`wait: 0`). */
+    readonly hold = true,
   ) {}
 }
 
@@ -245,12 +250,14 @@ interface Conn {
   flushScheduled: boolean;
   pumpScheduled: boolean;
   subs: Map<string, Sub> | null;
+  /** Delayed answers being held (onLimit: delay); made on the first. */
+  held: HeldAnswers | null;
 }
 
 function newConn(): Conn {
   return {
     ws: null, queue: [], head: 0, queued: 0, spare: null, inFlight: 0, paused: false, closed: false, json: [], bin: null,
-    flushScheduled: false, pumpScheduled: false, subs: null,
+    flushScheduled: false, pumpScheduled: false, subs: null, held: null,
   };
 }
 
@@ -288,6 +295,8 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       }
       return Promise.all(all).then(() => undefined);
     });
+  /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
+  const places = (decider as unknown as { [DELAY_PLACES]?: DelayPlaces })[DELAY_PLACES];
   /** Outcome arrays by size class (2^k entries), reused: a batch decided at once gives its own back before the next. */
   const spareOutcomes: BatchOutcomes[][] = [];
   const takeOutcomes = (n: number): BatchOutcomes => {
@@ -372,9 +381,9 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const answerDecision = (c: Conn, it: Item, d: Decision, subscribed: boolean | undefined): void => {
     answered++;
     if (it.bin) {
-      const flags = (subscribed ? ANSWER_SUBSCRIBED : 0) | degradedFlags(degradedCode(d));
+      const flags = (subscribed ? ANSWER_SUBSCRIBED : 0) | degradedFlags(degradedCode(d)) | (d.delayMs !== undefined ? ANSWER_DELAYED : 0);
       writer(c).answer(it.id, d.allowed ? KIND_ALLOWED : KIND_DENIED, flags, 0, d.limit, d.remaining, d.resetAfterMs,
-        d.retryAfterMs, d.policy, '', d.reason ?? '');
+        d.delayMs ?? d.retryAfterMs, d.policy, '', d.reason ?? '');
     } else {
       const sub = subscribed === undefined ? '' : `"subscribed":${subscribed},`;
       c.json.push(`{"id":${it.idJson},${sub}${decisionJson(d).slice(1)}`);
@@ -537,10 +546,18 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       }
       if (w === null) continue;
       let flags = degradedFlags(out.degraded[j]);
+      const delay = out.delayMs[j];
+      if (delay > 0) {
+        flags |= ANSWER_DELAYED;
+        if ((seg.flags[i] & CHECK_NO_WAIT) === 0) {
+          holdBinary(c, seg.ids[i], flags, out, j, delay);
+          continue;
+        }
+      }
       if ((seg.flags[i] & CHECK_SUBSCRIBE) !== 0 && code !== OUTCOME_ALLOWED && retry >= 0
         && arm(c, true, seg.ids[i], '', policy, seg.key(i), undefined, seg.costs[i], retry)) flags |= ANSWER_SUBSCRIBED;
       w.decision(seg.ids[i], code === OUTCOME_ALLOWED ? KIND_ALLOWED : KIND_DENIED, flags, out.limit[j], out.remaining[j],
-        out.resetAfterMs[j], retry < 0 ? null : retry, out.name[j], out.reason[j]);
+        out.resetAfterMs[j], delay > 0 ? delay : retry < 0 ? null : retry, out.name[j], out.reason[j]);
       decisions++;
     }
     if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
@@ -549,6 +566,17 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     if (decisions > 0) scheduleFlush(c);
     if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.spare = seg;
     if (inFlightTotal === 0 && onIdle !== null) onIdle();
+  };
+
+  /** Holds a binary delayed admission (outcome j of `out`, copied: `out` is reused) until it is due. */
+  const holdBinary = (c: Conn, id: number, flags: number, out: BatchOutcomes, j: number, delay: number): void => {
+    const limit = out.limit[j], remaining = out.remaining[j], reset = out.resetAfterMs[j], name = out.name[j];
+    (c.held ??= new HeldAnswers(places)).hold(delay, out.delayed[j], () => {
+      if (c.closed) return;
+      answered++;
+      writer(c).decision(id, KIND_ALLOWED, flags, limit, remaining, reset, delay, name, '');
+      scheduleFlush(c);
+    });
   };
 
   const landed = (c: Conn): void => {
@@ -560,6 +588,12 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const decided = (c: Conn, it: Item, d: Decision): void => {
     landed(c);
     if (c.closed) return;
+    if (d.delayMs !== undefined && it.hold) {
+      (c.held ??= new HeldAnswers(places)).hold(d.delayMs, d, () => {
+        if (!c.closed) answerDecision(c, it, d, it.subscribe ? false : undefined);
+      });
+      return;
+    }
     let subscribed: boolean | undefined;
     if (it.subscribe) {
       const r = it.req;
@@ -642,17 +676,19 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       subscribe = obj.subscribe;
     }
     let req: CheckRequest;
+    let hold: boolean;
     try {
       // a null-prototype copy: assigning a `__proto__` field to a plain object would set its prototype
       // instead of copying the field, hiding it from checkFromJson's unknown-field check
       const rest = Object.create(null) as Record<string, unknown>;
       for (const k of Object.keys(obj)) if (k !== 'id' && k !== 'subscribe') rest[k] = obj[k];
       req = checkFromJson(rest, undefined);
+      hold = takeWait(req, decider.policies);
     } catch (e) {
       answerError(c, false, 0, idJson, e);
       return true;
     }
-    return enqueue(c, new Item(false, 0, idJson, req, subscribe));
+    return enqueue(c, new Item(false, 0, idJson, req, subscribe, hold));
   };
 
   // Binary frames ----------------------------------------------------------------------------------------
@@ -916,6 +952,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       c.spare = null;
       c.json.length = 0;
       if (c.subs !== null) for (const s of [...c.subs.values()]) kill(s);
+      c.held?.cancelAll();
     },
   });
 

@@ -17,7 +17,9 @@
  *  | id   | cost f64        |flags |polLen | keyLen  | policy      | key      |
  *  | u32  | (integer)       | u8   | u8    | u16     | polLen B    | keyLen B |
  *  +------+-----------------+------+-------+---------+-------------+----------+
- *  flags: bit 0 = subscribe (push a "ready" answer when a denied key becomes admissible); others must be 0
+ *  flags: bit 0 = subscribe (push a "ready" answer when a denied key becomes admissible); bit 1 = no wait
+ *         (onLimit: delay: answer a delayed admission at once, with its delay, instead of when it is due);
+ *         others must be 0
  *
  * unsubscribe record (type 3): id u32 (4 bytes)
  *
@@ -30,7 +32,9 @@
  *  kind: 0 denied, 1 allowed, 2 error, 3 ready (subscription push), 4 subscription ended (unsubscribed or failed)
  *  flags: bit 0 no id (an error about a whole frame, id is 0), bit 1 subscribed, bit 2 degraded, bits 3–4 the
  *         degraded decision's rule (1 open, 2 closed, 3 local; 0 from a server before this field: readers
- *         then know only that it was degraded). Readers ignore bits they do not know, so this stays version 1.
+ *         then know only that it was degraded); bit 5 delayed (onLimit: delay: admitted with a wait, whose ms
+ *         are in the retryAfterMs place; sent when due, or at once for a check with the no-wait flag).
+ *         Readers ignore bits they do not know, so this stays version 1.
  *  decisions and ready: name = the binding limit's name, text = reason (only when retryAfterMs is null)
  *  errors: name = the error code (INVALID_ARGUMENT...), field = the field at fault, text = the detail, status = HTTP status
  *  kind 4: flags bit 1 set when a subscription existed; name/field/text carry an error when it failed
@@ -54,6 +58,8 @@ export const MAX_FRAME_RECORDS = 65_535;
 
 /** Check flags. */
 export const CHECK_SUBSCRIBE = 1;
+/** onLimit: delay: answer a delayed admission at once (with its delay) rather than when it is due. */
+export const CHECK_NO_WAIT = 2;
 /** Answer kinds. */
 export const KIND_DENIED = 0;
 export const KIND_ALLOWED = 1;
@@ -64,6 +70,8 @@ export const KIND_ENDED = 4;
 export const ANSWER_NO_ID = 1;
 export const ANSWER_SUBSCRIBED = 2;
 export const ANSWER_DEGRADED = 4;
+/** An admitted answer with a delay (onLimit: delay): its retryAfterMs field carries delayMs. */
+export const ANSWER_DELAYED = 32;
 /** Where a degraded answer's rule sits in its flags: (flags >> ANSWER_RULE_SHIFT) & 3 (see degradedCode). */
 export const ANSWER_RULE_SHIFT = 3;
 /** The degraded rule of each code in bits 3–4 (0: not told). */
@@ -242,7 +250,7 @@ export function readCheckColumns(bytes: Uint8Array, count: number, cols: CheckCo
       lastLen = pl;
       lastPolicy = policy;
     }
-    if ((flags & ~1) !== 0) {
+    if ((flags & ~(CHECK_SUBSCRIBE | CHECK_NO_WAIT)) !== 0) {
       fault(id >>> 0, 'flags', `unknown bits set (got ${flags})`);
       continue;
     }

@@ -384,7 +384,7 @@ class Gen {
     const key = enc(`j${r.int(20)}`);
     switch (r.int(7)) {
       case 0: return { rec: this.record(id, r.pick([-1, 0.5, NaN, Infinity, -Infinity, 2 ** 53, 1e300, -0.0001]), 0, pol, key), id, mustError: true };
-      case 1: return { rec: this.record(id, 1, r.pick([2, 4, 128, 255, 3]), pol, key), id, mustError: true };
+      case 1: return { rec: this.record(id, 1, r.pick([4, 8, 128, 255, 7]), pol, key), id, mustError: true }; // bits 0-1 are subscribe and no-wait
       case 2: return { rec: this.record(id, 1, 0, new Uint8Array([0xff, 0xfe]), key), id, mustError: true };
       case 3: return { rec: this.record(id, 1, 0, pol, new Uint8Array([0x6a, 0xc3, 0x28, 0xed, 0xa0, 0x80])), id, mustError: true };
       case 4: return { rec: this.record(id, 1, 0, enc('nope\u0000'), key), id, mustError: true };

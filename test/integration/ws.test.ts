@@ -81,7 +81,7 @@ describe('/v1/stream text frames (JSON)', () => {
       { id: 3, error: { code: 'UNKNOWN_POLICY', detail: 'policy: unknown policy "nope"', field: 'policy', status: 400 } },
       { id: 4, error: { code: 'INVALID_ARGUMENT', detail: 'cost: must be a non-negative safe integer (got -1)', field: 'cost', status: 400 } },
       { id: 5, allowed: true, limit: 10, remaining: 9, resetAfterMs: 600, retryAfterMs: 0, policy: 'd' },
-      { id: 6, error: { code: 'INVALID_ARGUMENT', detail: 'extra: is not a field of a check (policy, key, descriptors, cost)', field: 'extra', status: 400 } },
+      { id: 6, error: { code: 'INVALID_ARGUMENT', detail: 'extra: is not a field of a check (policy, key, descriptors, cost, wait)', field: 'extra', status: 400 } },
       { id: 7, allowed: false, limit: 2, remaining: 2, resetAfterMs: 60_000, retryAfterMs: null, policy: 'w', reason: "cost exceeds the limit's capacity" },
     ]);
   });
