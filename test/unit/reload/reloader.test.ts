@@ -14,6 +14,7 @@ import { PolicyReloader, type ReloadSource } from '../../../src/reload/reloader.
 import { AnnouncementSigner, MAX_AGE_MS, type RefusalReason } from '../../../src/reload/announce.js';
 import { isSluiceError } from '../../../src/util/errors.js';
 import { startRedis, type TestRedis } from '../../helpers/redis.js';
+import { RedisStore } from '../../../src/store/redis.js';
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
 import { ManualClock } from '../../helpers/clock.js';
 
@@ -43,7 +44,11 @@ afterEach(async () => {
 async function harness(o: { redis?: string; cluster?: string[]; instanceId?: string; secret?: string | null } = {}): Promise<Harness> {
   const clock = new ManualClock();
   const startup = parseConfig(OLD, 'policies.yaml');
-  const limiter = await createLimiter({ policies: startup.policies, clock: clock.now, maxKeys: 1024 });
+  // the composition root's order: the store, the limiter deciding through it, the reloader announcing through it
+  const store = o.redis ? RedisStore.create({ url: o.redis }) : o.cluster ? RedisStore.create({ cluster: o.cluster }) : null;
+  const limiter = await createLimiter({
+    policies: startup.policies, clock: clock.now, maxKeys: 1024, ...(store !== null ? { redis: {}, store } : {}),
+  });
   const logs: Array<Record<string, any>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -57,7 +62,7 @@ async function harness(o: { redis?: string; cluster?: string[]; instanceId?: str
     limiter, logger: pino({ level: 'info' }, sink), signal: null, startup,
     announceSecret: o.secret === undefined ? SECRET : o.secret,
     metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`), announcementRefused: (r) => refused.push(r) },
-    ...(o.redis ? { redis: { url: o.redis } } : o.cluster ? { redis: { cluster: o.cluster } } : {}),
+    pubsub: store,
     ...(o.instanceId ? { instanceId: o.instanceId } : {}),
   });
   await reloader.start();
