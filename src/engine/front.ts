@@ -67,9 +67,12 @@ export interface FrontOptions {
 }
 
 /**
- * The front: validates checks, queues them for this event-loop turn, and at the turn's end hashes every key
- * in one kernel call, reads the clock once, and sends one batch per shard (or decides in-thread with no
- * pool). A batch also goes out early when it reaches the kernel's batch size.
+ * The front, a dispatcher: it takes checks (validate.ts), answers allow and deny lists, queues the rest for
+ * this event-loop turn with their shadow candidates (queue.ts), and at the turn's end hashes every key in one
+ * kernel call, reads the clock once, and hands each check to its consistency mode's {@link Decider}: the
+ * local decider (deciders/local.ts, with the write-behind of deciders/write-behind.ts for `sync`), the
+ * strict decider (deciders/strict.ts), or one registered in {@link FrontOptions.deciders}. A batch also goes
+ * out early when it reaches the kernel's batch size (or STORE_CHUNK store-backed checks).
  */
 export class Front {
   private readonly o: FrontOptions;

@@ -1,6 +1,7 @@
 /**
  * The store contract: what the engine, the key admin (inspect and reset) and the reloader may ask of shared
- * state. The Redis store (src/store/redis.ts: one server, Sentinel or Cluster) implements it; only the
+ * state. The Redis store (src/store/redis.ts: one server, Sentinel or Cluster) and the in-memory store
+ * (src/store/memory.ts: the same scripts' arithmetic, in this process) implement it; only the
  * composition root (createLimiter in src/limiter.ts, `sluice serve` in src/cli/serve.ts) builds one, and
  * nothing outside src/store sees the Redis client.
  *

@@ -13,6 +13,7 @@ import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, St
 import { hashTag, placedKey } from './slots.js';
 import { openChannel, type ChannelTarget } from './pubsub.js';
 import { reconnectBackoff } from './backoff.js';
+import { LatencyHistogram } from './latency.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 export type { MergeOptions, StoreFailures, StoreLatency } from './contract.js';
@@ -70,8 +71,7 @@ export interface RedisOptions {
  */
 export const DEFAULT_TIMEOUT_MS = 200;
 
-/** Upper bounds, in seconds, of the store call latency histogram's buckets. */
-export const STORE_LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
+export { STORE_LATENCY_BUCKETS } from './latency.js';
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
 
@@ -100,9 +100,8 @@ export class RedisStore implements Store {
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
-  /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
-  private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
-  private latencySum = 0;
+  /** Call durations, for the store latency histogram. */
+  private readonly latency = new LatencyHistogram();
   /** {@link errors} by kind. */
   private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
 
@@ -231,7 +230,7 @@ export class RedisStore implements Store {
       this.failed(e);
       throw e;
     } finally {
-      this.observe(start);
+      this.latency.observe(start);
     }
   }
 
@@ -258,13 +257,6 @@ export class RedisStore implements Store {
     this.failures[failureKind(e)]++;
   }
 
-  private observe(start: number): void {
-    const seconds = (performance.now() - start) / 1000;
-    let i = 0;
-    while (i < STORE_LATENCY_BUCKETS.length && seconds > STORE_LATENCY_BUCKETS[i]) i++;
-    this.latencyCounts[i]++;
-    this.latencySum += seconds;
-  }
 
   /**
    * Sync mode: adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta) to the shared
@@ -284,7 +276,7 @@ export class RedisStore implements Store {
       this.failed(e);
       throw e;
     } finally {
-      this.observe(start);
+      this.latency.observe(start);
     }
   }
 
@@ -351,7 +343,7 @@ export class RedisStore implements Store {
     return {
       storeErrors: this.errors, ...this.failures, breaker: this.breakerState(), connected: this.ready,
       lateCalls: this.late.calls, lateSpentTokens: this.late.tokens,
-      latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
+      latency: this.latency.snapshot(),
     };
   }
 
