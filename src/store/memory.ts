@@ -254,11 +254,11 @@ export class MemoryStore implements Store {
   }
 
   /** Guard-slot placement is a Redis Cluster's: in memory a key has one name. */
-  async read(keys: readonly string[]): Promise<StoredValues> {
+  async read(keys: readonly string[], _guardKey: string | null = null): Promise<StoredValues> {
     return keys.map((k) => this.get(k));
   }
 
-  async remove(keys: readonly string[]): Promise<number> {
+  async remove(keys: readonly string[], _guardKey: string | null = null): Promise<number> {
     let n = 0;
     for (const k of keys) {
       if (this.get(k) !== null) n++;
