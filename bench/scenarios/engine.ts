@@ -8,7 +8,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { createLimiter } from '../../src/index.js';
 import type { Decision } from '../../src/index.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
-import { GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW, type KernelLimit } from '../../src/shard/protocol.js';
+import { DELAY_SHIFT, GROUP_SHIFT, LEG_IN, LEG_OUT, CODE_ALLOW, type KernelLimit } from '../../src/shard/protocol.js';
 import { MapBucket } from '../baselines/map-bucket.js';
 import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib/ab.js';
 import { isChildEntry, jobMain, runJob } from '../lib/harness.js';
@@ -37,9 +37,12 @@ const TOKEN_BUCKET: KernelLimit = { algorithmCode: 0, limit: LIMIT, periodMs: PE
  * the same 1e9 limit (every check admitted), and a sliding log of 16 per minute with 16-entry blocks (the log
  * fills: most checks scan a full ring and are denied, its worst case), its arena sized for every key.
  */
-const KERNEL_VARIANTS: Record<string, { limit: KernelLimit; logEntries?: number }> = {
+const KERNEL_VARIANTS: Record<string, { limit: KernelLimit; logEntries?: number; maxDelayMs?: number }> = {
   calendar: { limit: { algorithmCode: 4, limit: LIMIT, periodMs: 30 * 86_400_000, burst: LIMIT, calendar: { unit: 'mo', timeZone: 'Europe/Berlin' } } },
   slog: { limit: { algorithmCode: 5, limit: 16, periodMs: PERIOD_MS, burst: 16 }, logEntries: 16 },
+  // onLimit: delay: a bucket of 16 per minute whose checks may wait up to a minute: each key admits its 16,
+  // then 16 more in debt with delays, then denies (its worst case: every check computes a wait)
+  delay: { limit: { algorithmCode: 0, limit: 16, periodMs: PERIOD_MS, burst: 16 }, maxDelayMs: PERIOD_MS },
 };
 
 /** Kernel options for a spec: the token bucket, or a variant's limit (and a log arena for every key). */
@@ -134,6 +137,7 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
         ...kernelOpts(s.variant, Math.max(s.keys, 1024)),
       });
       const { lo, hi } = keyHashes(s.keys);
+      const word = GROUP_SHIFT + (s.variant === undefined ? 0 : (KERNEL_VARIANTS[s.variant].maxDelayMs ?? 0) * DELAY_SHIFT);
       // The kernel takes hashes (the front hashes keys before it): resolve the key sequence to a stream of
       // hashes up front, so the loop reads it sequentially rather than paying two cache misses a check.
       const seqLo = new Uint32Array(SEQ_LEN), seqHi = new Uint32Array(SEQ_LEN);
@@ -148,7 +152,7 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
           const r = i * LEG_IN;
           inp[r] = hLo[j];
           inp[r + 1] = hHi[j];
-          inp[r + 2] = 0 + GROUP_SHIFT; // limit 0, a group of one leg
+          inp[r + 2] = word; // limit 0, a group of one leg (and the delay variant's maxDelayMs)
           inp[r + 3] = 1;
         }
         k.decide(BATCH, Date.now());
@@ -342,6 +346,7 @@ const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number
   { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel', shards: 0 },
   { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel', shards: 0, variant: 'calendar' },
   { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min', impl: 'kernel', shards: 0, variant: 'slog' },
+  { tag: 'kernel-delay', subject: 'sluice kernel, token_bucket 16/min, onLimit delay 1 min', impl: 'kernel', shards: 0, variant: 'delay' },
   { tag: 'limiter-s0', subject: 'sluice createLimiter, shards 0', impl: 'limiter', shards: 0 },
   { tag: 'limiter-s2', subject: 'sluice createLimiter, shards 2', impl: 'limiter', shards: 2 },
   { tag: 'rlf', subject: 'rlf RateLimiterMemory', impl: 'rlf', shards: 0 },
