@@ -9,6 +9,7 @@
  * engine:                              # optional
  *   shards: 2                          # 0..64 worker shards (0 = decide in-thread)
  *   maxKeys: 1000000                   # >= 1 keys held per engine
+ *   maxDelayed: 10000                  # >= 0 checks waiting at once (onLimit: delay)
  * server:                              # optional
  *   port: 8080                         # 0..65535 (0 = any free port)
  *   host: 0.0.0.0
@@ -36,6 +37,8 @@ export interface EngineConfig {
   shards?: number;
   /** Capacity of the key table (keys), >= 1. */
   maxKeys?: number;
+  /** onLimit: delay: most checks waiting at once, >= 0 (the library's maxDelayed). */
+  maxDelayed?: number;
 }
 
 /** `server:` section. Absent keys are left absent: the server applies its own defaults. */
@@ -117,6 +120,7 @@ const nonEmptyString = (iss: HasInput): string => `must be a non-empty string (g
 const EngineSchema = section({
   shards: intIn(0, 64, 'must be an integer from 0 to 64').optional(),
   maxKeys: positiveSafe().optional(),
+  maxDelayed: intIn(0, 2 ** 30, 'must be an integer from 0 to 1073741824').optional(),
 });
 
 const nonNegative = (): ReturnType<typeof intIn> => intIn(0, Number.MAX_SAFE_INTEGER, 'must be a non-negative safe integer');
