@@ -9,7 +9,8 @@ import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {
-  check(req: CheckRequest): Promise<Decision>;
+  /** `wait: true` (onLimit: delay): resolve once a delayed admission's delay has passed (both kinds take it). */
+  check(req: CheckRequest, options?: { wait?: boolean }): Promise<Decision>;
   /** An embedded limiter's policies: the `RateLimit-Policy` header is computed from them. */
   readonly policies?: ReadonlyMap<string, CompiledPolicy>;
   /** A client's memory of the server's `RateLimit-Policy` headers. */
@@ -115,7 +116,7 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
     }
     let d: Decision;
     try {
-      d = await limiter.check(check);
+      d = await limiter.check(check, { wait: true }); // onLimit: delay: the request proceeds when its delay has passed
     } catch (e) {
       return failed(e, req);
     }
