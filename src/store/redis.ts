@@ -7,7 +7,7 @@ import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
-import { LEG_WIDE, spentBy, widen } from './reply.js';
+import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
@@ -76,6 +76,7 @@ export interface StoreLatency {
 }
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
+type CheckBufferCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<Buffer>;
 
 /** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
 function packLegs(args: readonly number[], from: number): Buffer {
@@ -129,12 +130,13 @@ export class RedisStore {
     } else {
       redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
-      const checkCmd = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
+      // the check script's reply is one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
+      const checkCmd = (redis as unknown as { sluiceCheckBuffer: CheckBufferCommand }).sluiceCheckBuffer.bind(redis);
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
       check = async (keys, args) => {
-        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)), timeoutMs, live,
-          (r) => lateSpend(r, args, 3));
+        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)).then(unpackReply),
+          timeoutMs, live, (r) => lateSpend(r, args, 3));
         return widen(raw, args, 3);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
@@ -378,6 +380,15 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
     }
   };
+  // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
+  const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
+    try {
+      return unpackReply(await c.callBuffer('evalsha', checkLua.sha, keys.length, ...keys, ...args));
+    } catch (e) {
+      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      return unpackReply(await c.callBuffer('eval', checkLua.lua, keys.length, ...keys, ...args));
+    }
+  };
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
   return {
@@ -388,7 +399,7 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
       const settled = await Promise.allSettled(parts.map((p) => {
         const partArgs = [args[0], args[1], p.keys.length, ...p.args];
-        return deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
+        return deadline(runCheck(p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
           (r) => lateSpend(r, partArgs, 3));
       }));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
