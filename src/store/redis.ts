@@ -401,12 +401,17 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
     }
   };
   // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
+  // (ioredis has evalshaBuffer and evalBuffer on a Cluster, untyped; its callBuffer drops the command name there)
+  const bytes = c as unknown as {
+    evalshaBuffer(sha: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
+    evalBuffer(lua: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
+  };
   const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
     try {
-      return unpackReply(await c.callBuffer('evalsha', checkLua.sha, keys.length, ...keys, ...args));
+      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
     } catch (e) {
       if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
-      return unpackReply(await c.callBuffer('eval', checkLua.lua, keys.length, ...keys, ...args));
+      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args));
     }
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead
