@@ -316,7 +316,7 @@ function group(first: u32, n: u32, now: u64): void {
 export function checkBatch(n: u32, nowMs: f64): u32 {
   if (n > batchMax) return TOO_MANY;
   const now = <u64>nowMs;
-  prefetchStart();
+  prefetchStart(n);
   let i: u32 = 0;
   while (i < n) {
     ahead(i, n);

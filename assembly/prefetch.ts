@@ -46,9 +46,12 @@ export function prefetchInit(legIn: usize, at: usize, maxBatch: u32): void {
   return (<u64><u32>load<f64>(p, IN_HASH_HI) << 32) | <u64><u32>load<f64>(p, IN_HASH_LO);
 }
 
-/** Starts a batch of `n` legs: nothing read ahead yet. */
-export function prefetchStart(): void {
-  far = mask + 1 >= FAR_SLOTS;
+/**
+ * Starts a batch of `n` legs: nothing read ahead yet. A batch of a chunk or less (a single check) has nothing
+ * to overlap and is not read ahead.
+ */
+export function prefetchStart(n: u32): void {
+  far = mask + 1 >= FAR_SLOTS && n > CHUNK;
   homeTo = 0;
   findTo = 0;
 }
@@ -64,20 +67,33 @@ function readAhead(i: u32, n: u32): void {
   // stage 1 up to two chunks past this one (on the batch's first call, from its start)
   let to = i + 3 * CHUNK;
   if (to > n) to = n;
+  let prev: u64 = homeTo > 0 ? load<u64>(hashes + (<usize>(homeTo - 1) << 3)) : 0;
   for (let j = homeTo; j < to; j++) {
     const h = hashOf(j);
     store<u64>(hashes + (<usize>j << 3), h);
-    acc ^= touchHome(h);
+    // a run of one key (a hot key) reads its lines once
+    if (h != prev) acc ^= touchHome(h);
+    prev = h;
   }
   homeTo = to;
   // stage 2 up to the next chunk: first every walk (in the caches), then the records in one burst
   const from = findTo;
   to = i + 2 * CHUNK;
   if (to > n) to = n;
-  for (let j = from; j < to; j++) store<i32>(hints + (<usize>j << 2), find(load<u64>(hashes + (<usize>j << 3))));
+  prev = 0;
+  let idx: i32 = -1;
   for (let j = from; j < to; j++) {
-    const idx = load<i32>(hints + (<usize>j << 2));
-    if (idx >= 0) acc ^= slotAt(<u32>idx).meta;
+    const h = load<u64>(hashes + (<usize>j << 3));
+    if (h != prev) idx = find(h);
+    prev = h;
+    store<i32>(hints + (<usize>j << 2), idx);
+  }
+  prev = 0;
+  for (let j = from; j < to; j++) {
+    const h = load<u64>(hashes + (<usize>j << 3));
+    idx = load<i32>(hints + (<usize>j << 2));
+    if (idx >= 0 && h != prev) acc ^= slotAt(<u32>idx).meta;
+    prev = h;
   }
   findTo = to;
   sink ^= acc;
