@@ -14,9 +14,10 @@ import { writeLegHash } from './runtime.js';
 import { isDirect } from './batch.js';
 import { compose } from './decision.js';
 import { readClock } from './clock.js';
-import { describe, keyOf } from '../keys/derive.js';
+import { keyOf } from '../keys/derive.js';
+import { checkCost, policyOf } from './validate.js';
 import { GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN } from '../shard/abi.js';
-import { closed, invalidArgument, isSluiceError, notSynchronous, shardFailed, unknownPolicy } from '../util/errors.js';
+import { closed, isSluiceError, notSynchronous, shardFailed } from '../util/errors.js';
 
 export interface SyncCheckOptions {
   front: Front;
@@ -47,23 +48,16 @@ export class SyncCheck {
     const o = this.o;
     if (o.closed()) throw closed();
     if (o.shards > 0) throw notSynchronous('shards', `this limiter has ${o.shards} shard workers`);
-    // the same checks, in the same order, as Front.submit
-    if (typeof req !== 'object' || req === null) throw invalidArgument('check', 'must be an object');
-    const name = (req as { policy?: unknown }).policy;
-    if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
-    const rt = o.front.policyRuntimes.get(name);
-    if (rt === undefined) throw unknownPolicy(name);
+    // the same checks, in the same order, as Front.submit (src/engine/validate.ts)
+    const rt = policyOf(o.front.policyRuntimes, req, 'check');
     // read once: a getter must not hand the kernel a value other than the one validated
-    const cost = (req as { cost?: unknown }).cost as number;
-    if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
-      throw invalidArgument('cost', `must be a non-negative safe integer (got ${describe(cost)})`);
-    }
+    const cost = checkCost((req as { cost?: unknown }).cost);
     const key = keyOf(rt.policy, req.key, req.descriptors);
-    if (rt.stored) throw notSynchronous('policy', `policy "${name}" has consistency strict (decided in Redis)`);
+    if (rt.stored) throw notSynchronous('policy', `policy "${rt.policy.name}" has consistency strict (decided in Redis)`);
     if (!isDirect(rt) || rt.lists !== null || o.front.pending > 0 || o.hasher.count > 0) {
       // queued checks go first, and lists, shadows and sync bookkeeping are the front's
       const d = o.front.checkNow(req);
-      if (d === undefined) throw notSynchronous('policy', `policy "${name}" is not decided on this thread`);
+      if (d === undefined) throw notSynchronous('policy', `policy "${rt.policy.name}" is not decided on this thread`);
       return d;
     }
     const now = readClock(o.clock);
