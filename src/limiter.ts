@@ -7,6 +7,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { SyncCheck } from './engine/sync-check.js';
 import type { Store } from './store/contract.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
@@ -76,6 +77,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
+  const syncCheck = new SyncCheck({ front, hasher, kernel, clock, shards, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
   /**
@@ -146,6 +148,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     reload,
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
+    checkSync: (req: CheckRequest): Decision => syncCheck.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
     async stats(options?: { waitMs?: number }): Promise<LimiterStats> {

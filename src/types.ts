@@ -229,6 +229,20 @@ export interface Limiter {
    * CLOCK if the clock misbehaves.
    */
   check(req: CheckRequest): Promise<Decision>;
+  /**
+   * Decides one check at the call and returns its decision: check() as a function call, for a limiter with
+   * `shards: 0` and a policy decided in this process (`consistency` local or sync). The same validation, the
+   * same errors (thrown instead of rejected), the same exact decision as check() would give at that point:
+   * checks queued by earlier check() calls are decided first, in order. The clock is read once per call.
+   * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, CLOSED after close(), CLOCK if the
+   *   clock misbehaves, SHARD_FAILED if the kernel fails; NOT_SYNCHRONOUS (field `shards` or `policy`) when the
+   *   check cannot be decided on the calling thread: a limiter with shards, a `strict` policy (decided in
+   *   Redis). A request that is invalid gets its INVALID_ARGUMENT first.
+   * @example
+   * const d = limiter.checkSync({ policy: 'free', key: 'tenant-42', cost: 1 });
+   * if (!d.allowed) respond429(d.retryAfterMs);
+   */
+  checkSync(req: CheckRequest): Decision;
   /** Several checks in one call, one result (decision or error) per item, in order. */
   checkMany(reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>>;
   /**

@@ -57,6 +57,8 @@ interface ThroughputSpec {
   shards: number;
   /** A kernel variant of KERNEL_VARIANTS (default: the token bucket). */
   variant?: string;
+  /** limiter only: checkSync() instead of check() (1,024 calls per step, no promise). */
+  sync?: boolean;
   keys: number;
 }
 
@@ -182,6 +184,29 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
         shards: s.shards,
         maxKeys,
       });
+      if (s.sync === true) {
+        const runSync = (next: (i: number) => number): number => {
+          let a = 0;
+          for (let i = 0; i < BATCH; i++) if (lim.checkSync({ policy: 'bench', key: keys[next(i)], cost: 1 }).allowed) a++;
+          admitted += a;
+          checked += BATCH;
+          return BATCH;
+        };
+        if (prefill) for (let base = 0; base < s.keys; base += BATCH) runSync((i) => (base + i) % s.keys);
+        return {
+          step: () => runSync(() => {
+            const key = seq[pos];
+            pos = (pos + 1) & mask;
+            return key;
+          }),
+          reset: () => (admitted = checked = 0),
+          counts: async () => {
+            const st = await lim.stats();
+            return { admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+          },
+          close: () => lim.close(),
+        };
+      }
       const run = async (next: (i: number) => number): Promise<number> => {
         const ps = new Array<Promise<Decision>>(BATCH);
         for (let i = 0; i < BATCH; i++) ps[i] = lim.check({ policy: 'bench', key: keys[next(i)], cost: 1 });
@@ -338,11 +363,12 @@ const CASES = [
   { tag: '1M', label: '1M keys', keys: 1_000_000 },
 ];
 
-const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number; variant?: string }> = [
+const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number; variant?: string; sync?: boolean }> = [
   { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel', shards: 0 },
   { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel', shards: 0, variant: 'calendar' },
   { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min', impl: 'kernel', shards: 0, variant: 'slog' },
   { tag: 'limiter-s0', subject: 'sluice createLimiter, shards 0', impl: 'limiter', shards: 0 },
+  { tag: 'limiter-sync', subject: 'sluice checkSync, shards 0', impl: 'limiter', shards: 0, sync: true },
   { tag: 'limiter-s2', subject: 'sluice createLimiter, shards 2', impl: 'limiter', shards: 2 },
   { tag: 'rlf', subject: 'rlf RateLimiterMemory', impl: 'rlf', shards: 0 },
   { tag: 'map', subject: 'Map bucket (plain JS)', impl: 'map', shards: 0 },
@@ -411,7 +437,7 @@ export const engine: Scenario = {
       ctx.progress(`engine/${c.tag}: filling ${c.label} in ${subs.length} resident children` +
         (c.tag === '1M' && memJobs.length > 0 ? ' (and engine/memory jobs meanwhile)' : ''));
       const starting = startAll(ctx, subs, (x) => x.id,
-        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys, variant: x.variant } satisfies ThroughputSpec,
+        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys, variant: x.variant, sync: x.sync } satisfies ThroughputSpec,
           { setupTimeoutMs: timeoutMs }), tput.notes);
       if (c.tag === '1M') await startMemory();
       const children = await starting;

@@ -18,6 +18,11 @@ export const ErrorCodes = {
   SHARD_FAILED: { status: 503 },
   /** The limiter was closed. HTTP 503. */
   CLOSED: { status: 503 },
+  /**
+   * Limiter.checkSync was given a check it cannot decide on the calling thread (a limiter with shards, a
+   * policy decided in Redis): use check(). A caller's mistake, never a transport's answer. HTTP 500.
+   */
+  NOT_SYNCHRONOUS: { status: 500 },
   /** The clock returned something that is not a Unix-epoch ms integer in range. HTTP 500. */
   CLOCK: { status: 500 },
   /** Redis failed or timed out on an admin read or write (limiter.inspect, limiter.reset). HTTP 503. */
@@ -63,6 +68,11 @@ export class SluiceError extends Error {
 
 export function isSluiceError(e: unknown): e is SluiceError {
   return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/** checkSync on a check that needs another thread or Redis; `field` is what makes it so (`shards`, `policy`). */
+export function notSynchronous(field: string, why: string): SluiceError {
+  return new SluiceError('NOT_SYNCHRONOUS', `${field}: ${why}: checkSync decides on the calling thread only; use check()`, field);
 }
 
 /** An invalid check argument; `field` is named in the message. */
