@@ -7,6 +7,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { Leases } from './engine/leases.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -73,6 +74,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
+  // concurrency policies' leases (acquire, release): not checks, so beside the front, on this thread
+  const leases = new Leases({ policies: () => policies, store, clock, maxKeys, degraded: store ? front.degraded : null, closed: () => closing !== null });
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
@@ -161,6 +164,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
       };
     },
+    acquire: (req) => leases.acquire(req),
+    release: (req) => leases.release(req),
     inspect: (req) => keyAdmin.inspect(req),
     reset: (req) => keyAdmin.reset(req),
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),

@@ -1,4 +1,4 @@
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
 import { IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
@@ -103,6 +103,8 @@ export function buildRuntimes(
   for (const [name, p] of policies) seeds.set(name, hasher.hashOne(seedText(p), 0, 0));
   const out = new Map<string, PolicyRuntime>();
   for (const [name, p] of policies) {
+    // no checks under a concurrency policy: its leases are src/engine/leases.ts's (acquire, release)
+    if (isConcurrency(p)) continue;
     const guard = p.guard === null ? null : policies.get(p.guard)!;
     const own = p.limits.length;
     const legCount = own + (guard ? guard.limits.length : 0);

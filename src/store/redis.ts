@@ -9,6 +9,7 @@ import { createBreaker, type BreakerOptions, type BreakerState } from './breaker
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, widen } from './reply.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import { leaseCaller } from './lease-call.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 
@@ -101,6 +102,8 @@ export class RedisStore {
   /** A merge call's deadline for `n` keys, in ms. */
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
+  /** lua/concurrency.lua on one key (src/store/lease-call.ts). */
+  private readonly leaseCall: (key: string, args: Array<string | number>) => Promise<number[]>;
   private errors = 0;
   /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
   private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
@@ -150,6 +153,7 @@ export class RedisStore {
       (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
+    this.leaseCall = leaseCaller(redis, timeoutMs);
   }
 
   /**
@@ -228,6 +232,24 @@ export class RedisStore {
     const start = performance.now();
     try {
       return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
+    } catch (e) {
+      this.failed(e);
+      throw e;
+    } finally {
+      this.observe(start);
+    }
+  }
+
+  /**
+   * One acquire or release of a concurrency lease (src/engine/leases.ts LeaseStore.lease): lua/concurrency.lua
+   * on `key` with `args` (op, lease id, limit, TTL ms). While the circuit breaker is open it fails at once, as
+   * checks do; a failure is counted as a store error.
+   */
+  async lease(key: string, args: Array<string | number>, nowMs: number): Promise<number[]> {
+    const start = performance.now();
+    try {
+      if (this.breakerState() === 'open') throw Object.assign(new Error('breaker is open'), { code: 'EOPENBREAKER' });
+      return await this.leaseCall(key, [this.useRedisTime ? 1 : 0, nowMs, ...args]);
     } catch (e) {
       this.failed(e);
       throw e;

@@ -39,6 +39,7 @@ describe('error catalog', () => {
     expect(facts(E.storeFailed('gone'))).toEqual(['STORE_FAILED', 503, undefined, 'redis: gone']);
     expect(facts(E.clockError('clock threw: x'))).toEqual(['CLOCK', 500, undefined, 'clock threw: x']);
     expect(facts(E.conflict('version', 'stale'))).toEqual(['CONFLICT', 409, 'version', 'version: stale']);
+    expect(facts(E.unknownLease('00000000002a'))).toEqual(['UNKNOWN_LEASE', 409, 'leaseId', 'leaseId: "00000000002a" is not held (unknown, already released, or expired): nothing was released']);
     expect(facts(E.unauthorized('missing'))).toEqual(['UNAUTHORIZED', 401, 'authorization', 'authorization: missing']);
     expect(facts(E.notFound('/v1/nope'))).toEqual(['NOT_FOUND', 404, 'path', 'path: no route for /v1/nope']);
     expect(facts(E.methodNotAllowed('PUT', '/v1/check', 'GET or POST'))).toEqual(['METHOD_NOT_ALLOWED', 405, 'method', 'method: PUT is not allowed on /v1/check (GET or POST)']);
@@ -82,8 +83,8 @@ describe('error catalog', () => {
       'shard/kernel.ts': 5,
       // a shard not answering within its start timeout, mapped to SHARD_FAILED by the pool
       'shard/pool.ts': 1,
-      // a cluster client not ready, mapped by the store's failure rule
-      'store/redis.ts': 1,
+      // a cluster client not ready, or the breaker open for a lease call, mapped by the store's failure rule
+      'store/redis.ts': 2,
       // hasher misuse
       'keys/hasher.ts': 1,
     });
