@@ -5,8 +5,9 @@
  * holder crashed, or forgot). Nothing runs in the background: a key's expired leases are dropped whenever
  * the key is touched, and a key that holds none is deleted, so only keys holding leases take memory.
  *
+ * Keys are held per policy (a Map of Maps: the request's own key string is the lookup, no joined string).
  * Bounded: at most `maxKeys` keys (all concurrency policies together). A new key past that bound first
- * frees keys whose leases have all expired, sampling the oldest-inserted {@link SAMPLE} keys; if every one
+ * frees keys whose leases have all expired, sampling its policy's oldest-inserted {@link SAMPLE} keys; if every one
  * sampled still holds a live lease, the acquire is refused with OVERLOADED (never by dropping a live lease,
  * which would let more than `limit` run). A key holding h leases takes one Map entry and a 2h-double array
  * (16 bytes a lease; the bench states the bytes per key).
@@ -28,13 +29,24 @@ export interface Acquired {
 }
 
 export class LeaseTable {
-  private readonly keys = new Map<string, number[]>();
+  private readonly policies = new Map<string, Map<string, number[]>>();
+  private count = 0;
 
   constructor(readonly maxKeys: number) {}
 
   /** Keys holding at least one lease not yet seen expired. */
   get size(): number {
-    return this.keys.size;
+    return this.count;
+  }
+
+  private keysOf(policy: string): Map<string, number[]> {
+    let m = this.policies.get(policy);
+    if (m === undefined) this.policies.set(policy, (m = new Map()));
+    return m;
+  }
+
+  private drop(keys: Map<string, number[]>, key: string): void {
+    if (keys.delete(key)) this.count--;
   }
 
   /**
@@ -42,8 +54,9 @@ export class LeaseTable {
    * lease expires at now + ttlMs. A denied acquire changes nothing but dropping expired leases.
    * @returns null when the table is full of keys holding live leases (the caller answers OVERLOADED).
    */
-  acquire(key: string, limit: number, ttlMs: number, now: number, id: number): Acquired | null {
-    let leases = this.keys.get(key);
+  acquire(policy: string, key: string, limit: number, ttlMs: number, now: number, id: number): Acquired | null {
+    const keys = this.keysOf(policy);
+    let leases = keys.get(key);
     if (leases !== undefined) expire(leases, now);
     const held = leases === undefined ? 0 : leases.length / 2;
     if (limit === 0) return { allowed: false, remaining: 0, retryAfterMs: -1 };
@@ -52,20 +65,22 @@ export class LeaseTable {
       return { allowed: false, remaining: 0, retryAfterMs: leases![2 * (held - limit)] - now };
     }
     if (leases === undefined) {
-      if (this.keys.size >= this.maxKeys && !this.free(now)) return null;
-      this.keys.set(key, (leases = []));
+      if (this.count >= this.maxKeys && !this.free(keys, now)) return null;
+      keys.set(key, (leases = []));
+      this.count++;
     }
     insert(leases, now + ttlMs, id);
     return { allowed: true, remaining: limit - held - 1, retryAfterMs: 0 };
   }
 
   /**
-   * Releases lease `id` of `key`: true when the key held it (live), false otherwise (unknown, released
-   * before, or expired), in which case nothing but expired leases changed.
+   * Releases lease `id` of `key`: the live leases the key holds after it, or −1 when the key did not hold it
+   * (unknown, released before, or expired), in which case nothing but expired leases changed.
    */
-  release(key: string, id: number, now: number): boolean {
-    const leases = this.keys.get(key);
-    if (leases === undefined) return false;
+  release(policy: string, key: string, id: number, now: number): number {
+    const keys = this.keysOf(policy);
+    const leases = keys.get(key);
+    if (leases === undefined) return -1;
     expire(leases, now);
     let found = false;
     for (let i = 1; i < leases.length; i += 2) {
@@ -75,35 +90,29 @@ export class LeaseTable {
         break;
       }
     }
-    if (leases.length === 0) this.keys.delete(key);
-    return found;
+    if (leases.length === 0) this.drop(keys, key);
+    return found ? leases.length / 2 : -1;
   }
 
   /** Live leases `key` holds at `now` (drops the expired ones). */
-  held(key: string, now: number): number {
-    const leases = this.keys.get(key);
+  held(policy: string, key: string, now: number): number {
+    const keys = this.keysOf(policy);
+    const leases = keys.get(key);
     if (leases === undefined) return 0;
     expire(leases, now);
-    if (leases.length === 0) this.keys.delete(key);
+    if (leases.length === 0) this.drop(keys, key);
     return leases.length / 2;
-  }
-
-  /** Forgets every lease of `key`; returns how many live ones it held. */
-  forget(key: string, now: number): number {
-    const n = this.held(key, now);
-    this.keys.delete(key);
-    return n;
   }
 
   /**
    * Deletes the keys among the {@link SAMPLE} oldest-inserted whose leases have all expired; the others move
    * to the back, so the next sample looks at different keys. True when at least one was deleted.
    */
-  private free(now: number): boolean {
+  private free(keys: Map<string, number[]>, now: number): boolean {
     let freed = false;
     const moved: Array<[string, number[]]> = [];
     let n = 0;
-    for (const [k, leases] of this.keys) {
+    for (const [k, leases] of keys) {
       if (n === SAMPLE) break;
       n++;
       expire(leases, now);
@@ -112,11 +121,12 @@ export class LeaseTable {
     }
     // delete and re-set: Map keeps insertion order, so the held ones go to the back
     let i = 0;
-    for (const [k] of this.keys) {
+    for (const [k] of keys) {
       if (i++ === n) break;
-      this.keys.delete(k);
+      keys.delete(k);
     }
-    for (const [k, leases] of moved) this.keys.set(k, leases);
+    for (const [k, leases] of moved) keys.set(k, leases);
+    this.count -= n - moved.length;
     return freed;
   }
 }

@@ -78,7 +78,7 @@ export class Leases {
       }
       return decision(r[0] === 0, r[1], r[0] === 2 ? -1 : r[2], id, base);
     }
-    const a = this.table.acquire(localKey(policy.name, key), l.limit, l.periodMs, now, id);
+    const a = this.table.acquire(policy.name, key, l.limit, l.periodMs, now, id);
     if (a === null) throw overloaded(`lease table full: ${this.o.maxKeys} keys hold live leases (maxKeys)`);
     return decision(a.allowed, a.remaining, a.retryAfterMs, id, base);
   }
@@ -101,9 +101,9 @@ export class Leases {
       if (r[0] !== 1) throw unknownLease(raw);
       return { released: true, remaining: r[1], policy: policy.name };
     }
-    const k = localKey(policy.name, key);
-    if (!this.table.release(k, parseInt(raw, 16), now)) throw unknownLease(raw);
-    return { released: true, remaining: Math.max(0, l.limit - this.table.held(k, now)), policy: policy.name };
+    const held = this.table.release(policy.name, key, parseInt(raw, 16), now);
+    if (held < 0) throw unknownLease(raw);
+    return { released: true, remaining: Math.max(0, l.limit - held), policy: policy.name };
   }
 
   /** The concurrency policy and key a request names. */
@@ -131,14 +131,17 @@ export class Leases {
   }
 }
 
-function localKey(policy: string, key: string): string {
-  // policy names never hold a newline (NAME_PATTERN)
-  return `${policy}\n${key}`;
-}
+/** Two lowercase hex digits per byte value. */
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 
-/** A lease id as 12 lowercase hex digits. */
+/**
+ * A 48-bit lease id as 12 lowercase hex digits, a byte at a time: Number#toString(16) takes V8's generic
+ * double-to-radix path, a third of an acquire's time here.
+ */
 export function hex(id: number): string {
-  return id.toString(16).padStart(12, '0');
+  const hi = Math.floor(id / 2 ** 32);
+  const lo = id >>> 0;
+  return HEX[(hi >>> 8) & 255] + HEX[hi & 255] + HEX[lo >>> 24] + HEX[(lo >>> 16) & 255] + HEX[(lo >>> 8) & 255] + HEX[lo & 255];
 }
 
 function decision(allowed: boolean, remaining: number, retry: number, id: number, b: Base): LeaseDecision {

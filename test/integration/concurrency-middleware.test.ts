@@ -151,7 +151,7 @@ describe('concurrency middleware', () => {
     const gates: Array<ReturnType<typeof gate>> = [];
     // keep-alive connections of the fetches are closed with the app (Fastify waits for them otherwise)
     const app = Fastify({ forceCloseConnections: true });
-    app.addHook('onRequest', sluiceFastifyConcurrency({ limiter: l, policy: 'exports', key: tenant }));
+    app.addHook('onRequest', sluiceFastifyConcurrency({ limiter: l, policy: 'exports', key: (req: { raw: http.IncomingMessage }) => tenant(req.raw) }));
     app.get('/slow', async () => {
       const g = gate();
       gates.push(g);

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/index.js';
 import { LeaseTable } from '../../../src/engine/lease-table.js';
+import { hex } from '../../../src/engine/leases.js';
 import { manualClock } from '../../helpers/clock.js';
 import { configError } from '../../helpers/limiter.js';
 import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
@@ -162,19 +163,29 @@ describe('concurrency: acquire and release', () => {
   });
 });
 
+describe('lease ids', () => {
+  it('are 12 lowercase hex digits of the 48-bit id', () => {
+    expect([0, 1, 255, 2 ** 32, 0x123456789abc, 2 ** 48 - 1].map(hex))
+      .toEqual(['000000000000', '000000000001', '0000000000ff', '000100000000', '123456789abc', 'ffffffffffff']);
+  });
+});
+
 describe('LeaseTable', () => {
   it('orders leases by expiry, equal expiries in acquisition order; frees the oldest keys first', () => {
     const t = new LeaseTable(10);
-    expect(t.acquire('k', 3, 100, 1000, 1)).toEqual({ allowed: true, remaining: 2, retryAfterMs: 0 });
-    expect(t.acquire('k', 3, 100, 990, 2)).toEqual({ allowed: true, remaining: 1, retryAfterMs: 0 }); // clock stepped back
-    expect(t.acquire('k', 3, 100, 1000, 3)).toEqual({ allowed: true, remaining: 0, retryAfterMs: 0 });
-    expect(t.acquire('k', 3, 100, 1050, 4)).toEqual({ allowed: false, remaining: 0, retryAfterMs: 40 }); // lease 2 at 1090
-    expect(t.held('k', 1090)).toBe(2);
-    expect(t.release('k', 2, 1090)).toBe(false); // expired
-    expect(t.release('k', 3, 1090)).toBe(true);
-    expect(t.held('k', 1099)).toBe(1);
-    expect(t.held('k', 1100)).toBe(0);
-    expect(t.size).toBe(0);
+    expect(t.acquire('p', 'k', 3, 100, 1000, 1)).toEqual({ allowed: true, remaining: 2, retryAfterMs: 0 });
+    expect(t.acquire('p', 'k', 3, 100, 990, 2)).toEqual({ allowed: true, remaining: 1, retryAfterMs: 0 }); // clock stepped back
+    expect(t.acquire('p', 'k', 3, 100, 1000, 3)).toEqual({ allowed: true, remaining: 0, retryAfterMs: 0 });
+    expect(t.acquire('p', 'k', 3, 100, 1050, 4)).toEqual({ allowed: false, remaining: 0, retryAfterMs: 40 }); // lease 2 at 1090
+    expect(t.acquire('q', 'k', 1, 100, 1050, 4)).toEqual({ allowed: true, remaining: 0, retryAfterMs: 0 }); // another policy's key
+    expect(t.size).toBe(2);
+    expect(t.held('p', 'k', 1090)).toBe(2);
+    expect(t.release('p', 'k', 2, 1090)).toBe(-1); // expired
+    expect(t.release('p', 'k', 4, 1090)).toBe(-1); // q's
+    expect(t.release('p', 'k', 3, 1090)).toBe(1);
+    expect(t.held('p', 'k', 1099)).toBe(1);
+    expect(t.held('p', 'k', 1100)).toBe(0);
+    expect(t.size).toBe(1);
   });
 });
 
