@@ -15,21 +15,14 @@ import { isConcurrency, type CompiledPolicy } from '../config/policies.js';
 import { describe, keyOf } from '../keys/derive.js';
 import { escapeTagPart } from '../keys/store-key.js';
 import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
-import { closed, invalidArgument, overloaded, storeFailed, unknownLease, unknownPolicy } from '../util/errors.js';
+import { closed, invalidArgument, isSluiceError, overloaded, storeFailed, unknownLease, unknownPolicy } from '../util/errors.js';
 import { readClock } from './clock.js';
 import { CLOSED_RETRY_MS, type DegradedCounts } from './degraded.js';
 import { LeaseTable } from './lease-table.js';
+import type { Store } from '../store/contract.js';
 
-/** What the leases need of the Redis store (src/store/redis.ts RedisStore.lease). */
-export interface LeaseStore {
-  readonly prefix: string;
-  /**
-   * Runs lua/concurrency.lua on `key`: `args` = op (1 acquire, 2 release), lease id, limit, TTL ms. Resolves to
-   * acquire: code (0 allowed, 1 denied, 2 never), remaining, retryAfterMs, time; release: 1 held / 0 not,
-   * remaining, time. Rejects when Redis fails.
-   */
-  lease(key: string, args: Array<string | number>, nowMs: number): Promise<number[]>;
-}
+/** What the leases need of the store (src/store/contract.ts Store.concurrency). */
+export type LeaseStore = Pick<Store, 'prefix' | 'concurrency'>;
 
 export interface LeasesOptions {
   /** The policy set in force (read at each call: reloads apply to the next one). */
@@ -68,7 +61,7 @@ export class Leases {
     if (policy.consistency === 'strict') {
       let r: number[];
       try {
-        r = await this.store().lease(this.storeKey(policy.name, key), [1, hex(id), l.limit, l.periodMs], now);
+        r = await this.call(this.storeKey(policy.name, key), [1, hex(id), l.limit, l.periodMs], now);
       } catch {
         const rule = policy.onStoreError === 'open' ? 'open' : 'closed';
         this.o.degraded?.count(policy.name, rule);
@@ -94,9 +87,9 @@ export class Leases {
     if (policy.consistency === 'strict') {
       let r: number[];
       try {
-        r = await this.store().lease(this.storeKey(policy.name, key), [2, raw, l.limit, l.periodMs], now);
+        r = await this.call(this.storeKey(policy.name, key), [2, raw, l.limit, l.periodMs], now);
       } catch (e) {
-        throw storeFailed(e);
+        throw isSluiceError(e) ? e : storeFailed(e);
       }
       if (r[0] !== 1) throw unknownLease(raw);
       return { released: true, remaining: r[1], policy: policy.name };
@@ -120,9 +113,12 @@ export class Leases {
     return { policy, key: keyOf(policy, req.key, req.descriptors) };
   }
 
-  private store(): LeaseStore {
-    // a strict policy on a limiter without Redis is refused at load (limiter.ts checkTransition)
-    return this.o.store!;
+  /** lua/concurrency.lua through the store; a store without it fails the call (the failure rule applies). */
+  private call(key: string, args: Array<string | number>, now: number): Promise<number[]> {
+    // a strict policy on a limiter without a store is refused at load (limiter.ts checkTransition)
+    const s = this.o.store!;
+    if (s.concurrency === undefined) return Promise.reject(storeFailed('this store does not keep concurrency leases (use Redis)'));
+    return s.concurrency(key, args, now);
   }
 
   /** `<prefix>{<policy>:<key>}:lease`: one hash tag (one Cluster slot), never a check's key (those tag 3 parts). */
