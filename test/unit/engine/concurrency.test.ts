@@ -159,7 +159,9 @@ describe('concurrency: acquire and release', () => {
   it('a check under a concurrency policy is refused naming the policy', async () => {
     const { l } = await limiter(JOBS);
     const e = await failure(l.check({ policy: 'jobs', key: 'k', cost: 1 }));
-    expect([e.code, e.field]).toEqual(['UNKNOWN_POLICY', 'policy']);
+    expect([e.code, e.field, e.message]).toEqual(['INVALID_ARGUMENT', 'policy',
+      'policy: "jobs" is a concurrency policy: acquire and release its leases (limiter.acquire, POST /v1/acquire); it is never checked']);
+    expect((await failure(l.inspect({ policy: 'jobs', key: 'k' }))).field).toBe('policy');
   });
 });
 
