@@ -1,5 +1,5 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
-import { compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
+import { SLIDING_LOG_ENTRIES_CAP, SLIDING_LOG_MAX_ENTRIES, checkLogEntries, compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
@@ -32,9 +32,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
   const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
+  const maxLogEntries = intOption(opts.maxLogEntries, 'maxLogEntries', SLIDING_LOG_MAX_ENTRIES, 1, SLIDING_LOG_ENTRIES_CAP);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   let policies = toCompiled(opts.policies);
+  checkLogEntries(policies, maxLogEntries);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
   if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
@@ -49,7 +51,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const limits = table.limits;
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.
-  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity });
+  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries });
   const hasher = new Hasher(kernel, MAX_BATCH);
   // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
   // loaded only when asked for, as the shard pool (piscina) is: ioredis alone adds ~20 MB to a process's RSS
@@ -63,7 +65,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
+    : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
         minDelayMs: intOption(opts.shardRecovery?.minDelayMs, 'shardRecovery.minDelayMs', 1000, 1, 2 ** 31 - 1),
@@ -110,6 +112,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
+    checkLogEntries(compiled, maxLogEntries);
     checkTransition(policies, compiled, store !== null);
     let p: LimitPlan;
     try {

@@ -131,6 +131,12 @@ export interface LimiterOptions {
   clock?: () => number;
   /** Most keys held in memory (all shards together); past it the least informative are evicted. Default 1,000,000. */
   maxKeys?: number;
+  /**
+   * Most entries one sliding_log key may hold (16 bytes each, in a block of this many per key): a policy whose
+   * worst case, min(limit, period in ms), exceeds it is refused naming the field. 1 to 1,024; default 64. Each
+   * kernel's log arena is 4,096 such blocks (4 MiB at 64, 64 MiB at 1,024).
+   */
+  maxLogEntries?: number;
   /** Most checks queued or in flight before new ones are refused with OVERLOADED. Default 100,000. */
   maxPending?: number;
   /** Redis, for policies with `consistency: strict`. */

@@ -28,6 +28,12 @@ export const ALGORITHM_CODES: Record<Algorithm, number> = {
  * counts ≥ 1 summing to ≤ limit), 16 bytes each, in a block of this many (src/shard/kernel.ts LOG_ENTRIES).
  */
 export const SLIDING_LOG_MAX_ENTRIES = 64;
+/**
+ * The largest `maxLogEntries` (createLimiter option, `engine.maxLogEntries` in a policies file) may raise that
+ * bound to: 1,024 entries, 16 KiB a key. The loader admits a sliding_log up to this; the limiter then refuses,
+ * naming the field, one whose worst case exceeds its own `maxLogEntries` ({@link checkLogEntries}).
+ */
+export const SLIDING_LOG_ENTRIES_CAP = 1024;
 
 /**
  * The kernel's code for a fixed_window limit over a calendar period (`1d` in a time zone, `1w`, `1mo`): its
@@ -499,8 +505,8 @@ function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): Comp
   // a calendar window is as long as its longest instance (a 31-day month with a DST hour) for the bounds
   const bounds: LimitNumbers = { algorithm, limit, periodMs: calendar === null ? periodMs : CALENDAR_MAX_MS[calendar.unit], burst, burstGiven };
   checkExactness(bounds, at, fail);
-  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_MAX_ENTRIES) {
-    fail(at(limit > periodMs ? 'period' : 'limit'), `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${SLIDING_LOG_MAX_ENTRIES} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit`);
+  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_ENTRIES_CAP) {
+    fail(at(limit > periodMs ? 'period' : 'limit'), logEntriesWhy(limit, periodMs, SLIDING_LOG_ENTRIES_CAP));
   }
   const algorithmCode = calendar === null ? ALGORITHM_CODES[algorithm] : CALENDAR_WINDOW_CODE;
   return calendar === null ? { algorithm, algorithmCode, limit, periodMs, burst, name } : { algorithm, algorithmCode, limit, periodMs, burst, calendar, name };
@@ -534,6 +540,28 @@ function compileConcurrency(spec: Obj, prefix: string, limit: number, name: stri
 /** True for a policy of one concurrency limit (leases: acquire and release, no check). */
 export function isConcurrency(p: CompiledPolicy): boolean {
   return p.limits[0]?.algorithm === 'concurrency';
+}
+
+function logEntriesWhy(limit: number, periodMs: number, max: number): string {
+  return `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${max} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit` +
+    (max < SLIDING_LOG_ENTRIES_CAP ? `, or raise maxLogEntries (up to ${SLIDING_LOG_ENTRIES_CAP})` : '');
+}
+
+/**
+ * Refuses a sliding_log limit whose worst case, min(limit, period in ms) entries, exceeds `maxLogEntries`
+ * (the limiter's bound on a key's log), naming the policy and the binding field (`limit`, `period`,
+ * `limits[i].limit`...).
+ * @throws SluiceError CONFIG.
+ */
+export function checkLogEntries(policies: ReadonlyMap<string, CompiledPolicy>, maxLogEntries: number): void {
+  for (const p of policies.values()) {
+    const listed = p.limits.length > 1 || p.limits[0].name !== p.name;
+    p.limits.forEach((l, i) => {
+      if (l.algorithm !== 'sliding_log' || Math.min(l.limit, l.periodMs) <= maxLogEntries) return;
+      const field = l.limit > l.periodMs ? 'period' : 'limit';
+      throw configError(`policy "${p.name}"`, listed ? joinPath(joinPath('limits', i), field) : field, logEntriesWhy(l.limit, l.periodMs, maxLogEntries));
+    });
+  }
 }
 
 /** `1mo` (and only 1 of them), the calendar-only period. */

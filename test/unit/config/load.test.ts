@@ -93,7 +93,7 @@ const BAD: Record<string, [string, string | undefined]> = {
     'policies.free.version',
   ],
   'bad-engine-shards.yaml': ['engine.shards: must be an integer from 0 to 64 (got 65)', 'engine.shards'],
-  'bad-engine-unknown-key.yaml': ['engine.shard: unknown key (accepted: shards, maxKeys)', 'engine.shard'],
+  'bad-engine-unknown-key.yaml': ['engine.shard: unknown key (accepted: shards, maxKeys, maxLogEntries)', 'engine.shard'],
   'bad-engine-max-keys.yaml': ['engine.maxKeys: must be a positive safe integer (got 0)', 'engine.maxKeys'],
   'bad-engine-not-mapping.yaml': ['engine: must be a mapping (got 4)', 'engine'],
   'bad-server-port.yaml': ['server.port: must be an integer from 0 to 65535 (got 70000)', 'server.port'],
