@@ -32,6 +32,7 @@ import {
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
 } from '../wire/binary.js';
+import { isLeaseOp, leaseOp } from './ws-leases.js';
 import { SubscriptionScheduler, SUBSCRIPTION_DEFAULTS, type SubscriptionBounds } from './sub-schedule.js';
 import {
   BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
@@ -657,9 +658,10 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         : 'must be a string of 1 to 256 characters or a safe integer'));
       return true;
     }
+    if (isLeaseOp(obj.op)) return leaseItem(c, obj, idJson);
     if (obj.op !== undefined) {
       if (obj.op !== 'unsubscribe') {
-        answerError(c, false, 0, idJson, invalidArgument('op', `must be "unsubscribe" when present (got ${JSON.stringify(obj.op)})`));
+        answerError(c, false, 0, idJson, invalidArgument('op', `must be "unsubscribe", "acquire" or "release" when present (got ${JSON.stringify(obj.op)})`));
         return true;
       }
       const extra = Object.keys(obj).find((k) => k !== 'op' && k !== 'id');
@@ -689,6 +691,33 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       return true;
     }
     return enqueue(c, new Item(false, 0, idJson, req, subscribe));
+  };
+
+  /** An acquire or release (src/server/ws-leases.ts): in flight like a check, answered when it lands. */
+  const leaseItem = (c: Conn, obj: Record<string, unknown>, idJson: string): boolean => {
+    let p: Promise<string>;
+    try {
+      if (closing) throw shuttingDown();
+      p = leaseOp(limiter, obj);
+    } catch (e) {
+      answerError(c, false, 0, idJson, e);
+      return true;
+    }
+    c.inFlight++;
+    inFlightTotal++;
+    p.then((body) => {
+      landed(c);
+      if (c.closed) return;
+      answered++;
+      c.json.push(`{"id":${idJson},${body.slice(1)}`);
+      scheduleFlush(c);
+    }, (e: unknown) => {
+      landed(c);
+      if (c.closed) return;
+      if (!isSluiceError(e) || e.status >= 500) log?.warn({ err: e }, 'stream lease failed');
+      answerError(c, false, 0, idJson, e);
+    });
+    return true;
   };
 
   // Binary frames ----------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { createBreaker, type BreakerOptions, type BreakerState } from './breaker
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import { leaseCaller } from './lease-call.js';
 import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, StoreStats, StoredValues } from './contract.js';
 import { hashTag, placedKey } from './slots.js';
 import { openChannel, type ChannelTarget } from './pubsub.js';
@@ -100,6 +101,8 @@ export class RedisStore implements Store {
   /** A merge call's deadline for `n` keys, in ms. */
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
+  /** lua/concurrency.lua on one key (src/store/lease-call.ts). */
+  private readonly leaseCall: (key: string, args: Array<string | number>) => Promise<number[]>;
   private errors = 0;
   /** Call durations, for the store latency histogram. */
   private readonly latency = new LatencyHistogram();
@@ -150,6 +153,7 @@ export class RedisStore implements Store {
       (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
+    this.leaseCall = leaseCaller(redis, timeoutMs);
   }
 
   /**
@@ -228,6 +232,24 @@ export class RedisStore implements Store {
     const start = performance.now();
     try {
       return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
+    } catch (e) {
+      this.failed(e);
+      throw e;
+    } finally {
+      this.latency.observe(start);
+    }
+  }
+
+  /**
+   * One acquire or release of a concurrency lease (src/engine/leases.ts, Store.concurrency): lua/concurrency.lua
+   * on `key` with `args` (op, lease id, limit, TTL ms). While the circuit breaker is open it fails at once, as
+   * checks do; a failure is counted as a store error.
+   */
+  async concurrency(key: string, args: Array<string | number>, nowMs: number): Promise<number[]> {
+    const start = performance.now();
+    try {
+      if (this.breakerState() === 'open') throw Object.assign(new Error('breaker is open'), { code: 'EOPENBREAKER' });
+      return await this.leaseCall(key, [this.useRedisTime ? 1 : 0, nowMs, ...args]);
     } catch (e) {
       this.failed(e);
       throw e;

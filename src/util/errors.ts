@@ -27,6 +27,8 @@ export const ErrorCodes = {
   CLOCK: { status: 500 },
   /** Redis failed or timed out on an admin read or write (limiter.inspect, limiter.reset). HTTP 503. */
   STORE_FAILED: { status: 503 },
+  /** A release names a lease that is not held: unknown, already released, or expired (released by its TTL). HTTP 409. */
+  UNKNOWN_LEASE: { status: 409 },
   /** A compare-and-set lost: the policies changed since the caller read them (admin PUT with a stale version). HTTP 409. */
   CONFLICT: { status: 409 },
   // What the transports answer about the request itself, before any check is read.
@@ -88,6 +90,11 @@ export function configError(where: string, field: string, why: string): SluiceEr
 /** A check, inspect or reset naming a policy that is not in force; `note` is appended to the message. */
 export function unknownPolicy(name: string, note?: string): SluiceError {
   return new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}${note === undefined ? '' : ' ' + note}`, 'policy');
+}
+
+/** A release of `leaseId`, which the key does not hold (never acquired, released, or expired); it changed nothing. */
+export function unknownLease(leaseId: string): SluiceError {
+  return new SluiceError('UNKNOWN_LEASE', `leaseId: ${JSON.stringify(leaseId)} is not held (unknown, already released, or expired): nothing was released`, 'leaseId');
 }
 
 /** A call after close(): `what` is closed (the limiter, the policy reloader). */
