@@ -29,38 +29,57 @@ export function cdiv(a: number, b: number): number {
   return q;
 }
 
-function tokenBucket(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, last: number, c: number, t: number): Outcome {
+function tokenBucket(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, last: number, c: number, t: number, D: number): Outcome {
   const BP = B * P;
   let x = BP;
   if (exists) {
     const elapsed = t - last;
-    if (elapsed >= cdiv(BP, L)) x = BP;
+    // from a debt (w0 < 0, onLimit: delay) the bucket takes longer to fill
+    if (elapsed >= cdiv(BP - w0, L)) x = BP;
     else {
       x = w0 + elapsed * L;
       if (x > BP) x = BP;
     }
   }
-  if (c > B) return [NEVER, fdiv(x, P), cdiv(BP - x, L), -1, w0, w1];
+  const whole = x > 0 ? fdiv(x, P) : 0;
+  if (c > B) return [NEVER, whole, cdiv(BP - x, L), -1, w0, w1];
   const cP = c * P;
-  if (cP <= x) {
+  if (c === 0 || cP <= x) {
     const after = x - cP;
+    if (after < 0) return [ALLOW, 0, cdiv(BP - after, L), 0, after, 0]; // a peek in debt
     return [ALLOW, fdiv(after, P), cdiv(BP - after, L), 0, after, 0];
   }
-  return [DENY, fdiv(x, P), cdiv(BP - x, L), cdiv(cP - x, L), w0, w1];
+  let wait = cdiv(cP - x, L);
+  if (wait <= D) {
+    // onLimit: delay: admitted now in debt, its wait in the retryAfterMs place
+    const after = x - cP;
+    return [ALLOW, 0, cdiv(BP - after, L), wait, after, 0];
+  }
+  if (D > 0) wait -= D;
+  return [DENY, whole, cdiv(BP - x, L), wait, w0, w1];
 }
 
-function gcra(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, c: number, t: number): Outcome {
+function gcra(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, c: number, t: number, D: number): Outcome {
   const BP = B * P;
   let debt = 0;
   if (exists && w0 >= t) debt = (w0 - t) * L + w1;
-  if (c > B) return [NEVER, fdiv(BP - debt, P), cdiv(debt, L), -1, w0, w1];
+  const left = debt < BP ? fdiv(BP - debt, P) : 0;
+  if (c > B) return [NEVER, left, cdiv(debt, L), -1, w0, w1];
   const cP = c * P;
-  if (debt + cP <= BP) {
+  if (c === 0 || debt + cP <= BP) {
     const nd = debt + cP;
     const whole = fdiv(nd, L);
-    return [ALLOW, fdiv(BP - nd, P), cdiv(nd, L), 0, t + whole, nd - whole * L];
+    // a peek past B·P of debt (onLimit: delay) has nothing left
+    return [ALLOW, nd < BP ? fdiv(BP - nd, P) : 0, cdiv(nd, L), 0, t + whole, nd - whole * L];
   }
-  return [DENY, fdiv(BP - debt, P), cdiv(debt, L), cdiv(debt + cP - BP, L), w0, w1];
+  let wait = cdiv(debt + cP - BP, L);
+  if (wait <= D) {
+    const nd = debt + cP;
+    const whole = fdiv(nd, L);
+    return [ALLOW, 0, cdiv(nd, L), wait, t + whole, nd - whole * L];
+  }
+  if (D > 0) wait -= D;
+  return [DENY, left, cdiv(debt, L), wait, w0, w1];
 }
 
 /** lib.lua fwRoll: t's window k and its count. */
@@ -173,10 +192,10 @@ function slidingLog(L: number, P: number, exists: boolean, w0: W0, w1: number, c
 }
 
 /** One leg by its algorithm code (0 token bucket, 1 GCRA, 2 fixed window, 3 sliding window, 4 calendar, 5 log). */
-export function evaluate(alg: number, L: number, P: number, B: number, exists: boolean, w0: W0, w1: number, last: number, c: number, t: number): Outcome {
+export function evaluate(alg: number, L: number, P: number, B: number, exists: boolean, w0: W0, w1: number, last: number, c: number, t: number, D = 0): Outcome {
   switch (alg) {
-    case 0: return tokenBucket(L, P, B, exists, w0 as number, w1, last, c, t);
-    case 1: return gcra(L, P, B, exists, w0 as number, w1, c, t);
+    case 0: return tokenBucket(L, P, B, exists, w0 as number, w1, last, c, t, D);
+    case 1: return gcra(L, P, B, exists, w0 as number, w1, c, t, D);
     case 2: return fixedWindow(L, P, exists, w0 as number, w1, last, c, t);
     case 3: return slidingWindow(L, P, exists, w0 as number, w1, last, c, t);
     case 4: return calendarWindow(L, P, B, exists, w0 as number, w1, c, t);

@@ -110,7 +110,8 @@ export class MemoryStore implements Store {
     const DENIED: boolean[] = [];
     const out: number[] = [];
     type Eval = [number, number, number, number, W0?, number?, number?, number?];
-    const evaluateLeg = (j: number, c: number): Eval => {
+    // d: the most ms leg j may wait (onLimit: delay), 0 for none
+    const evaluateLeg = (j: number, c: number, d: number): Eval => {
       const alg = legs[6 * j], L = legs[6 * j + 1], P = legs[6 * j + 2], B = legs[6 * j + 3];
       if (L === 0 && alg <= 1) {
         E0[j] = 0;
@@ -138,9 +139,9 @@ export class MemoryStore implements Store {
       let o;
       if (last >= 0) {
         if (last > t) t = last;
-        o = evaluate(alg, L, P, B, true, S0[s], S1[s], last, c, t);
+        o = evaluate(alg, L, P, B, true, S0[s], S1[s], last, c, t, d);
       } else if (last === -1) {
-        o = evaluate(alg, L, P, B, false, 0, 0, 0, c, t);
+        o = evaluate(alg, L, P, B, false, 0, 0, 0, c, t, d);
       } else return [UNREADABLE, 0, 0, 0];
       const [code, rem, reset, retry, nw0, nw1] = o;
       if (code === ALLOW && c > 0) return [code, rem, reset, retry, nw0, nw1, t, s];
@@ -154,13 +155,13 @@ export class MemoryStore implements Store {
     const X: Eval[] = [];
     let i = 0;
     while (i < n) {
-      let g = legs[6 * i + 5];
+      let g = legs[6 * i + 5] % 65536; // maxDelayMs rides above it (lua/check.lua)
       if (g < 1) g = 1;
       if (i + g > n) g = n - i;
       let all = true;
       let unreadable = false;
       for (let j = i; j < i + g; j++) {
-        const x = evaluateLeg(j, legs[6 * j + 4]);
+        const x = evaluateLeg(j, legs[6 * j + 4], Math.floor(legs[6 * j + 5] / 65536));
         out[4 * j] = x[0];
         out[4 * j + 1] = x[1];
         out[4 * j + 2] = x[2];
@@ -189,7 +190,7 @@ export class MemoryStore implements Store {
           DENIED[j] = true;
           if (out[o] === ALLOW) {
             // this leg alone would admit, but the check is denied: report its state untouched
-            const x = evaluateLeg(j, 0);
+            const x = evaluateLeg(j, 0, 0);
             out[o] = x[0];
             out[o + 1] = x[1];
             out[o + 2] = x[2];

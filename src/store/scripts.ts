@@ -22,3 +22,11 @@ export function checkScript(): string {
   script ??= PARTS.map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
   return script;
 }
+
+let lease: string | undefined;
+
+/** The concurrency lease script (src/engine/leases.ts): `lua/lib.lua` then `lua/concurrency.lua`. */
+export function leaseScript(): string {
+  lease ??= ['lib.lua', 'concurrency.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return lease;
+}

@@ -3,9 +3,10 @@
  * batches (every algorithm, groups of one or two legs, keys shared between checks and between algorithms so
  * that unreadable states occur) and sync merges (retried and split batch ids), runs each on a RedisStore
  * (lua/check.lua, lua/sync.lua on the run's shared redis-server) and on a MemoryStore, and compares every
- * number of every reply and the stored bytes of every key after each step. Both run on the caller's clock
- * (`limiter` time); periods are long and times fall early in their windows, so no key expires during a run
- * (Redis expires by its own wall clock).
+ * number of every reply and the stored bytes of every key after each step; token-bucket and GCRA legs are
+ * drawn with and without onLimit: delay's maxDelayMs. Both run on the caller's clock (`limiter` time);
+ * periods are long and times fall early in their windows, so no key expires during a run (Redis expires by
+ * its own wall clock).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +21,8 @@ const BASE = 20_000 * DAY + 12 * HOUR;
 
 interface Leg { alg: number; L: number; P: number; B: number; key: number }
 /** `algs`: each key's algorithm in this batch (a key holds one kind of state; from batch to batch it may change). */
-interface CheckOp { kind: 'check'; checks: Array<{ legs: Leg[]; cost: number }>; algs: number[]; dt: number }
+/** `delay`: onLimit: delay's maxDelayMs on the check's token-bucket and GCRA legs (0: none). */
+interface CheckOp { kind: 'check'; checks: Array<{ legs: Leg[]; cost: number; delay: number }>; algs: number[]; dt: number }
 interface MergeOp { kind: 'merge'; legs: Array<Leg & { d: number }>; id: number; parent: number | null; dt: number }
 
 const legArb: fc.Arbitrary<Leg> = fc.record({
@@ -32,7 +34,10 @@ const legArb: fc.Arbitrary<Leg> = fc.record({
 });
 const checkArb: fc.Arbitrary<CheckOp> = fc.record({
   kind: fc.constant('check' as const),
-  checks: fc.array(fc.record({ legs: fc.array(legArb, { minLength: 1, maxLength: 2 }), cost: fc.integer({ min: 0, max: 5 }) }), { minLength: 1, maxLength: 3 }),
+  checks: fc.array(fc.record({
+    legs: fc.array(legArb, { minLength: 1, maxLength: 2 }), cost: fc.integer({ min: 0, max: 5 }),
+    delay: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 2 * HOUR })),
+  }), { minLength: 1, maxLength: 3 }),
   algs: fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 4, maxLength: 4 }),
   dt: fc.integer({ min: 0, max: 20_000 }),
 });
@@ -47,8 +52,12 @@ const mergeArb: fc.Arbitrary<MergeOp> = fc.record({
   dt: fc.integer({ min: 0, max: 20_000 }),
 });
 
-/** A leg's 6 script numbers at `t`: a calendar leg's P and B are the ends of t's day and the next (calendar-args.ts). */
-function legArgs(l: Leg, cost: number, group: number, t: number): number[] {
+/**
+ * A leg's 6 script numbers at `t`: a calendar leg's P and B are the ends of t's day and the next (calendar-args.ts);
+ * a token-bucket or GCRA leg's maxDelayMs rides above the group length (src/engine/delay.ts SCRIPT_DELAY_SHIFT).
+ */
+function legArgs(l: Leg, cost: number, group: number, t: number, delay: number): number[] {
+  if (l.alg <= 1) group += delay * 65536;
   if (l.alg === 4) {
     const end = (Math.floor(t / DAY) + 1) * DAY;
     return [4, l.L, end, end + DAY, cost, group];
@@ -86,7 +95,7 @@ describe('MemoryStore against RedisStore', () => {
           for (const c of op.checks) {
             c.legs.forEach((l, j) => {
               keys.push(keyOf(l.key));
-              args.push(...legArgs({ ...l, alg: op.algs[l.key] }, c.cost, j === 0 ? c.legs.length : 0, t));
+              args.push(...legArgs({ ...l, alg: op.algs[l.key] }, c.cost, j === 0 ? c.legs.length : 0, t, c.delay));
             });
           }
           const [a, b] = await Promise.all([rs.decideWide(keys, args, t), ms.decideWide(keys, args, t)]);

@@ -127,6 +127,36 @@ describe('check(..., {wait: true})', () => {
   });
 });
 
+describe('checkSync', () => {
+  it('returns a delayed admission with delayMs and holds its place, as check() without wait', async () => {
+    const { limiter, clock } = await limiterWith({ free: bucket }, { maxDelayed: 1 });
+    expect(limiter.checkSync({ policy: 'free', key: 'a', cost: 10 })).toStrictEqual(
+      { allowed: true, limit: 10, remaining: 0, resetAfterMs: 1000, retryAfterMs: 0, policy: 'free' });
+    const d = limiter.checkSync({ policy: 'free', key: 'a', cost: 1 });
+    expect(d).toStrictEqual({ allowed: true, limit: 10, remaining: 0, resetAfterMs: 1100, retryAfterMs: 0, policy: 'free', delayMs: 100 });
+    expect((await limiter.stats()).delayed).toStrictEqual({ waiting: 1, reserved: 0, max: 1, full: 0 });
+    // the one place is held: the next is denied as with onLimit: deny, its retry the plain wait
+    expect(limiter.checkSync({ policy: 'free', key: 'a', cost: 1 })).toStrictEqual(
+      { allowed: false, limit: 10, remaining: 0, resetAfterMs: 1100, retryAfterMs: 200, policy: 'free' });
+    // the decision checkSync returned is the one a transport frees early
+    const places = (limiter as unknown as Record<symbol, DelayPlaces>)[DELAY_PLACES];
+    expect(places.release(d)).toBe(true);
+    expect(limiter.checkSync({ policy: 'free', key: 'a', cost: 1 })).toMatchObject({ allowed: true, delayMs: 200 });
+    clock.advance(200);
+    expect((await limiter.stats()).delayed.waiting).toBe(0);
+    // checks queued by check() are decided first, in order
+    const queued = limiter.check({ policy: 'free', key: 'a', cost: 1 });
+    expect(limiter.checkSync({ policy: 'free', key: 'b', cost: 1 })).toMatchObject({ allowed: true, remaining: 9 });
+    expect(await queued).toMatchObject({ allowed: true, delayMs: 100 });
+  });
+
+  it('a bad request on a delay policy throws INVALID_ARGUMENT naming the field, and takes no place', async () => {
+    const { limiter } = await limiterWith({ free: bucket });
+    expect(() => limiter.checkSync({ policy: 'free', key: 'a', cost: -1 })).toThrow(expect.objectContaining({ code: 'INVALID_ARGUMENT', field: 'cost' }));
+    expect((await limiter.stats()).delayed).toStrictEqual({ waiting: 0, reserved: 0, max: 10_000, full: 0 });
+  });
+});
+
 describe('GCRA, guards and several limits', () => {
   it('gcra gives the token bucket\'s numbers; a guard with a delay delays the guarded check', async () => {
     const { limiter } = await limiterWith({
@@ -159,6 +189,7 @@ describe('refused at load, naming the field', () => {
     [{ ...bucket, maxDelayMs: 2 ** 29 }, 'maxDelayMs', 'at most 536870911'],
     [{ ...bucket, algorithm: 'fixed_window', burst: undefined }, 'onLimit', 'token_bucket and gcra limits only (got algorithm fixed_window)'],
     [{ limits: [{ algorithm: 'token_bucket', limit: 1, period: 1000 }, { algorithm: 'sliding_window', limit: 5, period: 1000 }], onLimit: 'delay', maxDelayMs: 5 }, 'onLimit', 'got algorithm sliding_window'],
+    [{ algorithm: 'concurrency', limit: 2, leaseTtl: '1m', onLimit: 'delay', maxDelayMs: 5 }, 'onLimit', 'got algorithm concurrency): a lease is held until released'],
     [{ ...bucket, consistency: 'sync' }, 'onLimit', 'consistency sync'],
     [{ ...bucket, shadow: true }, 'onLimit', 'shadow policy never denies'],
     [{ ...bucket, limit: 2 ** 40, burst: 1, period: 1000, maxDelayMs: 2 ** 23 }, 'maxDelayMs', 'at most 2^62'],

@@ -103,6 +103,19 @@ describe('the check script\'s reply', () => {
     expect(spentBy([0, 3, 400, 0, 0, 4, 900, 0, 1, 0, 900, 900, 1234], args, 3)).toBe(2);
     expect(spentBy([0, 3, 400, 0, 0, 4, 900, 0, 0, 7, 900, 0, 1234], args, 3)).toBe(4);
   });
+
+  it('reads the group length under a leg\'s maxDelayMs (onLimit: delay: + maxDelayMs · 65536)', () => {
+    // check A (leg 0) delayed by up to 250 ms and admitted with a 100 ms wait; check B (legs 1, 2) as above
+    const delayed = args.slice();
+    delayed[3 + 5] = 1 + 250 * 65536;
+    const raw = [0, 0, 1100, 100, /* leg 1 */ 0, 4, 900, 0, /* leg 2 */ 1, 0, 900, 900, /* t */ 1234,
+      /* leg 1 state */ 1, 0, 1100, /* leg 2 state */ 9, 0, 1100];
+    const w = widen(raw, delayed, 3);
+    expect(w.slice(0, 8)).toStrictEqual([0, 0, 1100, 100, 1234, NaN, NaN, NaN]);
+    expect(w.slice(8, 16)).toStrictEqual([0, 4, 900, 0, 1234, 1, 0, 1100]);
+    expect(w.slice(16, 24)).toStrictEqual([1, 0, 900, 900, 1234, 9, 0, 1100]);
+    expect(spentBy(raw, delayed, 3)).toBe(2);
+  });
 });
 
 describe('failure kinds', () => {
