@@ -167,6 +167,12 @@ export interface KeyState {
 
 /** Counters for observability. */
 export interface LimiterStats {
+  /**
+   * Lease policies (present once one was checked): counts by policy since start (leases granted and their
+   * tokens, unused tokens returned, other instances' expired leases found, tokens voided here past a lease's
+   * end, checks that waited on Redis), and now: legs holding tokens, tokens held; lease calls made and failed.
+   */
+  lease?: import('./engine/lease/decider.js').LeaseStats;
   shards: number;
   keys: number;
   evictions: number;

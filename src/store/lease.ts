@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { leaseScript } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
-import { failureKind, type RedisStore, type StoreFailures } from './redis.js';
+import { DEFAULT_TIMEOUT_MS, failureKind, type RedisStore, type StoreFailures } from './redis.js';
 
 /** What one lease call asks (lua/lease.lua's ARGV, see there). Counts in tokens, times in ms. */
 export interface LeaseCall {
@@ -71,7 +71,8 @@ export class LeaseStore {
   failed = 0;
   readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
 
-  constructor(store: RedisStore, private readonly timeoutMs: number) {
+  /** `timeoutMs`: the store's call deadline (RedisOptions.timeoutMs). */
+  constructor(store: RedisStore, private readonly timeoutMs = DEFAULT_TIMEOUT_MS) {
     // the store's connection: one socket, and its reconnects, for every mode (inspect reads it the same way)
     this.client = (store as unknown as { redis: Redis | Cluster }).redis;
     this.useRedisTime = store.useRedisTime;
