@@ -65,6 +65,8 @@ export interface LeaseDeciderOptions {
   finish: (rt: PolicyRuntime, d: Decision, now: number) => Decision;
   /** An id unique to this instance (lease ids are `<instance>.<n>`). */
   instanceId: string;
+  /** Run the idle sweep on a timer (default true); false: the caller calls {@link LeaseDecider.sweep}. */
+  sweepTimer?: boolean;
   /** Regions: told each key the decider touches (no-op by default). */
   touched?: (policy: string, key: string, stateKey: string) => void;
 }
@@ -294,7 +296,7 @@ export class LeaseDecider {
 
   /** Starts the idle sweep (once a key is held). */
   private arm(): void {
-    if (this.timer !== null || this.closing) return;
+    if (this.timer !== null || this.closing || this.o.sweepTimer === false) return;
     let every = Infinity;
     for (const h of this.holdings.values()) every = Math.min(every, h.settings.idleMs);
     this.timer = setInterval(() => this.sweep(this.now()), Math.max(10, Math.floor(every / 2)));
