@@ -111,16 +111,8 @@ export class LeaseStore {
     }
   }
 
-  /** The leases stored for `stateKey` and its outstanding total (inspect); null when the key holds none. */
-  async read(stateKey: string): Promise<{ outstanding: number; leases: StoredLease[] } | null> {
-    const h = await this.client.hgetall(stateKey);
-    if (h.o === undefined) return null;
-    const leases: StoredLease[] = [];
-    for (const [f, v] of Object.entries(h)) {
-      if (!f.startsWith('n:')) continue;
-      const [count, expiresAt] = v.split(' ').map(Number);
-      leases.push({ id: f.slice(2), count, expiresAt });
-    }
-    return { outstanding: Number(h.o), leases };
+  /** A lease state HASH as stored (inspect): its fields, empty when absent. */
+  async read(stateKey: string): Promise<Record<string, string>> {
+    return this.client.hgetall(stateKey);
   }
 }

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
 import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { manualClock, EPOCH_MINUTE } from '../helpers/clock.js';
+import { createMetrics } from '../../src/metrics/registry.js';
 
 let redis: SharedRedis;
 beforeAll(async () => { redis = await sharedRedis(); });
@@ -154,6 +155,48 @@ describe('lease mode', () => {
     } finally {
       await b.close();
       (a as unknown as { close(): Promise<void> }).close().catch(() => undefined);
+    }
+  });
+
+  it('a guarded policy of two limits: every leg leased, the tightest binds; inspect shows the leases; metrics count them', async () => {
+    const clock = manualClock();
+    const policies: Record<string, PolicySpec> = {
+      all: { algorithm: 'token_bucket', limit: 7, period: 3_600_000, consistency: 'lease' },
+      t: { limits: [{ algorithm: 'sliding_window', limit: 5, period: 3_600_000 }, { algorithm: 'gcra', limit: 100, period: 3_600_000 }], guard: 'all', consistency: 'lease' },
+    };
+    const a = await instance(policies, 'l5:', clock.now);
+    const b = await instance(policies, 'l5:', clock.now);
+    try {
+      const got = { a1: 0, b1: 0, b2: 0 };
+      for (let i = 0; i < 10; i++) {
+        if ((await a.check({ policy: 't', key: 'one', cost: 1 })).allowed) got.a1++;
+        if ((await b.check({ policy: 't', key: 'one', cost: 1 })).allowed) got.b1++;
+        if ((await b.check({ policy: 't', key: 'two', cost: 1 })).allowed) got.b2++;
+        clock.advance(1);
+      }
+      // key one: its own sliding window of 5 binds; the guard's 7 tokens across both keys
+      expect(got.a1 + got.b1).toBe(5);
+      expect(got.a1 + got.b1 + got.b2).toBe(7);
+      const st = await a.inspect({ policy: 't', key: 'one' });
+      expect(st.source).toBe('redis');
+      expect(st.limits.map((l) => l.name)).toStrictEqual(['t#0', 't#1']);
+      const [sw] = st.limits;
+      // the window counts what was granted (spent or held): all 5
+      expect(sw.count).toBe(5);
+      expect(sw.remaining).toBe(0);
+      expect(sw.lease!.outstanding).toBe(sw.lease!.leases.reduce((n, l) => n + l.count, 0));
+      expect(sw.lease!.here).toMatchObject({ leaseId: expect.stringMatching(/^[0-9a-f]{12}\.\d+$/) });
+      const text = await createMetrics(a).render();
+      expect(text).toMatch(/sluice_lease_acquired_total\{policy="t"\} [1-9]/);
+      expect(text).toMatch(/sluice_lease_acquired_total\{policy="all"\} [1-9]/);
+      expect(text).toMatch(/sluice_lease_waits_total\{policy="t"\} [1-9]/);
+      expect(text).toContain('sluice_lease_tokens_held{policy="t"}');
+      // reset forgets the key's lease states: a fresh window for key one (the guard keeps its count)
+      expect(await a.reset({ policy: 't', key: 'one' })).toStrictEqual({ removed: 2 });
+      expect((await a.inspect({ policy: 't', key: 'one' })).limits[0]).toMatchObject({ held: false, count: 0, remaining: 5 });
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });

@@ -17,7 +17,7 @@
  * onStoreError (open, closed, or `local`: this instance's kernel, marked degraded).
  */
 import type { CompiledLimit } from '../../config/policies.js';
-import type { Decision } from '../../types.js';
+import type { Decision, KeyState, LeaseStats } from '../../types.js';
 import type { LeaseReply, LeaseStore, LeaseCall } from '../../store/lease.js';
 import type { PolicyRuntime } from '../runtime.js';
 import { GUARD_KEY } from '../runtime.js';
@@ -26,7 +26,8 @@ import { neverReason } from '../decision.js';
 import { overloaded } from '../../util/errors.js';
 import { Holding, type Waiter } from './holding.js';
 import { leaseStateKey } from './keys.js';
-import { LeaseCounters, type LeasePolicyCounts } from './stats.js';
+import { LeaseCounters } from './stats.js';
+import { leaseLimitState } from './inspect.js';
 
 /** The algorithm code lua/lease.lua runs for a limit: GCRA is leased as the token bucket it is equivalent to. */
 function leaseAlgorithm(l: CompiledLimit): number {
@@ -38,21 +39,8 @@ function capacityOf(l: CompiledLimit): number {
   return l.algorithmCode <= 1 ? l.burst : l.limit;
 }
 
-/** {@link LeaseDecider.stats}: see LimiterStats.lease. */
-export interface LeaseStats {
-  policies: Record<string, LeasePolicyCounts>;
-  leases: number;
-  tokensHeld: number;
-  /** Tokens held now, by policy. */
-  heldByPolicy: Record<string, number>;
-  calls: number;
-  failedCalls: number;
-  /** Lease calls on their way now. */
-  callsInFlight: number;
-}
-
 export interface LeaseDeciderOptions {
-  store: Pick<LeaseStore, 'call' | 'calls' | 'failed'>;
+  store: Pick<LeaseStore, 'call' | 'calls' | 'failed' | 'read'>;
   /** Key prefix of the store (`sluice:`). */
   prefix: string;
   clock: () => number;
@@ -341,10 +329,37 @@ export class LeaseDecider {
     return { policies: this.counters.snapshot(), leases, tokensHeld: tokens, heldByPolicy, calls: this.o.store.calls, failedCalls: this.o.store.failed, callsInFlight: this.calls };
   }
 
-  /** What this instance holds of one leg (inspect), or null. */
-  holding(stateKey: string): { held: number; unreported: number; deadline: number; leaseId: string } | null {
-    const h = this.holdings.get(stateKey);
-    return h === undefined ? null : { held: h.held, unreported: h.unreported, deadline: h.deadline, leaseId: h.leaseId };
+  /**
+   * Drops what this instance holds of `key`'s own limits (reset: the key's lease states are deleted) and
+   * returns their lease state keys.
+   */
+  forget(rt: PolicyRuntime, key: string): string[] {
+    const keys: string[] = [];
+    for (let j = 0; j < rt.saltLo.length; j++) {
+      const sk = leaseStateKey(this.o.prefix, rt.policy.name, rt.policy.version, key, j);
+      const h = this.holdings.get(sk);
+      if (h !== undefined && !h.inFlight && h.waiters.length === 0) {
+        h.gone = true;
+        this.holdings.delete(sk);
+      }
+      keys.push(sk);
+    }
+    return keys;
+  }
+
+  /**
+   * One key's state under its policy's own limits, read from Redis (its leases included) and from what this
+   * instance holds; changes nothing. Rejects when Redis fails.
+   */
+  async inspect(rt: PolicyRuntime, key: string, now: number): Promise<KeyState> {
+    const own = rt.saltLo.length;
+    const limits = await Promise.all(rt.policy.limits.slice(0, own).map(async (l, j) => {
+      const sk = leaseStateKey(this.o.prefix, rt.policy.name, rt.policy.version, key, j);
+      const h = this.holdings.get(sk);
+      const here = h === undefined ? null : { leaseId: h.leaseId, held: h.spendable(now), unreported: h.unreported };
+      return leaseLimitState(l, await this.o.store.read(sk), now, here);
+    }));
+    return { policy: rt.policy.name, key, version: rt.policy.version, source: 'redis', limits };
   }
 
   /**

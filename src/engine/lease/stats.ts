@@ -1,18 +1,6 @@
-/** Lease mode's counts since start, by policy (the metrics `sluice_lease_*`, read at each scrape). */
-export interface LeasePolicyCounts {
-  /** Lease calls that were granted tokens, and the tokens granted. */
-  acquired: number;
-  acquiredTokens: number;
-  /** Unused tokens given back to Redis (idle keys, close). */
-  returnedTokens: number;
-  /** Other instances' leases this one found expired in Redis (their tokens counted as used). */
-  expired: number;
-  /** Tokens this instance held past its lease's end, unspent (voided here, counted as used in Redis). */
-  lapsedTokens: number;
-  /** Checks that waited for a lease call (their tokens were not held here). */
-  waits: number;
-}
+import type { LeasePolicyCounts } from '../../types.js';
 
+/** Lease mode's counts since start, by policy (the metrics `sluice_lease_*`, read at each scrape). */
 export class LeaseCounters {
   private readonly by = new Map<string, LeasePolicyCounts>();
 
