@@ -164,6 +164,13 @@ else
     elseif bucket then retry = cdiv(need * P - x, L)
     elseif alg == 2 then retry = (kk + 1) * P - now
     else retry = swRetry(P, L, now - kk * P, p, x, need) end
+    -- other instances hold leases: their unused tokens may come back sooner (returned, or at the latest
+    -- counted at their expiry, after which a new grant is possible): ask again by the first expiry
+    if retry > 0 then
+      for f, l in pairs(leases) do
+        if f ~= id and l[2] - now < retry then retry = l[2] - now end
+      end
+    end
   end
 end
 

@@ -8,7 +8,6 @@ import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import type { Store } from './store/contract.js';
-import type { RedisStore } from './store/redis.js';
 import { LeaseDecider } from './engine/lease/decider.js';
 import { randomBytes } from 'node:crypto';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
@@ -74,9 +73,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     });
   // lease policies (src/engine/lease/): their decider, on the Redis store's connection (the in-memory store has
   // no lease script: a lease policy needs Redis)
-  const lease = store === null || opts.store !== undefined ? null : new LeaseDecider({
-    store: new (await import('./store/lease.js')).LeaseStore(store as RedisStore, opts.redis?.timeoutMs),
-    prefix: store.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
+  const leaseStore = store === null ? null : (await import('./store/lease.js')).LeaseStore.of(store, opts.redis?.timeoutMs);
+  const lease = leaseStore === null ? null : new LeaseDecider({
+    store: leaseStore, prefix: store!.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
   });
   checkLeasable(policies, lease !== null);
   const front: Front = new Front({

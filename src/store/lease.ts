@@ -3,7 +3,8 @@ import type { Cluster, Redis } from 'ioredis';
 import { leaseScript } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
-import { DEFAULT_TIMEOUT_MS, failureKind, type RedisStore, type StoreFailures } from './redis.js';
+import { DEFAULT_TIMEOUT_MS, failureKind, RedisStore, type StoreFailures } from './redis.js';
+import type { Store } from './contract.js';
 
 /** What one lease call asks (lua/lease.lua's ARGV, see there). Counts in tokens, times in ms. */
 export interface LeaseCall {
@@ -70,6 +71,11 @@ export class LeaseStore {
   calls = 0;
   failed = 0;
   readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
+
+  /** Lease calls on `store` when it is a Redis store (the in-memory store has no lease script), else null. */
+  static of(store: Store, timeoutMs?: number): LeaseStore | null {
+    return store instanceof RedisStore ? new LeaseStore(store, timeoutMs) : null;
+  }
 
   /** `timeoutMs`: the store's call deadline (RedisOptions.timeoutMs). */
   constructor(store: RedisStore, private readonly timeoutMs = DEFAULT_TIMEOUT_MS) {
