@@ -7,6 +7,10 @@ import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js
 import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { manualClock, EPOCH_MINUTE } from '../helpers/clock.js';
 import { createMetrics } from '../../src/metrics/registry.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { send, spawnServe } from '../helpers/server.js';
 
 let redis: SharedRedis;
 beforeAll(async () => { redis = await sharedRedis(); });
@@ -198,4 +202,26 @@ describe('lease mode', () => {
       await b.close();
     }
   });
+
+  it('sluice serve gives its unused leased tokens back on SIGTERM (runs the BUILT dist/)', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-lease-term-'));
+    const file = path.join(dir, 'policies.yaml');
+    writeFileSync(file, JSON.stringify({ policies: { p: { algorithm: 'fixed_window', limit: 1000, period: '1h', consistency: 'lease', lease: { ttlMs: 60_000, idleMs: 60_000 } } } }));
+    const proc = await spawnServe(['--config', file, '--redis', redis.url, '--redis-prefix', 'term:']);
+    try {
+      for (let i = 0; i < 60; i++) expect((await send(`${proc.url}/v1/check?policy=p&key=k&cost=1`)).status).toBe(200);
+      const held = await leaseState('term:', 'p', 'k');
+      // the window counts what was leased: more than the 60 spent while this instance holds a lease
+      expect(Number(held.x)).toBeGreaterThan(60);
+      proc.child.kill('SIGTERM');
+      await proc.exited;
+      const s = await leaseState('term:', 'p', 'k');
+      expect(Number(s.x)).toBe(60);
+      expect(s.o).toBe('0');
+      expect(Object.keys(s).filter((f) => f.startsWith('n:'))).toEqual([]);
+    } finally {
+      await proc.kill();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });
