@@ -1,15 +1,16 @@
 // The kernel's only exports: numbers in, numbers out. JS writes a batch into the input region, calls
 // checkBatch(n, now) once, and reads the output region. No clock, no I/O, no allocation after init().
 import {
-  Slot, Limit, LIMIT_SIZE, SLOT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW, CALENDAR_WINDOW, SLIDING_LOG,
+  Slot, Limit, LIMIT_SIZE, TIME_MASK, TOKEN_BUCKET, GCRA, FIXED_WINDOW, SLIDING_WINDOW, CALENDAR_WINDOW, SLIDING_LOG,
   LEG_IN_STRIDE, LEG_OUT_STRIDE, HASH_IN_STRIDE, HASH_OUT_STRIDE, CODE_ALLOW, CODE_NEVER, CODE_BAD_LIMIT, MAX_GROUP,
   IN_HASH_LO, IN_HASH_HI, IN_LIMIT, IN_COST, LIMIT_ID_MASK, GROUP_BITS,
   OUT_CODE, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER, PEEK_FOUND, PEEK_W0, PEEK_W1, PEEK_LAST_SEEN, STATE_STRIDE, STATE_W0, STATE_W1, STATE_LAST_SEEN,
   HASH_IN_LENGTH, HASH_IN_SEED_LO, HASH_IN_SEED_HI, HASH_OUT_HI,
   OK, INIT_AGAIN, INIT_NO_ROOM, BAD_LIMIT, TOO_MANY, REMOVE_TOO_MANY,
 } from './layout';
-import { tableInit, find, insert, removeAt, slotAt, count, mask, maxKeys } from './table';
+import { tableInit, tableBytes as tableSize, find, insert, removeAt, slotAt, hashAt, touchHome, count, mask, maxKeys } from './table';
 import { xxh64 } from './hash';
+import { ahead, prefetchBytes, prefetchInit, prefetchStart, slotOf } from './prefetch';
 import * as R from './result';
 import { tokenBucket, tokenBucketIdle, refill } from './algorithms/token-bucket';
 import { ceilDiv } from './math';
@@ -50,12 +51,12 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   if (legIn != 0) return INIT_AGAIN;
   let slotCount = nextPow2(maxKeysArg + 1);
   if (<u64>maxKeysArg * 100 > <u64>slotCount * 96) slotCount <<= 1;
-  const tableBytes = <u64>slotCount * SLOT_SIZE;
+  const tableBytes = tableSize(slotCount);
   const limitBytes = <u64>maxLimits * LIMIT_SIZE;
   const ioBytes = <u64>maxBatch * (LEG_IN_STRIDE + LEG_OUT_STRIDE + HASH_IN_STRIDE + HASH_OUT_STRIDE);
   const logBytes = <u64>logKeys * logEntriesArg * ENTRY_SIZE;
-  // the stub allocator rounds each of the 9 blocks up to 16 bytes
-  const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + logBytes + 9 * 16;
+  // the stub allocator rounds each of the 10 blocks up to 16 bytes
+  const end = <u64>__heap_base + tableBytes + limitBytes + ioBytes + <u64>keyBytes + <u64>MAX_GROUP * 32 + logBytes + <u64>prefetchBytes(maxBatch) + 10 * 16;
   if (end > 0xFFFF0000 || slotCount == 0) return INIT_NO_ROOM;
   const pages = <i32>((end + 0xFFFF) >> 16);
   const have = memory.size();
@@ -72,6 +73,7 @@ export function init(maxKeysArg: u32, maxBatch: u32, maxLimits: u32, keyBytes: u
   keys = heap.alloc(<usize>keyBytes);
   scratch = heap.alloc(<usize>MAX_GROUP * 32);
   logInit(heap.alloc(<usize>logBytes), logKeys, logEntriesArg);
+  prefetchInit(legIn, heap.alloc(prefetchBytes(maxBatch)), maxBatch);
   return OK;
 }
 
@@ -267,7 +269,7 @@ function single(leg: u32, now: u64): void {
   const lim = limitAt(limitId);
   const h = legHash(leg);
   const c = <u64>load<f64>(p, IN_COST);
-  const idx = find(h);
+  const idx = slotOf(leg, h);
   evaluate(lim, limitId, idx, c, now);
   writeOut(leg);
   if (R.write) commit(h, idx, limitId, R.nw0, R.nw1, lastT, now);
@@ -282,7 +284,7 @@ function group(first: u32, n: u32, now: u64): void {
     const limitId = (<u32>load<f64>(p, IN_LIMIT)) & LIMIT_ID_MASK;
     const sc = scratch + <usize>j * 32;
     if (limitId >= limitCount || limitAt(limitId).used == 0) { badLeg(leg); store<u64>(sc, 0, 24); all = false; continue; }
-    evaluate(limitAt(limitId), limitId, find(legHash(leg)), <u64>load<f64>(p, IN_COST), now);
+    evaluate(limitAt(limitId), limitId, slotOf(leg, legHash(leg)), <u64>load<f64>(p, IN_COST), now);
     writeOut(leg);
     store<u64>(sc, R.nw0);
     store<u64>(sc, R.nw1, 8);
@@ -314,8 +316,10 @@ function group(first: u32, n: u32, now: u64): void {
 export function checkBatch(n: u32, nowMs: f64): u32 {
   if (n > batchMax) return TOO_MANY;
   const now = <u64>nowMs;
+  prefetchStart(n);
   let i: u32 = 0;
   while (i < n) {
+    ahead(i, n);
     let g = (<u32>load<f64>(legIn + <usize>i * LEG_IN_STRIDE, IN_LIMIT)) >>> GROUP_BITS;
     if (g <= 1) {
       single(i, now);
@@ -394,13 +398,13 @@ export function purgeLimit(id: u32, nowMs: f64): i32 {
   let live: i32 = 0;
   for (let i: u32 = 0; i <= mask; i++) {
     const s = slotAt(i);
-    if (s.hash != 0 && <u32>(s.meta >> 48) == id && !idle(s, now)) live++;
+    if (hashAt(i) != 0 && <u32>(s.meta >> 48) == id && !idle(s, now)) live++;
   }
   if (live > 0) return live;
   // backward-shift deletion moves the next entry into i: look at i again before moving on
   for (let i: u32 = 0; i <= mask;) {
     const s = slotAt(i);
-    if (s.hash != 0 && <u32>(s.meta >> 48) == id) removeAt(i);
+    if (hashAt(i) != 0 && <u32>(s.meta >> 48) == id) removeAt(i);
     else i++;
   }
   return 0;
@@ -466,7 +470,7 @@ function evictOne(now: u64, logOnly: bool): void {
     sampleAt ^= sampleAt >> 17;
     sampleAt ^= sampleAt << 5;
     i = sampleAt & mask;
-  } while (slotAt(i).hash == 0); // count >= maxKeys >= 1 here: some slot is occupied
+  } while (hashAt(i) == 0); // count >= maxKeys >= 1 here: some slot is occupied
   let seen: u32 = 0;
   let victim: i32 = -1;
   let soonest: u64 = U64.MAX_VALUE;
@@ -474,7 +478,7 @@ function evictOne(now: u64, logOnly: bool): void {
   for (let step: u32 = 0; step <= mask && seen < EVICTION_SAMPLE; step++) {
     const s = slotAt(i);
     // logOnly: a log block is needed, so only a sliding-log key's eviction helps (one exists: all blocks are in use)
-    if (s.hash != 0 && (!logOnly || limitAt(<u32>(s.meta >> 48)).algorithm == SLIDING_LOG)) {
+    if (hashAt(i) != 0 && (!logOnly || limitAt(<u32>(s.meta >> 48)).algorithm == SLIDING_LOG)) {
       seen++;
       const at = idleAt(s);
       if (at <= now) { victim = <i32>i; break; }

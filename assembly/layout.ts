@@ -1,12 +1,14 @@
 // Memory layout of the kernel. Every record is @unmanaged (plain bytes in linear memory, no GC header).
 //
-// Slot: one key's state, 32 bytes; the table is an array of these.
+// Slot: one key's state, 32 bytes of the table: its 8-byte hash and a 24-byte record.
 //
-//   0        8        16       24       32
-//   +--------+--------+--------+--------+
-//   | hash   | w0     | w1     | meta   |
-//   +--------+--------+--------+--------+
 //   hash  64-bit hash of (policy seed, limit, key); 0 marks an empty slot
+//
+//   record (Slot):
+//   0        8        16       24
+//   +--------+--------+--------+
+//   | w0     | w1     | meta   |
+//   +--------+--------+--------+
 //   w0    token_bucket: x = tokens·P        gcra: TAT, whole ms
 //         fixed_window: count               sliding_window: prev (count of the previous window)
 //         calendar_window: count
@@ -14,13 +16,21 @@
 //         calendar_window: end of the window the count belongs to (Unix ms)
 //   sliding_log: w0 = its arena block (assembly/log-arena.ts), w1 = ring head | length << 32
 //   meta  (limitId << 48) | lastSeen (Unix ms < 2^48: the time of the last check that changed the state)
+//
+// The table stores slots in blocks of SLOT_BLOCK (8): the block's 8 hashes (one 64-byte cache line), then
+// its 8 records (192 bytes), 256 bytes in all (assembly/table.ts). A probe walks hashes only, 8 to a line,
+// and a slot's record sits in the same 4 KiB page as its hash: one TLB entry per lookup.
 @unmanaged export class Slot {
-  hash: u64;
   w0: u64;
   w1: u64;
   meta: u64;
 }
-export const SLOT_SIZE: usize = offsetof<Slot>();
+/** Table bytes per slot: its hash and its record. */
+export const SLOT_SIZE: usize = 8 + offsetof<Slot>();
+export const RECORD_SIZE: usize = offsetof<Slot>();
+/** Slots per block: a block is SLOT_BLOCK hashes, then SLOT_BLOCK records. */
+export const SLOT_BLOCK: u32 = 8;
+export const BLOCK_SIZE: usize = <usize>SLOT_BLOCK * SLOT_SIZE;
 export const TIME_MASK: u64 = (<u64>1 << 48) - 1;
 
 // Limit: one limit's parameters, 64 bytes, indexed by limit id.

@@ -7,146 +7,194 @@
 --             costs something, with PX = its resetAfterMs, the time until the state carries no information
 --             (bucket full, window over).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
--- Returns 4 integers per leg: code, remaining, resetAfterMs, retryAfterMs (−1 = never); then the time the
--- script decided at (Unix ms: Redis's TIME, or ARGV[2]); then, for each leg of each denied check, in leg
--- order, the state it was decided on: w0, w1, lastSeen (−1: absent). A denied key's state only shrinks
--- afterwards (other callers only spend), so the caller can answer the same key's costlier checks without
--- Redis until it refills (src/engine/strict-cache.ts). A check with a leg whose state cannot be read (a key of another type or a
--- malformed value) gets UNREADABLE in every leg and changes nothing; the other checks of the batch are
--- decided as usual.
+-- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
+-- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
+-- for each leg of each denied check, in leg order, the state it was decided on: w0, w1, lastSeen (−1:
+-- absent). A denied key's state only shrinks afterwards (other callers only spend), so the caller can answer
+-- the same key's costlier checks without Redis until it refills (src/engine/strict-cache.ts). A check with a
+-- leg whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg
+-- and changes nothing; the other checks of the batch are decided as usual.
 --
--- What it costs Redis: every key is read by one MGET up front (a key that is absent or of another type reads
--- as false; only those are told apart, by EXISTS). A key's state then lives in the slot of the first leg that
--- names it, so a group reads what the groups before it committed, and each key written is SET once, at the
--- end, with its last state and PX (the script is atomic: nothing sees the states in between).
+-- What it costs Redis (instructions counted with callgrind: bench/README.md): every key is read by one
+-- MGET up front (a key that is absent or of another type reads as false; only those are told apart, by
+-- EXISTS). A key's state then lives in the slot of the first leg that names it, so a group reads what the
+-- groups before it committed, and each key written is SET once, at the end, with its last state and PX (the
+-- script is atomic: nothing sees the states in between). The legs are unpacked by one struct.unpack per 64,
+-- the reply packed by one struct.pack per 512 numbers, and the per-leg work keeps to flat tables filled in
+-- order: a table per field and a function call per leg cost Redis more than the arithmetic.
 local now = clockMs()
 local n = tonumber(ARGV[3])
--- by leg: algorithm, L, P, B, cost, group length
-local LA, LL, LP, LB, LC, LG = {}, {}, {}, {}, {}, {}
-do
-  local packed, unpack6, pos = ARGV[4], struct.unpack, 1
-  for j = 1, n do
-    LA[j], LL[j], LP[j], LB[j], LC[j], LG[j], pos = unpack6('<dddddd', packed, pos)
-  end
-end
-local out = {}
-
+local LEG = unpackLegs(ARGV[4], n)
 local raw = readAll(n)
--- by key: its slot (the index of the first leg naming it); by slot: S0, S1, SL the state (SL = −1: absent,
+-- by key: its slot (the index of the first leg naming it); by slot: W0, W1, WL its state (WL = −1: absent,
 -- −2: unreadable), TTL the PX of its last write (nil: not written)
-local SLOT, S0, S1, SL, TTL = {}, {}, {}, {}, {}
-local dirty = {}
--- by leg: the state it was decided on (before its group committed)
-local E0, E1, EL = {}, {}, {}
--- by leg: true for every leg of a denied check (its state is returned)
-local DENIED = {}
--- Evaluates leg j with cost c; returns its outputs, then (admitted with a cost) the state to write, its time
--- and the key's slot.
-local function evaluate(j, c)
-  local alg, L, P, B = LA[j], LL[j], LP[j], LB[j]
+local SLOT, W0, W1, WL, TTL = {}, {}, {}, {}, {}
+local dirty, nd = {}, 0
+-- 4 numbers per leg, then the time, then the denied legs' states
+local out = {}
+local tail, nt = {}, 0
+
+-- The slot holding leg j's key, reading its state on first sight.
+local function slotOf(j, alg)
+  local key = KEYS[j]
+  local s = SLOT[key]
+  if s then return s end
+  SLOT[key] = j
+  local v = raw[j]
+  if v then
+    local w0, w1, last
+    if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
+    if w0 then
+      W0[j], W1[j], WL[j] = w0, w1, last
+    else
+      WL[j] = -2
+    end
+  elseif redis.call('EXISTS', key) == 1 then
+    WL[j] = -2
+  else
+    WL[j] = -1
+  end
+  return j
+end
+
+-- Leg j (at b in LEG) with cost c: code, remaining, resetAfterMs, retryAfterMs, and for an admission that
+-- costs something the state to write, its time and the key's slot. Denied (or free): the state it was
+-- decided on goes to the tail when the caller says so (keep).
+local function evaluate(j, b, c)
+  local alg, L = LEG[b + 1], LEG[b + 2]
   if L == 0 and alg <= 1 then
-    E0[j], E1[j], EL[j] = 0, 0, -1
     if c > 0 then return NEVER, 0, 0, -1 end
     return ALLOW, 0, 0, 0
   end
-  local key = KEYS[j]
-  local s = SLOT[key]
-  if not s then
-    s = j
-    SLOT[key] = j
-    local v = raw[j]
-    if v then
-      local w0, w1, last
-      if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
-      if w0 then
-        S0[j] = w0
-        S1[j] = w1
-        SL[j] = last
-      else
-        SL[j] = -2
-      end
-    elseif redis.call('EXISTS', key) == 1 then
-      SL[j] = -2
-    else
-      SL[j] = -1
-    end
-  end
-  local last = SL[s]
-  local t = now
-  local code, rem, reset, retry, nw0, nw1
+  local s = slotOf(j, alg)
+  local last = WL[s]
   if last >= 0 then
+    local t = now
     if last > t then t = last end
-    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, S0[s], S1[s], last, c, t)
+    local code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], true, W0[s], W1[s], last, c, t)
+    if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, t, s end
+    return code, rem, reset, retry
   elseif last == -1 then
-    code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t)
-  else
-    return UNREADABLE, 0, 0, 0
+    local code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], false, 0, 0, 0, c, now)
+    if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, now, s end
+    return code, rem, reset, retry
   end
-  if code == ALLOW and c > 0 then return code, rem, reset, retry, nw0, nw1, t, s end
-  local w0 = S0[s] or 0
-  if type(w0) == 'table' then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
-  E0[j], E1[j], EL[j] = w0, S1[s] or 0, last
-  return code, rem, reset, retry
+  return UNREADABLE, 0, 0, 0
 end
 
--- per leg of the group being decided: the state it would write, its time, its slot
+-- Appends the state leg j was decided on (its key's committed state) to the tail.
+local function keep(j, b)
+  local alg = LEG[b + 1]
+  if LEG[b + 2] == 0 and alg <= 1 then
+    tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
+  else
+    local s = SLOT[KEYS[j]]
+    local w0 = W0[s] or 0
+    if type(w0) == 'table' then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
+    tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0, W1[s] or 0, WL[s]
+  end
+  nt = nt + 3
+end
+
+local function commit(s, nw0, nw1, t, reset)
+  W0[s], W1[s], WL[s] = nw0, nw1, t
+  if not TTL[s] then
+    nd = nd + 1
+    dirty[nd] = s
+  end
+  TTL[s] = reset
+end
+
+-- per leg of a group of several: the state it would write, its time, its slot
 local X0, X1, XT, XS = {}, {}, {}, {}
 local i = 1
 while i <= n do
-  local g = LG[i]
+  local b = i * 6 - 6
+  local g = LEG[b + 6]
   if g < 1 then g = 1 end
   if i + g - 1 > n then g = n - i + 1 end
-  local all = true
-  local unreadable = false
-  for j = i, i + g - 1 do
-    local o = j * 4 - 4
-    local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, LC[j])
-    out[o + 1] = code
-    out[o + 2] = rem
-    out[o + 3] = reset
-    out[o + 4] = retry
-    X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
-    if code ~= ALLOW then
-      all = false
-      if code == UNREADABLE then unreadable = true end
-    end
-  end
-  for j = i, i + g - 1 do
-    local o = j * 4 - 4
-    if unreadable then
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = UNREADABLE, 0, 0, 0
-    elseif all then
-      local s = XS[j]
-      if s then
-        S0[s] = X0[j]
-        S1[s] = X1[j]
-        SL[s] = XT[j]
-        if not TTL[s] then dirty[#dirty + 1] = s end
-        TTL[s] = out[o + 3]
+  local o = i * 4 - 4
+  if g == 1 then
+    -- one leg (the common case), inlined: decided and committed at once
+    local alg, L, c = LEG[b + 1], LEG[b + 2], LEG[b + 5]
+    local code, rem, reset, retry
+    if L == 0 and alg <= 1 then
+      if c > 0 then code, rem, reset, retry = NEVER, 0, 0, -1 else code, rem, reset, retry = ALLOW, 0, 0, 0 end
+      if c > 0 then
+        tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
+        nt = nt + 3
       end
     else
-      DENIED[j] = true
-      if out[o + 1] == ALLOW then
-        -- this leg alone would admit, but the check is denied: report its state untouched
-        local code, rem, reset, retry = evaluate(j, 0)
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+      local key = KEYS[i]
+      local s = SLOT[key]
+      if not s then s = slotOf(i, alg) end
+      local last = WL[s]
+      local t = now
+      local nw0, nw1
+      if last >= 0 then
+        if last > t then t = last end
+        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], true, W0[s], W1[s], last, c, t)
+      elseif last == -1 then
+        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], false, 0, 0, 0, c, t)
+      else
+        code, rem, reset, retry = UNREADABLE, 0, 0, 0
+      end
+      if code == ALLOW then
+        if c > 0 then
+          W0[s], W1[s], WL[s] = nw0, nw1, t
+          if not TTL[s] then
+            nd = nd + 1
+            dirty[nd] = s
+          end
+          TTL[s] = reset
+        end
+      elseif code ~= UNREADABLE then
+        local w0 = W0[s] or 0
+        if type(w0) == 'table' then w0 = 0 end
+        tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0, W1[s] or 0, last
+        nt = nt + 3
+      end
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+  else
+    local all, unreadable = true, false
+    for j = i, i + g - 1 do
+      local bj = j * 6 - 6
+      local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5])
+      local oj = j * 4 - 4
+      out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = code, rem, reset, retry
+      X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
+      if code ~= ALLOW then
+        all = false
+        if code == UNREADABLE then unreadable = true end
+      end
+    end
+    for j = i, i + g - 1 do
+      local oj = j * 4 - 4
+      if unreadable then
+        out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = UNREADABLE, 0, 0, 0
+      elseif all then
+        local s = XS[j]
+        if s then commit(s, X0[j], X1[j], XT[j], out[oj + 3]) end
+      else
+        local bj = j * 6 - 6
+        if out[oj + 1] == ALLOW then
+          -- this leg alone would admit, but the check is denied: report its state untouched
+          out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = evaluate(j, bj, 0)
+        end
+        keep(j, bj)
       end
     end
   end
   i = i + g
 end
-for k = 1, #dirty do
+for k = 1, nd do
   local s = dirty[k]
   local v
-  if type(S0[s]) == 'table' then v = encodeLog(S0[s]) else v = encodeState(S0[s], S1[s], SL[s]) end
+  if type(W0[s]) == 'table' then v = encodeLog(W0[s]) else v = encodeState(W0[s], W1[s], WL[s]) end
   redis.call('SET', KEYS[s], v, 'PX', TTL[s])
 end
 local m = n * 4 + 1
 out[m] = now
-for j = 1, n do
-  if DENIED[j] then
-    out[m + 1], out[m + 2], out[m + 3] = E0[j], E1[j], EL[j]
-    m = m + 3
-  end
-end
-return out
+for k = 1, nt do out[m + k] = tail[k] end
+return packReply(out, m + nt)

@@ -107,3 +107,47 @@ local function fwRoll(P, exists, w0, last, t)
 end
 
 local ALG = {}
+
+-- lua/check.lua's ARGV[4]: n legs of 6 little-endian doubles, as one flat table (6 per leg), unpacked 64 legs
+-- per struct.unpack call (one C call and one table fill instead of one per leg; 64 legs keep the values on
+-- the Lua stack well under its limit).
+local function unpackLegs(packed, n)
+  if n <= 64 then
+    if n == 0 then return {} end
+    return { struct.unpack('<' .. string.rep('d', 6 * n), packed) }
+  end
+  local t = {}
+  local j, pos, f64 = 0, 1, '<' .. string.rep('d', 384)
+  while j < n do
+    local m = n - j
+    local f = f64
+    if m > 64 then m = 64 else f = '<' .. string.rep('d', 6 * m) end
+    local part = { struct.unpack(f, packed, pos) }
+    local base = j * 6
+    for k = 1, 6 * m do t[base + k] = part[k] end
+    pos = part[6 * m + 1]
+    j = j + m
+  end
+  return t
+end
+
+-- The first m numbers of t as one string of little-endian doubles: one bulk reply for Redis to send instead of
+-- m integer replies (each a conversion from Lua and a line of RESP), and for the client to read without
+-- parsing text. Integers within ±2^53 (every figure of a reply) are exact in a double.
+local function packReply(t, m)
+  if m <= 512 then return struct.pack('<' .. string.rep('d', m), unpack(t, 1, m)) end
+  local parts = {}
+  local f512 = '<' .. string.rep('d', 512)
+  local k = 1
+  while k <= m do
+    local e = k + 511
+    local f = f512
+    if e > m then
+      e = m
+      f = '<' .. string.rep('d', e - k + 1)
+    end
+    parts[#parts + 1] = struct.pack(f, unpack(t, k, e))
+    k = e + 1
+  end
+  return table.concat(parts)
+end

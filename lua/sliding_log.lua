@@ -1,6 +1,6 @@
 -- Sliding log, as assembly/algorithms/sliding-log.ts: the admitted cost in (t − P, t], one entry per ms.
 -- Its stored value is not lib.lua's 24-byte state but the log itself, packed: little-endian doubles
--- ts1, count1, ts2, count2, ... oldest first (at most min(L, P) ≤ 64 pairs, 1 KiB), written with PX = P
+-- ts1, count1, ts2, count2, ... oldest first (at most min(L, P) ≤ maxLogEntries pairs, 1,024 at most: 16 KiB), written with PX = P
 -- after an admission, when the newest entry leaves. In the driver (check.lua) its state is (w0 = the list of
 -- entries as a flat Lua table, w1 = 0, lastSeen = the newest entry's time); an admission returns a new list,
 -- so a group that is denied leaves the read one untouched.
@@ -8,7 +8,7 @@
 -- entries, 0, newest time of a stored log, or nil when the value is not one
 local function decodeLog(raw)
   local n = #raw
-  if n == 0 or n % 16 ~= 0 or n > 64 * 16 then return nil end
+  if n == 0 or n % 16 ~= 0 or n > 1024 * 16 then return nil end
   local e = {}
   local pos = 1
   local last = 0

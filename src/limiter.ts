@@ -1,5 +1,5 @@
 import type { CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
-import { compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
+import { SLIDING_LOG_ENTRIES_CAP, SLIDING_LOG_MAX_ENTRIES, checkLogEntries, compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
@@ -7,6 +7,8 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { Leases } from './engine/leases.js';
+import { SyncCheck } from './engine/sync-check.js';
 import type { Store } from './store/contract.js';
 import { LeaseDecider } from './engine/lease/decider.js';
 import { randomBytes } from 'node:crypto';
@@ -33,9 +35,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
   const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
   const maxPending = intOption(opts.maxPending, 'maxPending', 100_000, 1, 2 ** 30);
+  const maxLogEntries = intOption(opts.maxLogEntries, 'maxLogEntries', SLIDING_LOG_MAX_ENTRIES, 1, SLIDING_LOG_ENTRIES_CAP);
   const clock = opts.clock ?? Date.now;
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   let policies = toCompiled(opts.policies);
+  checkLogEntries(policies, maxLogEntries);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
   if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
@@ -50,7 +54,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const limits = table.limits;
   const module = kernelModule();
   // With shards, this thread's kernel only hashes: keep its table tiny.
-  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity });
+  const kernel = new Kernel(module, { maxKeys: shards === 0 ? maxKeys : 1, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries });
   const hasher = new Hasher(kernel, MAX_BATCH);
   // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
   // loaded only when asked for, as the shard pool (piscina) is: ioredis alone adds ~20 MB to a process's RSS
@@ -64,7 +68,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
   const pool = shards === 0 ? null
-    : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
+    : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
         minDelayMs: intOption(opts.shardRecovery?.minDelayMs, 'shardRecovery.minDelayMs', 1000, 1, 2 ** 31 - 1),
@@ -85,7 +89,10 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
+  // concurrency policies' leases (acquire, release): not checks, so beside the front, on this thread
+  const leases = new Leases({ policies: () => policies, store, clock, maxKeys, degraded: store ? front.degraded : null, closed: () => closing !== null });
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease });
+  const syncCheck = new SyncCheck({ front, hasher, kernel, clock, shards, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
   /**
@@ -117,6 +124,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
+    checkLogEntries(compiled, maxLogEntries);
     checkTransition(policies, compiled, store !== null);
     checkLeasable(compiled, lease !== null);
     let p: LimitPlan;
@@ -158,6 +166,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     reload,
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
+    checkSync: (req: CheckRequest): Decision => syncCheck.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>
       Promise.all(reqs.map((r) => front.check(r).catch((e: Error) => e))),
     async stats(options?: { waitMs?: number }): Promise<LimiterStats> {
@@ -176,6 +185,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(lease !== null && lease.used ? { lease: lease.stats() } : {}),
       };
     },
+    acquire: (req) => leases.acquire(req),
+    release: (req) => leases.release(req),
     inspect: (req) => keyAdmin.inspect(req),
     reset: (req) => keyAdmin.reset(req),
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),

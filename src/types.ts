@@ -67,6 +67,61 @@ export interface CheckRequest {
   cost: number;
 }
 
+/**
+ * One acquire (or release) under an `algorithm: concurrency` policy: `key`, or `descriptors` for a policy that
+ * declares them, as in a check.
+ */
+export interface AcquireRequest {
+  policy: string;
+  /** 1 to 1,024 bytes of UTF-8, well-formed; compared byte for byte. */
+  key?: string;
+  /** Descriptor values by name; joined (escaped) into the key in the policy's declared order. */
+  descriptors?: Record<string, string>;
+}
+
+/** Gives back a lease {@link Limiter.acquire} handed out. */
+export interface ReleaseRequest extends AcquireRequest {
+  /** The lease id the acquire returned: 12 lowercase hex digits. */
+  leaseId: string;
+}
+
+/**
+ * The answer to "may this key start one more now?" under a concurrency policy (at most `limit` leases held at
+ * once per key, each released by {@link Limiter.release} or `leaseTtlMs` after it was acquired).
+ */
+export interface LeaseDecision {
+  /** Whether a lease was taken. */
+  allowed: boolean;
+  /** The lease to release when done (12 hex digits); null when denied, or admitted without a lease (`degradedBy: 'open'`). */
+  leaseId: string | null;
+  /** N: leases a key may hold at once. */
+  limit: number;
+  /** Leases the key may still take after this answer (limit − held), never negative. */
+  remaining: number;
+  /**
+   * 0 when allowed; when denied, ms until the earliest lease expires that makes room (sooner if a holder
+   * releases); `null` when it never can (limit 0).
+   */
+  retryAfterMs: number | null;
+  /** How long the lease lasts unless released, in ms (the policy's `leaseTtl`). */
+  leaseTtlMs: number;
+  /** The policy's name. */
+  policy: string;
+  /** `'limit is 0'` with `retryAfterMs: null`. */
+  reason?: string;
+  /** Present (true) when Redis failed and the policy's onStoreError (open or closed) answered instead. */
+  degraded?: boolean;
+  degradedBy?: 'open' | 'closed';
+}
+
+/** What a release did: the lease is no longer held. */
+export interface ReleaseResult {
+  released: true;
+  /** Leases the key may take now (limit − held), never negative. */
+  remaining: number;
+  policy: string;
+}
+
 export interface LimiterOptions {
   /** Policy name → spec (see README "Policies"), or policies already compiled by the config loader. */
   policies: Record<string, PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
@@ -76,6 +131,12 @@ export interface LimiterOptions {
   clock?: () => number;
   /** Most keys held in memory (all shards together); past it the least informative are evicted. Default 1,000,000. */
   maxKeys?: number;
+  /**
+   * Most entries one sliding_log key may hold (16 bytes each, in a block of this many per key): a policy whose
+   * worst case, min(limit, period in ms), exceeds it is refused naming the field. 1 to 1,024; default 64. Each
+   * kernel's log arena is 4,096 such blocks (4 MiB at 64, 64 MiB at 1,024).
+   */
+  maxLogEntries?: number;
   /** Most checks queued or in flight before new ones are refused with OVERLOADED. Default 100,000. */
   maxPending?: number;
   /** Redis, for policies with `consistency: strict`. */
@@ -247,6 +308,20 @@ export interface Limiter {
    * CLOCK if the clock misbehaves.
    */
   check(req: CheckRequest): Promise<Decision>;
+  /**
+   * Decides one check at the call and returns its decision: check() as a function call, for a limiter with
+   * `shards: 0` and a policy decided in this process (`consistency` local or sync). The same validation, the
+   * same errors (thrown instead of rejected), the same exact decision as check() would give at that point:
+   * checks queued by earlier check() calls are decided first, in order. The clock is read once per call.
+   * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, CLOSED after close(), CLOCK if the
+   *   clock misbehaves, SHARD_FAILED if the kernel fails; NOT_SYNCHRONOUS (field `shards` or `policy`) when the
+   *   check cannot be decided on the calling thread: a limiter with shards, a `strict` policy (decided in
+   *   Redis). A request that is invalid gets its INVALID_ARGUMENT first.
+   * @example
+   * const d = limiter.checkSync({ policy: 'free', key: 'tenant-42', cost: 1 });
+   * if (!d.allowed) respond429(d.retryAfterMs);
+   */
+  checkSync(req: CheckRequest): Decision;
   /** Several checks in one call, one result (decision or error) per item, in order. */
   checkMany(reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>>;
   /**
@@ -285,6 +360,22 @@ export interface Limiter {
    * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, SHARD_FAILED, STORE_FAILED, CLOSED.
    */
   reset(req: KeyRequest): Promise<{ removed: number }>;
+  /**
+   * Takes a lease under an `algorithm: concurrency` policy if the key holds fewer than `limit` (README
+   * "Concurrency limits"). Local policies decide on the calling thread (whatever `shards` says); strict ones
+   * in one atomic Redis script. A denied acquire changes nothing.
+   * @throws SluiceError INVALID_ARGUMENT naming the field (`policy` when it is not a concurrency policy, `key`,
+   *   `descriptors.<name>`), UNKNOWN_POLICY, OVERLOADED (the local lease table holds `maxKeys` keys with live
+   *   leases), CLOSED, CLOCK.
+   */
+  acquire(req: AcquireRequest): Promise<LeaseDecision>;
+  /**
+   * Gives back a lease: the key may take one more at once.
+   * @throws SluiceError UNKNOWN_LEASE (field `leaseId`) when the key does not hold it (never acquired, released
+   *   before, or expired): nothing changed; INVALID_ARGUMENT naming the field (`leaseId` malformed, `policy`,
+   *   `key`...); UNKNOWN_POLICY; STORE_FAILED (strict: Redis failed; the lease then expires by its TTL); CLOSED.
+   */
+  release(req: ReleaseRequest): Promise<ReleaseResult>;
   /** Redis connectivity: `none` without a store. */
   storeStatus(): 'none' | 'connected' | 'disconnected';
   /**

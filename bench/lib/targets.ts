@@ -43,6 +43,13 @@ export function checkTargets(sections: Section[]): TargetLine[] {
     (v) => `raw kernel ${x(v)} rlf`);
   add('Engine, single check() ≥ 3× rlf at 1 M keys', ratio('engine/1M/limiter-s0', 'engine/1M/rlf', 'rate'), 3,
     (v) => `createLimiter shards 0 ${x(v)} rlf`);
+  // issue #17
+  add('Engine, check() ≥ 3× rlf on one hot key', ratio('engine/1key/limiter-s0', 'engine/1key/rlf', 'rate'), 3,
+    (v) => `createLimiter shards 0 ${x(v)} rlf`);
+  add('Engine, checkSync() ≥ 10× rlf on one hot key', ratio('engine/1key/limiter-sync', 'engine/1key/rlf', 'rate'), 10,
+    (v) => `checkSync shards 0 ${x(v)} rlf`);
+  add('Engine, raw kernel ≥ 1× the Map bucket on one hot key', ratio('engine/1key/kernel', 'engine/1key/map', 'rate'), 1,
+    (v) => `raw kernel ${x(v)} Map`);
   add('Engine, ≤ 40 bytes per key', find(sections, 'engine/memory/kernel')?.values.bytesPerKey, 40,
     (v) => `${v.toFixed(1)} B/key`, true);
 
@@ -66,11 +73,16 @@ export function checkTargets(sections: Section[]): TargetLine[] {
   }
   add('WebSocket binary, one connection, ≥ 1 M decisions/s', find(sections, 'ws/1conn/sluice-binary')?.values.rate, 1e6,
     (v) => `${(v / 1e6).toFixed(3)} M/s = ${x(v / 1e6)} the target`);
+  // issue #17
+  add('WebSocket binary, one connection, ≥ 3 M decisions/s', find(sections, 'ws/1conn/sluice-binary')?.values.rate, 3e6,
+    (v) => `${(v / 1e6).toFixed(3)} M/s = ${x(v / 3e6)} the target`);
+  add('WebSocket JSON, one connection, ≥ 400 k decisions/s', find(sections, 'ws/1conn/sluice-json')?.values.rate, 4e5,
+    (v) => `${(v / 1e3).toFixed(0)} k/s = ${x(v / 4e5)} the target`);
   return out;
 }
 
 export function targetsMarkdown(lines: TargetLine[]): string {
-  const rows = [['target (issue #6)', 'measured in this run', 'verdict'], ...lines.map((l) => [l.target, l.measured, l.verdict])];
+  const rows = [['target (issues #6, #17)', 'measured in this run', 'verdict'], ...lines.map((l) => [l.target, l.measured, l.verdict])];
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   const fmt = (r: string[]): string => `| ${r.map((v, c) => v.padEnd(widths[c])).join(' | ')} |`;
   return [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)].join('\n');

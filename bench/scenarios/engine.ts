@@ -49,7 +49,14 @@ function kernelOpts(variant: string | undefined, keys: number): { limits: Kernel
   return v.logEntries === undefined ? { limits: [v.limit] } : { limits: [v.limit], logKeys: keys, logEntries: v.logEntries };
 }
 
-type Impl = 'kernel' | 'limiter' | 'rlf' | 'map';
+type Impl = 'kernel' | 'limiter' | 'rlf' | 'map' | 'leases';
+
+/**
+ * Concurrency leases (issue 16): `limiter.acquire` then `limiter.release` of the same lease, through
+ * createLimiter (shards 0: leases live on the calling thread whatever `shards` says). Every key holds one
+ * lease taken while filling, so the table holds every key; limit 2 leaves room for the timed one.
+ */
+const LEASES = { bench: { algorithm: 'concurrency', limit: 2, leaseTtl: 2 ** 31 - 1 } } as const;
 
 interface ThroughputSpec {
   kind: 'throughput';
@@ -57,6 +64,8 @@ interface ThroughputSpec {
   shards: number;
   /** A kernel variant of KERNEL_VARIANTS (default: the token bucket). */
   variant?: string;
+  /** limiter only: checkSync() instead of check() (1,024 calls per step, no promise). */
+  sync?: boolean;
   keys: number;
 }
 
@@ -77,7 +86,7 @@ interface RoundR {
 
 interface MemorySpec {
   kind: 'memory';
-  impl: 'kernel' | 'rlf' | 'map';
+  impl: 'kernel' | 'rlf' | 'map' | 'leases';
   keys: number;
   variant?: string;
 }
@@ -182,6 +191,29 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
         shards: s.shards,
         maxKeys,
       });
+      if (s.sync === true) {
+        const runSync = (next: (i: number) => number): number => {
+          let a = 0;
+          for (let i = 0; i < BATCH; i++) if (lim.checkSync({ policy: 'bench', key: keys[next(i)], cost: 1 }).allowed) a++;
+          admitted += a;
+          checked += BATCH;
+          return BATCH;
+        };
+        if (prefill) for (let base = 0; base < s.keys; base += BATCH) runSync((i) => (base + i) % s.keys);
+        return {
+          step: () => runSync(() => {
+            const key = seq[pos];
+            pos = (pos + 1) & mask;
+            return key;
+          }),
+          reset: () => (admitted = checked = 0),
+          counts: async () => {
+            const st = await lim.stats();
+            return { admitted, checked, evictions: st.evictions, keysHeld: st.keys };
+          },
+          close: () => lim.close(),
+        };
+      }
       const run = async (next: (i: number) => number): Promise<number> => {
         const ps = new Array<Promise<Decision>>(BATCH);
         for (let i = 0; i < BATCH; i++) ps[i] = lim.check({ policy: 'bench', key: keys[next(i)], cost: 1 });
@@ -202,6 +234,46 @@ async function prepare(s: ThroughputSpec): Promise<Prepared> {
           const st = await lim.stats();
           return { admitted, checked, evictions: st.evictions, keysHeld: st.keys };
         },
+        close: () => lim.close(),
+      };
+    }
+
+    case 'leases': {
+      const keys = keyStrings(s.keys);
+      const lim = await createLimiter({ policies: LEASES as never, shards: 0, maxKeys: Math.max(s.keys, 1024) });
+      // one lease held by every key (untimed), so the table holds them all while the timed pairs run
+      for (let base = 0; base < s.keys; base += BATCH) {
+        const ps: Array<Promise<unknown>> = [];
+        for (let i = base; i < Math.min(s.keys, base + BATCH); i++) ps.push(lim.acquire({ policy: 'bench', key: keys[i] }));
+        await Promise.all(ps);
+      }
+      // one pair (acquire, then release of that lease) per check slot: a batch of BATCH / 2 pairs, so a step
+      // makes as many limiter calls as the other subjects' batches; the rate is pairs per second
+      const PAIRS = BATCH / 2;
+      const step = async (): Promise<number> => {
+        const ks = new Array<string>(PAIRS);
+        const ps = new Array<Promise<{ allowed: boolean; leaseId: string | null }>>(PAIRS);
+        for (let i = 0; i < PAIRS; i++) {
+          ks[i] = keys[seq[pos]];
+          pos = (pos + 1) & mask;
+          ps[i] = lim.acquire({ policy: 'bench', key: ks[i] });
+        }
+        const ds = await Promise.all(ps);
+        const rs: Array<Promise<unknown>> = [];
+        for (let i = 0; i < PAIRS; i++) {
+          const d = ds[i];
+          if (!d.allowed) continue;
+          admitted++;
+          rs.push(lim.release({ policy: 'bench', key: ks[i], leaseId: d.leaseId! }));
+        }
+        await Promise.all(rs);
+        checked += PAIRS;
+        return PAIRS;
+      };
+      return {
+        step,
+        reset: () => (admitted = checked = 0),
+        counts: async () => ({ admitted, checked }),
         close: () => lim.close(),
       };
     }
@@ -285,7 +357,7 @@ async function memory(s: MemorySpec): Promise<MemoryResult> {
   }
   // JS stores: JS heap growth after a full GC. Keys are built on the fly so only what the store keeps counts.
   fullGc();
-  const before = process.memoryUsage();
+  let before = process.memoryUsage();
   let held: () => number;
   if (s.impl === 'rlf') {
     const rl = new RateLimiterMemory({ points: LIMIT, duration: PERIOD_MS / 1000 });
@@ -295,6 +367,20 @@ async function memory(s: MemorySpec): Promise<MemoryResult> {
       await Promise.all(ps);
     }
     held = () => (rl as unknown as { _memoryStorage: { _storage: Map<string, unknown> } })._memoryStorage._storage.size;
+  } else if (s.impl === 'leases') {
+    // the lease table is JS heap (src/engine/lease-table.ts); the limiter's kernel is linear memory, outside
+    // heapUsed, and is made before the first measurement anyway
+    const lim = await createLimiter({ policies: LEASES as never, shards: 0, maxKeys: s.keys });
+    fullGc();
+    before = process.memoryUsage();
+    let taken = 0;
+    for (let base = 0; base < s.keys; base += BATCH) {
+      const ps: Array<Promise<{ allowed: boolean }>> = [];
+      for (let i = base; i < Math.min(s.keys, base + BATCH); i++) ps.push(lim.acquire({ policy: 'bench', key: `k${i}` }));
+      for (const d of await Promise.all(ps)) if (d.allowed) taken++;
+    }
+    // the limiter stays reachable until the measurement is taken
+    held = () => (lim.policies.size > 0 ? taken : 0);
   } else {
     const mb = new MapBucket(LIMIT, PERIOD_MS, BURST);
     const now = Date.now();
@@ -338,12 +424,14 @@ const CASES = [
   { tag: '1M', label: '1M keys', keys: 1_000_000 },
 ];
 
-const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number; variant?: string }> = [
+const SUBJECTS: Array<{ tag: string; subject: string; impl: Impl; shards: number; variant?: string; sync?: boolean }> = [
   { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel', shards: 0 },
   { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel', shards: 0, variant: 'calendar' },
   { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min', impl: 'kernel', shards: 0, variant: 'slog' },
   { tag: 'limiter-s0', subject: 'sluice createLimiter, shards 0', impl: 'limiter', shards: 0 },
+  { tag: 'limiter-sync', subject: 'sluice checkSync, shards 0', impl: 'limiter', shards: 0, sync: true },
   { tag: 'limiter-s2', subject: 'sluice createLimiter, shards 2', impl: 'limiter', shards: 2 },
+  { tag: 'leases', subject: 'sluice createLimiter, concurrency acquire+release pairs', impl: 'leases', shards: 0 },
   { tag: 'rlf', subject: 'rlf RateLimiterMemory', impl: 'rlf', shards: 0 },
   { tag: 'map', subject: 'Map bucket (plain JS)', impl: 'map', shards: 0 },
 ];
@@ -384,10 +472,11 @@ export const engine: Scenario = {
       rows: [],
       notes: [],
     };
-    const memSubjects: Array<{ tag: string; subject: string; impl: 'kernel' | 'rlf' | 'map'; variant?: string }> = [
+    const memSubjects: Array<{ tag: string; subject: string; impl: MemorySpec['impl']; variant?: string }> = [
       { tag: 'kernel', subject: 'sluice kernel (raw)', impl: 'kernel' as const },
       { tag: 'kernel-calendar', subject: 'sluice kernel, fixed_window 1mo Europe/Berlin', impl: 'kernel' as const, variant: 'calendar' },
       { tag: 'kernel-slog', subject: 'sluice kernel, sliding_log 16/min (16-entry blocks)', impl: 'kernel' as const, variant: 'slog' },
+      { tag: 'leases', subject: 'sluice lease table, concurrency, 1 lease per key', impl: 'leases' as const },
       { tag: 'rlf', subject: RLF, impl: 'rlf' as const },
       { tag: 'map', subject: MAP, impl: 'map' as const },
     ];
@@ -411,7 +500,7 @@ export const engine: Scenario = {
       ctx.progress(`engine/${c.tag}: filling ${c.label} in ${subs.length} resident children` +
         (c.tag === '1M' && memJobs.length > 0 ? ' (and engine/memory jobs meanwhile)' : ''));
       const starting = startAll(ctx, subs, (x) => x.id,
-        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys, variant: x.variant } satisfies ThroughputSpec,
+        (x) => startRoundChild<RoundQ, RoundR>(FILE, { kind: 'throughput', impl: x.impl, shards: x.shards, keys: c.keys, variant: x.variant, sync: x.sync } satisfies ThroughputSpec,
           { setupTimeoutMs: timeoutMs }), tput.notes);
       if (c.tag === '1M') await startMemory();
       const children = await starting;

@@ -73,7 +73,7 @@ export async function serve(argv: string[]): Promise<number> {
   let limiter: Awaited<ReturnType<typeof createLimiter>>;
   try {
     limiter = await createLimiter({
-      policies: config.policies, shards, maxKeys: config.engine.maxKeys, logger: log,
+      policies: config.policies, shards, maxKeys: config.engine.maxKeys, maxLogEntries: config.engine.maxLogEntries, logger: log,
       ...(redisOptions !== null && store !== null ? { redis: redisOptions, store } : {}),
     });
   } catch (e) {

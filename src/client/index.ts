@@ -8,7 +8,8 @@
  * const d = await client.check({ policy: 'free', key: 'tenant-42', cost: 1 });
  * await client.close();
  */
-import type { CheckRequest } from '../types.js';
+import type { AcquireRequest, CheckRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+import { LeaseClient } from './leases.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { HttpTransport } from './http.js';
 import { WsTransport } from './ws.js';
@@ -18,7 +19,7 @@ import type { CheckOptions, ClientDecision, Transport, TransportStats } from './
 export { SluiceClientError, isSluiceClientError, type ClientErrorCode } from './errors.js';
 export { SluiceError, isSluiceError } from '../util/errors.js';
 export type { CheckOptions, ClientDecision, ReadyCallback, ReadyEvent } from './types.js';
-export type { CheckRequest, Decision } from '../types.js';
+export type { AcquireRequest, CheckRequest, Decision, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
 export { Backoff, type BackoffOptions } from './backoff.js';
 
 export interface ClientOptions {
@@ -71,6 +72,13 @@ export interface SluiceClient {
    * UNKNOWN_POLICY, OVERLOADED...) or a SluiceClientError (UNAVAILABLE, TIMEOUT, CLOSED, OVERLOADED, PROTOCOL).
    */
   check(req: CheckRequest, opts?: CheckOptions): Promise<ClientDecision>;
+  /**
+   * Takes a lease under a concurrency policy (`POST /v1/acquire` on the server's HTTP port, whatever the
+   * transport; never re-sent: see src/client/leases.ts). Resolves with the server's answer, allowed or not.
+   */
+  acquire(req: AcquireRequest): Promise<LeaseDecision>;
+  /** Gives back a lease (`POST /v1/release`). Rejects with UNKNOWN_LEASE (field `leaseId`) when the key does not hold it. */
+  release(req: ReleaseRequest): Promise<ReleaseResult>;
   /** Resolves when the client can send (WebSocket open); checks issued before then wait for it. */
   connect(): Promise<void>;
   /** Whether the WebSocket is open (always true over HTTP). */
@@ -110,6 +118,8 @@ export function createClient(o: ClientOptions): SluiceClient {
     }
     : undefined;
   let t: Transport;
+  let closed = false;
+  const leases = new LeaseClient({ base: `${secure ? 'https' : 'http'}://${url.host}`, timeoutMs, headers: o.headers, closed: () => closed });
   if (transportKind === 'ws') {
     const path = url.pathname === '/' || url.pathname === '' ? '/v1/stream' : url.pathname;
     t = new WsTransport({
@@ -133,7 +143,12 @@ export function createClient(o: ClientOptions): SluiceClient {
     connect: () => t.connect(),
     rateLimitPolicy: (policy) => t.rateLimitPolicy(policy),
     stats: () => ({ ...t.stats(), localDenials }),
-    close: () => t.close(),
+    close: () => {
+      closed = true;
+      return t.close();
+    },
+    acquire: (req) => leases.acquire(req),
+    release: (req) => leases.release(req),
     check(req: CheckRequest, opts?: CheckOptions): Promise<ClientDecision> {
       if (honour && denials.size > 0 && typeof req === 'object' && req !== null && opts?.onReady === undefined) {
         const k = memoryKey(req);

@@ -157,8 +157,9 @@ function ruleSpec(v: unknown, at: string, fail: (at: string, why: string) => nev
     fail(`${at}.requests_per_unit`, `must be an integer from 0 to ${UINT32_MAX} (got ${describeValue(rpu)})`);
   }
   const algorithm = r.algorithm ?? 'fixed_window';
-  if (typeof algorithm !== 'string' || !Object.hasOwn(ALGORITHM_CODES, algorithm)) {
-    fail(`${at}.algorithm`, `must be one of ${Object.keys(ALGORITHM_CODES).join(', ')} (got ${describeValue(algorithm)})`);
+  // concurrency is leases (acquire, release), which Envoy's rate limit service never asks for
+  if (typeof algorithm !== 'string' || !Object.hasOwn(ALGORITHM_CODES, algorithm) || algorithm === 'concurrency') {
+    fail(`${at}.algorithm`, `must be one of ${Object.keys(ALGORITHM_CODES).filter((a) => a !== 'concurrency').join(', ')} (got ${describeValue(algorithm)})`);
   }
   const name = r.name;
   if (name !== undefined && (typeof name !== 'string' || !NAME_PATTERN.test(name))) {

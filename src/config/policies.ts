@@ -10,7 +10,7 @@ import { describeValue, parseDuration } from './duration.js';
 import { MAX_LIST_ENTRIES, parseListEntry } from './list-entry.js';
 import { CALENDAR_MAX_MS, CALENDAR_NOMINAL_MS, isTimeZone, type CalendarPeriod, type CalendarUnit } from '../util/calendar.js';
 
-export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log';
+export type Algorithm = 'token_bucket' | 'gcra' | 'fixed_window' | 'sliding_window' | 'sliding_log' | 'concurrency';
 
 /** The kernel's numeric code for each algorithm (`setPolicy(id, algorithm, ...)`). */
 export const ALGORITHM_CODES: Record<Algorithm, number> = {
@@ -19,6 +19,8 @@ export const ALGORITHM_CODES: Record<Algorithm, number> = {
   fixed_window: 2,
   sliding_window: 3,
   sliding_log: 5,
+  // never given to the kernel: leases live in src/engine/leases.ts (LimitTable and the runtimes skip it)
+  concurrency: 6,
 };
 
 /**
@@ -26,6 +28,12 @@ export const ALGORITHM_CODES: Record<Algorithm, number> = {
  * counts ≥ 1 summing to ≤ limit), 16 bytes each, in a block of this many (src/shard/kernel.ts LOG_ENTRIES).
  */
 export const SLIDING_LOG_MAX_ENTRIES = 64;
+/**
+ * The largest `maxLogEntries` (createLimiter option, `engine.maxLogEntries` in a policies file) may raise that
+ * bound to: 1,024 entries, 16 KiB a key. The loader admits a sliding_log up to this; the limiter then refuses,
+ * naming the field, one whose worst case exceeds its own `maxLogEntries` ({@link checkLogEntries}).
+ */
+export const SLIDING_LOG_ENTRIES_CAP = 1024;
 
 /**
  * The kernel's code for a fixed_window limit over a calendar period (`1d` in a time zone, `1w`, `1mo`): its
@@ -47,6 +55,8 @@ export interface LimitSpec {
    * midnight starts each window (default UTC). See src/config/calendar.ts.
    */
   timeZone?: string;
+  /** concurrency only (instead of `period`): how long a lease is held unless released, ms or a duration. */
+  leaseTtl?: number | string;
   /** A name for this limit in decisions and metrics; defaults to `${policy}#${index}`. */
   name?: string;
 }
@@ -58,6 +68,7 @@ export interface PolicySpec {
   period?: number | string;
   burst?: number;
   timeZone?: string;
+  leaseTtl?: number | string;
   limits?: LimitSpec[];
   descriptors?: DescriptorSpec[];
   version?: string | number;
@@ -256,7 +267,7 @@ type Fail = (field: string | null, why: string) => never;
 type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
-const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone'] as const;
+const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone', 'leaseTtl'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'lease', 'onStoreError', 'carryOver',
   'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync', 'lease'];
@@ -341,7 +352,9 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const version = compileVersion(own(raw, 'version'), limits, descriptors, fail);
   const guard = readGuardName(own(raw, 'guard'), fail);
   const consistency = readChoice(own(raw, 'consistency'), 'consistency', CONSISTENCIES, 'local', fail);
-  const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, 'local', fail);
+  const leases = limits.some((l) => l.algorithm === 'concurrency');
+  if (leases) checkConcurrencyPolicy(raw, limits, consistency, fail);
+  const onStoreError = readChoice(own(raw, 'onStoreError'), 'onStoreError', STORE_ERROR_RULES, leases ? 'closed' : 'local', fail);
   if (consistency !== 'local') checkLuaExactness(limits, own(raw, 'limits') !== undefined, fail);
   if (consistency === 'sync') checkSyncable(limits, own(raw, 'limits') !== undefined, fail);
   if (consistency === 'sync' && limits.some((l) => l.algorithm === 'sliding_log')) {
@@ -360,6 +373,24 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
     name, version, limits, descriptors, guard, consistency, lease, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
     shadow, shadowOf, allow, deny, authCost, rls,
   };
+}
+
+/**
+ * A concurrency policy is one inline limit (a lease is not a leg of a check), with no guard, shadow, lists,
+ * carryOver or RLS route; it is `local` or `strict` (a lease cannot be merged later: `sync` is refused), and
+ * under Redis failures it answers `closed` (the default) or `open`: `local` would hand out leases Redis does
+ * not know of.
+ */
+function checkConcurrencyPolicy(raw: Obj, limits: CompiledLimit[], consistency: Consistency, fail: Fail): void {
+  if (own(raw, 'limits') !== undefined) {
+    const i = limits.findIndex((l) => l.algorithm === 'concurrency');
+    fail(joinPath(joinPath('limits', i), 'algorithm'), 'concurrency is a policy of its own (acquire and release leases), not one of a check\'s limits: give it inline');
+  }
+  for (const k of ['guard', 'shadow', 'shadowOf', 'allow', 'deny', 'carryOver', 'authCost', 'rls']) {
+    if (own(raw, k) !== undefined) fail(k, 'does not apply to algorithm concurrency (leases are acquired and released, never checked)');
+  }
+  if (consistency === 'sync') fail('consistency', 'concurrency cannot be exact in consistency sync (a lease held on one instance would be unknown to the others until a merge): use local or strict');
+  if (own(raw, 'onStoreError') === 'local') fail('onStoreError', 'concurrency takes open or closed (the default): local would hand out leases Redis does not know of');
 }
 
 function readAuthCost(v: unknown, fail: Fail): number | 'query' {
@@ -467,6 +498,9 @@ function checkSyncable(limits: CompiledLimit[], listed: boolean, fail: Fail): vo
 function checkLeasable(limits: CompiledLimit[], listed: boolean, fail: Fail): void {
   limits.forEach((l, i) => {
     const at = (k: string): string => (listed ? joinPath(joinPath('limits', i), k) : k);
+    if (l.algorithm === 'concurrency') {
+      fail(at('algorithm'), 'concurrency is not a rate: its leases are acquire and release (src/engine/leases.ts), not consistency lease');
+    }
     if (l.algorithm === 'sliding_log') {
       fail(at('algorithm'), 'sliding_log cannot be leased exactly (a leased token would be logged when granted and leave the trailing period before the spend it stands for): use token_bucket, gcra, fixed_window or sliding_window, or consistency strict');
     }
@@ -540,6 +574,8 @@ function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): Comp
   const at = (key: string): string => joinPath(prefix, key);
   const algorithm = readAlgorithm(own(spec, 'algorithm'), at('algorithm'), fail);
   const limit = readCount(own(spec, 'limit'), at('limit'), fail);
+  if (algorithm === 'concurrency') return compileConcurrency(spec, prefix, limit, name, fail);
+  if (own(spec, 'leaseTtl') !== undefined) fail(at('leaseTtl'), `applies to algorithm concurrency only (got algorithm ${algorithm}); omit it`);
   const calendar = readCalendar(algorithm, own(spec, 'period'), own(spec, 'timeZone'), at, fail);
   const periodMs = calendar === null ? readPeriod(own(spec, 'period'), at('period'), fail) : CALENDAR_NOMINAL_MS[calendar.unit];
   const burstGiven = own(spec, 'burst') !== undefined;
@@ -550,11 +586,63 @@ function compileLimit(spec: Obj, prefix: string, name: string, fail: Fail): Comp
   // a calendar window is as long as its longest instance (a 31-day month with a DST hour) for the bounds
   const bounds: LimitNumbers = { algorithm, limit, periodMs: calendar === null ? periodMs : CALENDAR_MAX_MS[calendar.unit], burst, burstGiven };
   checkExactness(bounds, at, fail);
-  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_MAX_ENTRIES) {
-    fail(at(limit > periodMs ? 'period' : 'limit'), `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${SLIDING_LOG_MAX_ENTRIES} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit`);
+  if (algorithm === 'sliding_log' && Math.min(limit, periodMs) > SLIDING_LOG_ENTRIES_CAP) {
+    fail(at(limit > periodMs ? 'period' : 'limit'), logEntriesWhy(limit, periodMs, SLIDING_LOG_ENTRIES_CAP));
   }
   const algorithmCode = calendar === null ? ALGORITHM_CODES[algorithm] : CALENDAR_WINDOW_CODE;
   return calendar === null ? { algorithm, algorithmCode, limit, periodMs, burst, name } : { algorithm, algorithmCode, limit, periodMs, burst, calendar, name };
+}
+
+/**
+ * Most leases a concurrency key may hold at once (`limit`): the local lease table keeps one 16-byte entry
+ * (expiry, lease id) per lease held, so a key takes at most 16 KiB; Redis keeps one sorted-set member each.
+ */
+export const CONCURRENCY_MAX_LIMIT = 1024;
+/** Longest `leaseTtl`, in ms (2^31 − 1: about 24.8 days; a lease is a job's hold, renewed by acquiring again). */
+export const CONCURRENCY_MAX_TTL_MS = 2 ** 31 - 1;
+
+/**
+ * A concurrency limit: at most `limit` leases held per key, each released by `release` or when `leaseTtl` has
+ * passed since it was acquired (src/engine/leases.ts). `periodMs` holds the lease TTL; `burst` equals `limit`.
+ */
+function compileConcurrency(spec: Obj, prefix: string, limit: number, name: string, fail: Fail): CompiledLimit {
+  const at = (key: string): string => joinPath(prefix, key);
+  for (const k of ['period', 'burst', 'timeZone'] as const) {
+    if (own(spec, k) !== undefined) fail(at(k), `does not apply to algorithm concurrency (it takes limit and leaseTtl); omit it`);
+  }
+  if (limit > CONCURRENCY_MAX_LIMIT) fail(at('limit'), `concurrency holds at most ${CONCURRENCY_MAX_LIMIT} leases per key (got ${limit})`);
+  const ttl = own(spec, 'leaseTtl');
+  if (ttl === undefined) fail(at('leaseTtl'), `is required for algorithm concurrency: ${PERIOD_RULE} (how long a lease lasts unless released)`);
+  const periodMs = readPeriod(ttl, at('leaseTtl'), fail);
+  if (periodMs > CONCURRENCY_MAX_TTL_MS) fail(at('leaseTtl'), `must be at most ${CONCURRENCY_MAX_TTL_MS} ms (got ${periodMs} ms)`);
+  return { algorithm: 'concurrency', algorithmCode: ALGORITHM_CODES.concurrency, limit, periodMs, burst: limit, name };
+}
+
+/** True for a policy of one concurrency limit (leases: acquire and release, no check). */
+export function isConcurrency(p: CompiledPolicy): boolean {
+  return p.limits[0]?.algorithm === 'concurrency';
+}
+
+function logEntriesWhy(limit: number, periodMs: number, max: number): string {
+  return `sliding_log keeps up to min(limit, period in ms) entries per key, at most ${max} (got min(${limit}, ${periodMs}) = ${Math.min(limit, periodMs)}); use sliding_window or a smaller limit` +
+    (max < SLIDING_LOG_ENTRIES_CAP ? `, or raise maxLogEntries (up to ${SLIDING_LOG_ENTRIES_CAP})` : '');
+}
+
+/**
+ * Refuses a sliding_log limit whose worst case, min(limit, period in ms) entries, exceeds `maxLogEntries`
+ * (the limiter's bound on a key's log), naming the policy and the binding field (`limit`, `period`,
+ * `limits[i].limit`...).
+ * @throws SluiceError CONFIG.
+ */
+export function checkLogEntries(policies: ReadonlyMap<string, CompiledPolicy>, maxLogEntries: number): void {
+  for (const p of policies.values()) {
+    const listed = p.limits.length > 1 || p.limits[0].name !== p.name;
+    p.limits.forEach((l, i) => {
+      if (l.algorithm !== 'sliding_log' || Math.min(l.limit, l.periodMs) <= maxLogEntries) return;
+      const field = l.limit > l.periodMs ? 'period' : 'limit';
+      throw configError(`policy "${p.name}"`, listed ? joinPath(joinPath('limits', i), field) : field, logEntriesWhy(l.limit, l.periodMs, maxLogEntries));
+    });
+  }
 }
 
 /** `1mo` (and only 1 of them), the calendar-only period. */
@@ -764,6 +852,7 @@ function checkGuard(policy: CompiledPolicy, all: Map<string, CompiledPolicy>, fa
     fail('guard', `policy "${guard}" keeps its state ${target.consistency}, this one ${policy.consistency}: a check and its guard must be decided in one place`);
   }
   if (target.shadow) fail('guard', `policy "${guard}" is a shadow policy: a guard must be live (a shadow never denies)`);
+  if (isConcurrency(target)) fail('guard', `policy "${guard}" is a concurrency policy (leases, acquired and released): a guard is checked`);
 }
 
 /**
@@ -778,6 +867,7 @@ function checkShadowOf(policy: CompiledPolicy, all: Map<string, CompiledPolicy>,
   const target = all.get(live);
   if (target === undefined) fail('shadowOf', `no policy named ${describeValue(live)} in policies`);
   if (target.shadow) fail('shadowOf', `policy "${live}" is itself a shadow policy: a candidate shadows a live policy`);
+  if (isConcurrency(target)) fail('shadowOf', `policy "${live}" is a concurrency policy (leases, never checked): a candidate shadows a checked policy`);
   const liveNames = target.descriptors.map((d) => d.name);
   const missing = policy.descriptors.filter((d) => !liveNames.includes(d.name)).map((d) => d.name);
   if (missing.length > 0) {

@@ -9,6 +9,7 @@
  * engine:                              # optional
  *   shards: 2                          # 0..64 worker shards (0 = decide in-thread)
  *   maxKeys: 1000000                   # >= 1 keys held per engine
+ *   maxLogEntries: 64                  # 1..1024 entries per sliding_log key
  * server:                              # optional
  *   port: 8080                         # 0..65535 (0 = any free port)
  *   host: 0.0.0.0
@@ -36,6 +37,8 @@ export interface EngineConfig {
   shards?: number;
   /** Capacity of the key table (keys), >= 1. */
   maxKeys?: number;
+  /** Entries per sliding_log key, 1..1024 (LimiterOptions.maxLogEntries). */
+  maxLogEntries?: number;
 }
 
 /** `server:` section. Absent keys are left absent: the server applies its own defaults. */
@@ -117,6 +120,7 @@ const nonEmptyString = (iss: HasInput): string => `must be a non-empty string (g
 const EngineSchema = section({
   shards: intIn(0, 64, 'must be an integer from 0 to 64').optional(),
   maxKeys: positiveSafe().optional(),
+  maxLogEntries: intIn(1, 1024, 'must be an integer from 1 to 1024').optional(),
 });
 
 const nonNegative = (): ReturnType<typeof intIn> => intIn(0, Number.MAX_SAFE_INTEGER, 'must be a non-negative safe integer');

@@ -115,7 +115,8 @@ export class KeyAdmin {
       const [held, w0, w1, last] = raw[j];
       const r = j * LEG_OUT;
       const s: LimitState = {
-        name: l.name, algorithm: l.algorithm, limit: l.limit, burst: l.burst, periodMs: l.periodMs,
+        // a concurrency policy has no runtime, so it is never inspected here
+        name: l.name, algorithm: l.algorithm as LimitState['algorithm'], limit: l.limit, burst: l.burst, periodMs: l.periodMs,
         held, lastUpdateMs: held ? last : null,
         remaining: rows[r + OUT_REMAINING], resetAfterMs: rows[r + OUT_RESET_AFTER],
       };

@@ -1,4 +1,4 @@
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
 import type { KernelLimit } from '../shard/protocol.js';
 import { SluiceError, policiesError } from '../util/errors.js';
 
@@ -49,6 +49,8 @@ export class LimitTable {
     let reused = 0;
     let next = this.table.length;
     for (const [name, p] of policies) {
+      // a concurrency policy's leases live in src/engine/leases.ts, not in the kernel
+      if (isConcurrency(p)) continue;
       ids.set(name, p.limits.map((l) => {
         const limit = kernelLimit(l, p.carryOver);
         const key = numbersKey(limit);

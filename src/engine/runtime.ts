@@ -1,4 +1,4 @@
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
 import { IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
@@ -92,6 +92,17 @@ export function seedText(p: CompiledPolicy): string {
 }
 
 /**
+ * The concurrency policies of each runtime map {@link buildRuntimes} made (they have no runtime: they are
+ * never checked), so that a check naming one is told so rather than that the policy is unknown.
+ */
+const LEASE_POLICIES = new WeakMap<ReadonlyMap<string, PolicyRuntime>, ReadonlySet<string>>();
+
+/** Whether `name` is a concurrency policy of the set `runtimes` was built from. */
+export function isLeasePolicy(runtimes: ReadonlyMap<string, PolicyRuntime>, name: string): boolean {
+  return LEASE_POLICIES.get(runtimes)?.has(name) ?? false;
+}
+
+/**
  * Builds every policy's runtime; `ids` gives each policy's kernel limit ids (LimitTable.plan), `hasher`
  * computes seeds and guard hashes.
  */
@@ -104,7 +115,14 @@ export function buildRuntimes(
   const seeds = new Map<string, [number, number]>();
   for (const [name, p] of policies) seeds.set(name, hasher.hashOne(seedText(p), 0, 0));
   const out = new Map<string, PolicyRuntime>();
+  const leased = new Set<string>();
+  LEASE_POLICIES.set(out, leased);
   for (const [name, p] of policies) {
+    // no checks under a concurrency policy: its leases are src/engine/leases.ts's (acquire, release)
+    if (isConcurrency(p)) {
+      leased.add(name);
+      continue;
+    }
     const guard = p.guard === null ? null : policies.get(p.guard)!;
     const own = p.limits.length;
     const legCount = own + (guard ? guard.limits.length : 0);
@@ -133,11 +151,11 @@ export function buildRuntimes(
     // strict and lease checks are routed to their mode's decider (src/engine/decider.ts)
     const stored = p.consistency === 'strict' || p.consistency === 'lease';
     const synced = p.consistency === 'sync';
-    const leased = p.consistency === 'lease';
+    const quotaLeased = p.consistency === 'lease';
     out.set(name, {
-      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced, leased,
+      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced, leased: quotaLeased,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
-      guardStoreKeys: (stored || synced || leased) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
+      guardStoreKeys: (stored || synced || quotaLeased) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
       shadow: p.shadow,
       lists: buildLists(p.allow, p.deny, p.descriptors.length),
       shadows: null,

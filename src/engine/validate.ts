@@ -4,18 +4,24 @@
  * input with the same error naming the field.
  */
 import type { CheckRequest } from '../types.js';
-import type { PolicyRuntime } from './runtime.js';
+import { isLeasePolicy, type PolicyRuntime } from './runtime.js';
 import { describe } from '../keys/derive.js';
 import { invalidArgument, unknownPolicy } from '../util/errors.js';
 
 /**
  * The runtime of the policy named `name`.
- * @throws SluiceError INVALID_ARGUMENT (field `policy`) when not a string, UNKNOWN_POLICY when no such policy.
+ * @throws SluiceError INVALID_ARGUMENT (field `policy`) when not a string or a concurrency policy, UNKNOWN_POLICY
+ *   when no such policy.
  */
 export function runtimeNamed(runtimes: ReadonlyMap<string, PolicyRuntime>, name: unknown): PolicyRuntime {
   if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
   const rt = runtimes.get(name);
-  if (rt === undefined) throw unknownPolicy(name);
+  if (rt === undefined) {
+    if (isLeasePolicy(runtimes, name)) {
+      throw invalidArgument('policy', `"${name}" is a concurrency policy: acquire and release its leases (limiter.acquire, POST /v1/acquire); it is never checked`);
+    }
+    throw unknownPolicy(name);
+  }
   return rt;
 }
 

@@ -605,8 +605,20 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       };
       const checkMany = (reqs: readonly CheckRequest[]): Promise<Array<Decision | Error>> =>
         Promise.all(reqs.map((r) => check(r).catch((e: Error) => e)));
+      const checkSync = (req: CheckRequest): Decision => {
+        const started = enteredAt();
+        let d: Decision;
+        try {
+          d = inner.checkSync(req);
+        } catch (e) {
+          countFailure(req?.policy, e, started);
+          throw e;
+        }
+        countDecision(req.policy, d, started, undefined, req);
+        return d;
+      };
       // Everything else (policies, stats, close...) is read through the prototype: the same limiter.
-      return Object.assign(Object.create(inner) as Limiter, { check, checkMany });
+      return Object.assign(Object.create(inner) as Limiter, { check, checkMany, checkSync });
     },
     started: enteredAt,
     now: monotonicMs,

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createDecider, type RateLimitOptions } from './core.js';
 import { apply, remoteAddress } from './node-http.js';
 
+export { sluiceExpressConcurrency, type ConcurrencyLimitOptions, type Leaser } from './concurrency.js';
 export type { Checker, RateLimitOptions } from './core.js';
 
 /** The parts of an Express request the middleware reads (`req.ip` honours Express's "trust proxy"). */

@@ -6,6 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import { createDecider, type RateLimitOptions } from './core.js';
 
+export { sluiceFastifyConcurrency, type ConcurrencyLimitOptions, type Leaser } from './concurrency.js';
 export type { Checker, RateLimitOptions } from './core.js';
 
 /** The parts of a Fastify request the hook reads. */

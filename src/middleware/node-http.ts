@@ -4,6 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createDecider, type Outcome, type RateLimitOptions } from './core.js';
 
+export { concurrencyLimit, type ConcurrencyLimitOptions, type Leaser } from './concurrency.js';
 export type { Checker, Outcome, RateLimitOptions } from './core.js';
 export { QUOTA_EXCEEDED_TYPE } from './core.js';
 

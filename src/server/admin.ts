@@ -306,7 +306,10 @@ function expectVersion(doc: unknown, inForce: string): unknown {
 export function policySpecOf(p: CompiledPolicy): PolicySpec {
   const spec: PolicySpec = {};
   const inline = p.limits.length === 1 && p.limits[0].name === p.name;
-  if (inline) {
+  if (inline && p.limits[0].algorithm === 'concurrency') {
+    const l = p.limits[0];
+    Object.assign(spec, { algorithm: l.algorithm, limit: l.limit, leaseTtl: l.periodMs });
+  } else if (inline) {
     const l = p.limits[0];
     Object.assign(spec, { algorithm: l.algorithm, limit: l.limit, period: l.periodMs, burst: l.burst });
   } else {

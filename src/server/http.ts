@@ -12,6 +12,7 @@ import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, 
 import { CHECK_NOW } from '../engine/front.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
+import { registerLeaseRoutes } from './leases.js';
 import { refuseAmbiguousFraming } from './framing.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { createStatusSource, type StatusSource } from './status.js';
@@ -61,7 +62,7 @@ export interface SluiceServer {
 
 const STATUS_LINE: Record<number, string> = {
   200: '200 OK', 400: '400 Bad Request', 403: '403 Forbidden', 404: '404 Not Found', 405: '405 Method Not Allowed',
-  413: '413 Content Too Large', 415: '415 Unsupported Media Type', 429: '429 Too Many Requests',
+  409: '409 Conflict', 413: '413 Content Too Large', 415: '415 Unsupported Media Type', 429: '429 Too Many Requests',
   500: '500 Internal Server Error', 503: '503 Service Unavailable',
 };
 
@@ -342,6 +343,17 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   app.any('/v1/auth', auth);
   // Envoy ext_authz (HTTP) appends the original path to the auth URL: /v1/auth/<policy>/<path> (see auth.ts).
   app.any('/v1/auth/*', auth);
+  // concurrency leases: POST /v1/acquire, POST /v1/release (src/server/leases.ts)
+  registerLeaseRoutes(app, {
+    limiter: raw, maxBodyBytes: maxBody, begin,
+    json: (x, body) => reply(x, (r) => {
+      r.writeStatus(statusLine(200));
+      r.writeHeader('Content-Type', 'application/json');
+      r.end(body);
+    }),
+    fail: (x, e, w) => (w === undefined ? fail(x, e) : reply(x, (r) => writeProblem(r, problemOf(e), w.allow, w.close))),
+    refuseDraining: (x) => refuseDraining(x.res, x),
+  });
 
   app.get('/healthz', (res) => {
     const x = begin(res);

@@ -21,7 +21,10 @@ import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit } from '../config/policies.js';
-import { checkFromJson, decisionJson } from '../wire/codec.js';
+import { checkFromStreamItem, decisionJson } from '../wire/codec.js';
+
+/** A stream item's own fields, beside a check's. */
+const STREAM_FIELDS: ReadonlySet<string> = new Set(['id', 'subscribe']);
 import { errorItem } from './problem.js';
 import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../util/errors.js';
 import {
@@ -29,6 +32,7 @@ import {
   FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, readCheckColumns, readHeader, readUnsubscribe, readUtf8,
   type CheckColumns,
 } from '../wire/binary.js';
+import { isLeaseOp, leaseOp } from './ws-leases.js';
 import { SubscriptionScheduler, SUBSCRIPTION_DEFAULTS, type SubscriptionBounds } from './sub-schedule.js';
 import {
   BatchOutcomes, CHECK_BATCH, OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchInput, type CheckBatch,
@@ -460,7 +464,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       budget--;
       c.inFlight++;
       inFlightTotal++;
-      limiter.check(e.req).then((d) => decided(c, e, d), (err: unknown) => failed(c, e, err));
+      decideJson(c, e);
     }
     if (c.head === q.length) {
       q.length = 0;
@@ -469,6 +473,43 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
       c.queue = q.slice(c.head);
       c.head = 0;
     }
+  };
+
+  /**
+   * Policies whose checks checkSync refused as NOT_SYNCHRONOUS (strict ones), for the policy set they belong
+   * to; `syncOff` once it refused the limiter (shards) or the limiter has none.
+   */
+  let syncRefused = new Set<string>();
+  let syncRefusedOf: Limiter['policies'] | null = null;
+  let syncOff = typeof (limiter as Partial<Limiter>).checkSync !== 'function';
+
+  /**
+   * Decides one JSON check: at once through checkSync when the limiter can (shards 0, a policy decided in this
+   * process: no promise per check), else through check(). checkSync decides the checks check() queued first,
+   * so the order of a connection's checks is kept either way.
+   */
+  const decideJson = (c: Conn, e: Item): void => {
+    if (!syncOff) {
+      const set = limiter.policies;
+      if (set !== syncRefusedOf) {
+        syncRefused = new Set();
+        syncRefusedOf = set;
+      }
+      if (!syncRefused.has(e.req.policy)) {
+        let d: Decision;
+        try {
+          d = limiter.checkSync(e.req);
+        } catch (err) {
+          if (!isSluiceError(err) || err.code !== 'NOT_SYNCHRONOUS') return failed(c, e, err);
+          if (err.field === 'shards') syncOff = true;
+          else syncRefused.add(e.req.policy);
+          limiter.check(e.req).then((x) => decided(c, e, x), (x: unknown) => failed(c, e, x));
+          return;
+        }
+        return decided(c, e, d);
+      }
+    }
+    limiter.check(e.req).then((d) => decided(c, e, d), (err: unknown) => failed(c, e, err));
   };
 
   /** Hands checks [from, to) of a binary segment to the engine as one batch. */
@@ -617,9 +658,10 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
         : 'must be a string of 1 to 256 characters or a safe integer'));
       return true;
     }
+    if (isLeaseOp(obj.op)) return leaseItem(c, obj, idJson);
     if (obj.op !== undefined) {
       if (obj.op !== 'unsubscribe') {
-        answerError(c, false, 0, idJson, invalidArgument('op', `must be "unsubscribe" when present (got ${JSON.stringify(obj.op)})`));
+        answerError(c, false, 0, idJson, invalidArgument('op', `must be "unsubscribe", "acquire" or "release" when present (got ${JSON.stringify(obj.op)})`));
         return true;
       }
       const extra = Object.keys(obj).find((k) => k !== 'op' && k !== 'id');
@@ -643,16 +685,39 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
     }
     let req: CheckRequest;
     try {
-      // a null-prototype copy: assigning a `__proto__` field to a plain object would set its prototype
-      // instead of copying the field, hiding it from checkFromJson's unknown-field check
-      const rest = Object.create(null) as Record<string, unknown>;
-      for (const k of Object.keys(obj)) if (k !== 'id' && k !== 'subscribe') rest[k] = obj[k];
-      req = checkFromJson(rest, undefined);
+      req = checkFromStreamItem(obj, STREAM_FIELDS);
     } catch (e) {
       answerError(c, false, 0, idJson, e);
       return true;
     }
     return enqueue(c, new Item(false, 0, idJson, req, subscribe));
+  };
+
+  /** An acquire or release (src/server/ws-leases.ts): in flight like a check, answered when it lands. */
+  const leaseItem = (c: Conn, obj: Record<string, unknown>, idJson: string): boolean => {
+    let p: Promise<string>;
+    try {
+      if (closing) throw shuttingDown();
+      p = leaseOp(limiter, obj);
+    } catch (e) {
+      answerError(c, false, 0, idJson, e);
+      return true;
+    }
+    c.inFlight++;
+    inFlightTotal++;
+    p.then((body) => {
+      landed(c);
+      if (c.closed) return;
+      answered++;
+      c.json.push(`{"id":${idJson},${body.slice(1)}`);
+      scheduleFlush(c);
+    }, (e: unknown) => {
+      landed(c);
+      if (c.closed) return;
+      if (!isSluiceError(e) || e.status >= 500) log?.warn({ err: e }, 'stream lease failed');
+      answerError(c, false, 0, idJson, e);
+    });
+    return true;
   };
 
   // Binary frames ----------------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ export interface ShardInit {
   limits: Array<KernelLimit | null>;
   /** Room for limit ids (see Kernel's limitCapacity). */
   limitCapacity: number;
+  /** Entries per sliding-log key (KernelOptions.logEntries). */
+  logEntries?: number;
 }
 
 /** A limit as the kernel takes it: algorithm code, L (tokens per period), P (ms), B (tokens). */

@@ -11,6 +11,7 @@ import { AdmissionLog } from './admissions.js';
 const init = workerData as ShardInit;
 const kernel = new Kernel(init.module, {
   maxKeys: init.maxKeys, maxBatch: init.maxBatch, keyBytes: 0, limits: init.limits, limitCapacity: init.limitCapacity,
+  logEntries: init.logEntries,
 });
 const admitted = new AdmissionLog();
 

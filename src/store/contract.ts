@@ -140,6 +140,15 @@ export interface Store extends PubSub {
   /** Closes the store's connections (the channels opened on it close on their own {@link StoreChannel.close}). */
   close(): Promise<void>;
 
+  /**
+   * Concurrency policies (`algorithm: concurrency`, strict; src/engine/leases.ts): runs lua/concurrency.lua on
+   * one key, a sorted set of lease ids scored by expiry. `args` = op (1 acquire, 2 release), lease id (12 hex
+   * digits), limit, TTL ms. Resolves to acquire: code (0 allowed, 1 denied, 2 never), remaining,
+   * retryAfterMs, time; release: 1 held (removed) / 0 not, remaining, time. Optional: a store without it
+   * answers every strict acquire by the policy's onStoreError, and every release with STORE_FAILED.
+   */
+  concurrency?(key: string, args: Array<string | number>, nowMs: number): Promise<number[]>;
+
   // ------------------------------------------------------------------------------------------------------
   // Lease mode (issue #14): the calls of the lease decider go here, beside decide and merge:
   //   acquire(keys, args, nowMs): a share of each key's budget, reserved in the store for a lease period;

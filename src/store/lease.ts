@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { leaseScript } from './scripts.js';
+import { quotaLeaseScript } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
 import { DEFAULT_TIMEOUT_MS, failureKind, RedisStore, type StoreFailures } from './redis.js';
@@ -62,7 +62,7 @@ export interface StoredLease {
  */
 export class LeaseStore {
   private readonly client: Redis | Cluster;
-  private readonly lua = leaseScript();
+  private readonly lua = quotaLeaseScript();
   private readonly sha = createHash('sha1').update(this.lua).digest('hex');
   private readonly live = new Liveness();
   private readonly fire: (args: Array<string | number>) => Promise<number[]>;

@@ -7,8 +7,9 @@ import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
-import { LEG_WIDE, spentBy, widen } from './reply.js';
+import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import { leaseCaller } from './lease-call.js';
 import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, StoreStats, StoredValues } from './contract.js';
 import { hashTag, placedKey } from './slots.js';
 import { openChannel, type ChannelTarget } from './pubsub.js';
@@ -74,6 +75,7 @@ export const DEFAULT_TIMEOUT_MS = 200;
 export { STORE_LATENCY_BUCKETS } from './latency.js';
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
+type CheckBufferCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<Buffer>;
 
 /** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
 function packLegs(args: readonly number[], from: number): Buffer {
@@ -99,6 +101,8 @@ export class RedisStore implements Store {
   /** A merge call's deadline for `n` keys, in ms. */
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
+  /** lua/concurrency.lua on one key (src/store/lease-call.ts). */
+  private readonly leaseCall: (key: string, args: Array<string | number>) => Promise<number[]>;
   private errors = 0;
   /** Call durations, for the store latency histogram. */
   private readonly latency = new LatencyHistogram();
@@ -127,12 +131,13 @@ export class RedisStore implements Store {
     } else {
       redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
-      const checkCmd = (redis as unknown as { sluiceCheck: CheckCommand }).sluiceCheck.bind(redis);
+      // the check script's reply is one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
+      const checkCmd = (redis as unknown as { sluiceCheckBuffer: CheckBufferCommand }).sluiceCheckBuffer.bind(redis);
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
       check = async (keys, args) => {
-        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)), timeoutMs, live,
-          (r) => lateSpend(r, args, 3));
+        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)).then(unpackReply),
+          timeoutMs, live, (r) => lateSpend(r, args, 3));
         return widen(raw, args, 3);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
@@ -148,6 +153,7 @@ export class RedisStore implements Store {
       (e) => failureKind(e) === 'scriptErrors');
     this.call = (keys, args) => breaker.fire(keys, args);
     this.breakerState = state;
+    this.leaseCall = leaseCaller(redis, timeoutMs);
   }
 
   /**
@@ -226,6 +232,24 @@ export class RedisStore implements Store {
     const start = performance.now();
     try {
       return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
+    } catch (e) {
+      this.failed(e);
+      throw e;
+    } finally {
+      this.latency.observe(start);
+    }
+  }
+
+  /**
+   * One acquire or release of a concurrency lease (src/engine/leases.ts, Store.concurrency): lua/concurrency.lua
+   * on `key` with `args` (op, lease id, limit, TTL ms). While the circuit breaker is open it fails at once, as
+   * checks do; a failure is counted as a store error.
+   */
+  async concurrency(key: string, args: Array<string | number>, nowMs: number): Promise<number[]> {
+    const start = performance.now();
+    try {
+      if (this.breakerState() === 'open') throw Object.assign(new Error('breaker is open'), { code: 'EOPENBREAKER' });
+      return await this.leaseCall(key, [this.useRedisTime ? 1 : 0, nowMs, ...args]);
     } catch (e) {
       this.failed(e);
       throw e;
@@ -398,6 +422,20 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
     }
   };
+  // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
+  // (ioredis has evalshaBuffer and evalBuffer on a Cluster, untyped; its callBuffer drops the command name there)
+  const bytes = c as unknown as {
+    evalshaBuffer(sha: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
+    evalBuffer(lua: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
+  };
+  const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
+    try {
+      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
+    } catch (e) {
+      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args));
+    }
+  };
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
   return {
@@ -408,7 +446,7 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
       const settled = await Promise.allSettled(parts.map((p) => {
         const partArgs = [args[0], args[1], p.keys.length, ...p.args];
-        return deadline(run(checkLua, p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
+        return deadline(runCheck(p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
           (r) => lateSpend(r, partArgs, 3));
       }));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');

@@ -1,7 +1,21 @@
 /**
- * Reading lua/check.lua's reply: 4 integers per leg (code, remaining, resetAfterMs, retryAfterMs), then the
+ * Reading lua/check.lua's reply: one string of little-endian doubles ({@link unpackReply}), 4 per leg (code, remaining, resetAfterMs, retryAfterMs), then the
  * time the script decided at, then (w0, w1, lastSeen) for each leg of each denied check, in leg order.
  */
+
+/**
+ * The numbers of lua/check.lua's packed reply (one bulk string of little-endian doubles: Redis sends one
+ * string instead of an integer reply per number, and reading it here parses no text). Every figure is an
+ * integer within ±2^53, exact in a double. Throws a {@link ReplyShapeError} (counted as a script error) on a
+ * reply that is not a whole number of doubles.
+ */
+export function unpackReply(raw: unknown): number[] {
+  if (!Buffer.isBuffer(raw) || raw.length % 8 !== 0) throw new ReplyShapeError(Buffer.isBuffer(raw) ? `${raw.length} bytes` : typeof raw);
+  const n = raw.length / 8;
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = raw.readDoubleLE(i * 8);
+  return out;
+}
 
 /** Numbers per leg of a widened reply: code, remaining, resetAfterMs, retryAfterMs, t, w0, w1, lastSeen. */
 export const LEG_WIDE = 8;
@@ -69,4 +83,12 @@ export function spentBy(raw: readonly number[], args: readonly number[], from: n
     i += g;
   }
   return spent;
+}
+
+/** A check script reply that is not packed doubles (a script of another version answering): a script error. */
+export class ReplyShapeError extends Error {
+  override name = 'ReplyError';
+  constructor(what: string) {
+    super(`the check script's reply is not packed doubles (${what})`);
+  }
 }

@@ -25,8 +25,16 @@ export function checkScript(): string {
 
 let lease: string | undefined;
 
-/** The lease script (consistency lease): `lua/lib.lua`, `lua/sliding_window.lua` (its helpers), `lua/lease.lua`. */
+/** The concurrency lease script (src/engine/leases.ts): `lua/lib.lua` then `lua/concurrency.lua`. */
 export function leaseScript(): string {
-  lease ??= ['lib.lua', 'sliding_window.lua', 'lease.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  lease ??= ['lib.lua', 'concurrency.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
   return lease;
+}
+
+let quotaLease: string | undefined;
+
+/** The quota lease script (consistency lease): `lua/lib.lua`, `lua/sliding_window.lua` (its helpers), `lua/lease.lua`. */
+export function quotaLeaseScript(): string {
+  quotaLease ??= ['lib.lua', 'sliding_window.lua', 'lease.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return quotaLease;
 }

@@ -18,10 +18,17 @@ export const ErrorCodes = {
   SHARD_FAILED: { status: 503 },
   /** The limiter was closed. HTTP 503. */
   CLOSED: { status: 503 },
+  /**
+   * Limiter.checkSync was given a check it cannot decide on the calling thread (a limiter with shards, a
+   * policy decided in Redis): use check(). A caller's mistake, never a transport's answer. HTTP 500.
+   */
+  NOT_SYNCHRONOUS: { status: 500 },
   /** The clock returned something that is not a Unix-epoch ms integer in range. HTTP 500. */
   CLOCK: { status: 500 },
   /** Redis failed or timed out on an admin read or write (limiter.inspect, limiter.reset). HTTP 503. */
   STORE_FAILED: { status: 503 },
+  /** A release names a lease that is not held: unknown, already released, or expired (released by its TTL). HTTP 409. */
+  UNKNOWN_LEASE: { status: 409 },
   /** A compare-and-set lost: the policies changed since the caller read them (admin PUT with a stale version). HTTP 409. */
   CONFLICT: { status: 409 },
   // What the transports answer about the request itself, before any check is read.
@@ -65,6 +72,11 @@ export function isSluiceError(e: unknown): e is SluiceError {
   return typeof e === 'object' && e !== null && (e as Record<symbol, unknown>)[BRAND] === true;
 }
 
+/** checkSync on a check that needs another thread or Redis; `field` is what makes it so (`shards`, `policy`). */
+export function notSynchronous(field: string, why: string): SluiceError {
+  return new SluiceError('NOT_SYNCHRONOUS', `${field}: ${why}: checkSync decides on the calling thread only; use check()`, field);
+}
+
 /** An invalid check argument; `field` is named in the message. */
 export function invalidArgument(field: string, why: string): SluiceError {
   return new SluiceError('INVALID_ARGUMENT', `${field}: ${why}`, field);
@@ -78,6 +90,11 @@ export function configError(where: string, field: string, why: string): SluiceEr
 /** A check, inspect or reset naming a policy that is not in force; `note` is appended to the message. */
 export function unknownPolicy(name: string, note?: string): SluiceError {
   return new SluiceError('UNKNOWN_POLICY', `policy: unknown policy ${JSON.stringify(name)}${note === undefined ? '' : ' ' + note}`, 'policy');
+}
+
+/** A release of `leaseId`, which the key does not hold (never acquired, released, or expired); it changed nothing. */
+export function unknownLease(leaseId: string): SluiceError {
+  return new SluiceError('UNKNOWN_LEASE', `leaseId: ${JSON.stringify(leaseId)} is not held (unknown, already released, or expired): nothing was released`, 'leaseId');
 }
 
 /** A call after close(): `what` is closed (the limiter, the policy reloader). */

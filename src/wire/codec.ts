@@ -132,6 +132,26 @@ export function checkFromJson(v: unknown, at?: string): CheckRequest {
   return { ...(o as object), cost: 'cost' in o ? o.cost : 1 } as CheckRequest;
 }
 
+/**
+ * checkFromJson for a `/v1/stream` item: the same check and the same errors from an object JSON.parse made,
+ * whose fields `id` and `subscribe` (the stream's own, named in `own`) are left out, without copying it: the
+ * fields are read where they are (JSON.parse makes every field, `__proto__` too, an own property, and an
+ * unknown one is refused before any is read).
+ * @throws SluiceError INVALID_ARGUMENT naming the field.
+ */
+export function checkFromStreamItem(o: Record<string, unknown>, own: ReadonlySet<string>): CheckRequest {
+  const keys = Object.keys(o);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
+    if (!CHECK_FIELDS.has(k) && !own.has(k)) throw invalidArgument(k, 'is not a field of a check (policy, key, descriptors, cost)');
+  }
+  if (!Object.hasOwn(o, 'policy')) throw invalidArgument('policy', 'is required');
+  const req: CheckRequest = { policy: o.policy as string, cost: (Object.hasOwn(o, 'cost') ? o.cost : 1) as number };
+  if (Object.hasOwn(o, 'key')) req.key = o.key as string;
+  if (Object.hasOwn(o, 'descriptors')) req.descriptors = o.descriptors as Record<string, string>;
+  return req;
+}
+
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /**

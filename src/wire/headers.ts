@@ -92,6 +92,8 @@ function msUntilMoreQuota(d: Decision, l: CompiledLimit): number {
     case 'sliding_window':
     case 'sliding_log':
       return d.resetAfterMs;
+    case 'concurrency': // never checked (leases), so never here
+      return -1;
   }
 }
 

@@ -29,6 +29,8 @@ export interface CaseExpect {
   remaining?: number;
   resetAfterMs?: number;
   retryAfterMs?: number | null;
+  /** A release's answer (concurrency). */
+  released?: boolean;
 }
 
 export interface CaseCall {
@@ -50,6 +52,15 @@ export interface CaseCall {
   expectError: boolean;
   /** Words the error message must contain (case-insensitive). */
   errorMentions: string[];
+  /**
+   * `check` (the default), or a concurrency policy's `acquire` / `release` (sluice's own cases). An acquire's
+   * lease is remembered under `as`; a release gives back the lease remembered under `leaseOf`, or the literal
+   * `leaseId` (lease ids are random, so cases name them).
+   */
+  op: 'check' | 'acquire' | 'release';
+  as?: string;
+  leaseOf?: string;
+  leaseId?: unknown;
 }
 
 export interface Case {
@@ -100,6 +111,10 @@ interface RawCall {
   expect?: CaseExpect;
   expectError?: boolean;
   errorMentions?: string[];
+  op?: 'check' | 'acquire' | 'release';
+  as?: string;
+  leaseOf?: string;
+  leaseId?: unknown;
 }
 
 interface RawCase {
@@ -130,6 +145,10 @@ export function parseCases(json: string): Case[] {
       expect: call.expect,
       expectError: call.expectError === true,
       errorMentions: call.errorMentions ?? [],
+      op: call.op ?? 'check',
+      ...(call.as !== undefined ? { as: call.as } : {}),
+      ...(call.leaseOf !== undefined ? { leaseOf: call.leaseOf } : {}),
+      ...(Object.hasOwn(call, 'leaseId') ? { leaseId: call.leaseId } : {}),
     }));
 
     const configErrorMentions = [...new Set(calls.flatMap((call) => call.errorMentions))];

@@ -31,6 +31,8 @@ export interface TestServerOptions extends Omit<ServerOptions, 'limiter' | 'host
    */
   maxKeys?: number;
   maxPending?: number;
+  /** Redis, for strict policies. */
+  redis?: LimiterOptions['redis'];
 }
 
 /** The key table capacity test limiters get unless a test asks for another. */
@@ -52,6 +54,7 @@ export async function startTestServer(o: TestServerOptions): Promise<TestServer>
   const clock = o.clock ?? new ManualClock();
   const limiter = await createLimiter({
     policies: o.policies, shards: o.shards ?? 0, clock: clock.now, maxKeys: o.maxKeys ?? TEST_MAX_KEYS, maxPending: o.maxPending,
+    ...(o.redis !== undefined ? { redis: o.redis } : {}),
   });
   let server: SluiceServer;
   try {

@@ -247,7 +247,7 @@ describe('sluice validate', () => {
         expect.stringMatching(/: server\.bogus: unknown key \(accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin\b/),
         `${bad}: policies.a.limit: must be a non-negative safe integer (got -1)`,
         `${bad}: policies.b.period: must be a positive integer of ms or a duration string such as "1m" (got "0s")`,
-        `${bad}: policies.c.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log (got "nope")`,
+        `${bad}: policies.c.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log, concurrency (got "nope")`,
         expect.stringMatching(new RegExp(`^${bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: policies\\.d\\.guard: .*"zz"`)),
         '',
       ],

@@ -108,7 +108,7 @@ describe('/v1/stream text frames (JSON)', () => {
       bad('id', 'must be a string of 1 to 256 characters or a safe integer'),
       bad('id', 'must be a string of 1 to 256 characters or a safe integer'),
       { id: 'q', ...(bad('subscribe', 'must be a boolean') as object) },
-      { id: 'r', ...(bad('op', 'must be "unsubscribe" when present (got "ping")') as object) },
+      { id: 'r', ...(bad('op', 'must be "unsubscribe", "acquire" or "release" when present (got "ping")') as object) },
       { id: 's', ...(bad('key', 'must not be empty') as object) },
       { id: 'ok', allowed: true, limit: 10, remaining: 9, resetAfterMs: 600, retryAfterMs: 0, policy: 'p' },
     ]);

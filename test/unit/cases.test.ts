@@ -54,12 +54,23 @@ async function runCase(c: Case, shards: number): Promise<void> {
     if (c.expectConfigError) {
       expect.fail(`${c.id}: createLimiter should reject (must name ${c.configErrorMentions.join(', ')})`);
     }
+    /** Lease ids by the name an acquire gave them (`as`). */
+    const leases = new Map<string, string>();
     for (const call of c.calls) {
       t = call.t;
       const where = `${c.id} call #${call.index + 1} at t=${call.t}`;
       const input = checkInput(call) as unknown as CheckInput;
+      const { cost: _cost, ...target } = input as unknown as Record<string, unknown>;
+      const run = (): Promise<unknown> => {
+        if (call.op === 'acquire') return limiter.acquire(target as never);
+        if (call.op === 'release') {
+          const leaseId = call.leaseOf !== undefined ? leases.get(call.leaseOf) : call.leaseId;
+          return limiter.release({ ...target, leaseId } as never);
+        }
+        return limiter.check(input);
+      };
       // An async wrapper turns a synchronous throw into a rejection, so both count as "the check failed".
-      const outcome = await (async () => limiter.check(input))().then(
+      const outcome = await (async () => run())().then(
         (decision) => ({ ok: true as const, decision }),
         (error: unknown) => ({ ok: false as const, error }),
       );
@@ -69,6 +80,8 @@ async function runCase(c: Case, shards: number): Promise<void> {
         continue;
       }
       if (!outcome.ok) throw outcome.error;
+      const leaseId = (outcome.decision as { leaseId?: unknown }).leaseId;
+      if (call.as !== undefined && typeof leaseId === 'string') leases.set(call.as, leaseId);
       if (call.expect !== undefined) {
         const actual = pickExpected(outcome.decision as unknown as Record<string, unknown>, call.expect);
         expect(actual, where).toStrictEqual(call.expect);

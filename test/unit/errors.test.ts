@@ -39,6 +39,7 @@ describe('error catalog', () => {
     expect(facts(E.storeFailed('gone'))).toEqual(['STORE_FAILED', 503, undefined, 'redis: gone']);
     expect(facts(E.clockError('clock threw: x'))).toEqual(['CLOCK', 500, undefined, 'clock threw: x']);
     expect(facts(E.conflict('version', 'stale'))).toEqual(['CONFLICT', 409, 'version', 'version: stale']);
+    expect(facts(E.unknownLease('00000000002a'))).toEqual(['UNKNOWN_LEASE', 409, 'leaseId', 'leaseId: "00000000002a" is not held (unknown, already released, or expired): nothing was released']);
     expect(facts(E.unauthorized('missing'))).toEqual(['UNAUTHORIZED', 401, 'authorization', 'authorization: missing']);
     expect(facts(E.notFound('/v1/nope'))).toEqual(['NOT_FOUND', 404, 'path', 'path: no route for /v1/nope']);
     expect(facts(E.methodNotAllowed('PUT', '/v1/check', 'GET or POST'))).toEqual(['METHOD_NOT_ALLOWED', 405, 'method', 'method: PUT is not allowed on /v1/check (GET or POST)']);
@@ -69,7 +70,7 @@ describe('error catalog', () => {
       // a duration's rule without the field: policies.ts adds the field and throws a CONFIG error
       'config/duration.ts': 4,
       // a non-Error thrown by the application's own handler, wrapped to be passed on
-      'middleware/core.ts': 1,
+      'middleware/core.ts': 1, 'middleware/concurrency.ts': 1,
       // the stats read timing out inside render(), caught there
       'metrics/registry.ts': 1,
       // engine invariants: a stale plan, a list entry or group size the compiler already refused
@@ -82,8 +83,8 @@ describe('error catalog', () => {
       'shard/kernel.ts': 5,
       // a shard not answering within its start timeout, mapped to SHARD_FAILED by the pool
       'shard/pool.ts': 1,
-      // a cluster client not ready, mapped by the store's failure rule
-      'store/redis.ts': 1,
+      // a cluster client not ready, or the breaker open for a lease call, mapped by the store's failure rule
+      'store/redis.ts': 2,
       // hasher misuse
       'keys/hasher.ts': 1,
     });

@@ -19,7 +19,7 @@ export function leaseLimitState(l: CompiledLimit, h: Record<string, string>, now
     leases.push({ id: f.slice(2), count, expiresAt });
   }
   const s: LimitState = {
-    name: l.name, algorithm: l.algorithm, limit: L, burst: B, periodMs: P, held, lastUpdateMs: held ? t : null,
+    name: l.name, algorithm: l.algorithm as LimitState['algorithm'], limit: L, burst: B, periodMs: P, held, lastUpdateMs: held ? t : null,
     remaining: 0, resetAfterMs: 0, lease: { outstanding: o, leases, here },
   };
   if (l.algorithmCode <= 1) {

@@ -164,12 +164,13 @@ describe('sliding_log: compile and refuse', () => {
     expect(refusal({ algorithm: 'sliding_log', limit: 5, period: '1s', burst: 6 }).field).toBe('burst');
   });
 
-  it('min(limit, period) past 64 entries per key is refused naming the field that binds', () => {
-    const e = refusal({ algorithm: 'sliding_log', limit: 65, period: '1s' });
+  it('min(limit, period) past 1024 entries per key (maxLogEntries\' cap) is refused naming the field that binds', () => {
+    // the limiter's own bound (maxLogEntries, default 64) is checked by createLimiter: test/unit/engine/log-entries.test.ts
+    const e = refusal({ algorithm: 'sliding_log', limit: 1025, period: '1h' });
     expect([e.field, e.message]).toStrictEqual(['limit',
-      'policy "p": limit: sliding_log keeps up to min(limit, period in ms) entries per key, at most 64 (got min(65, 1000) = 65); use sliding_window or a smaller limit']);
-    expect(refusal({ algorithm: 'sliding_log', limit: 1000, period: 100 }).field).toBe('period');
-    expect(limitOf({ algorithm: 'sliding_log', limit: 1_000_000, period: 64 }).limit).toBe(1_000_000);
+      'policy "p": limit: sliding_log keeps up to min(limit, period in ms) entries per key, at most 1024 (got min(1025, 3600000) = 1025); use sliding_window or a smaller limit']);
+    expect(refusal({ algorithm: 'sliding_log', limit: 100_000, period: 2000 }).field).toBe('period');
+    expect(limitOf({ algorithm: 'sliding_log', limit: 1_000_000, period: 1024 }).limit).toBe(1_000_000);
   });
 
   it('sync is refused naming consistency; strict compiles (lua/sliding_log.lua)', () => {

@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -42,7 +42,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-period.yaml': [`policies.free.period: ${PERIOD_RULE} (got "0s")`, 'policies.free.period'],
   'bad-limit.yaml': ['policies.free.limit: must be a non-negative safe integer (got "100")', 'policies.free.limit'],
   'bad-algorithm.yaml': [
-    'policies.free.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log (got "leaky_queue")',
+    'policies.free.algorithm: must be one of token_bucket, gcra, fixed_window, sliding_window, sliding_log, concurrency (got "leaky_queue")',
     'policies.free.algorithm',
   ],
   'bad-burst-window.yaml': [
@@ -93,7 +93,7 @@ const BAD: Record<string, [string, string | undefined]> = {
     'policies.free.version',
   ],
   'bad-engine-shards.yaml': ['engine.shards: must be an integer from 0 to 64 (got 65)', 'engine.shards'],
-  'bad-engine-unknown-key.yaml': ['engine.shard: unknown key (accepted: shards, maxKeys)', 'engine.shard'],
+  'bad-engine-unknown-key.yaml': ['engine.shard: unknown key (accepted: shards, maxKeys, maxLogEntries)', 'engine.shard'],
   'bad-engine-max-keys.yaml': ['engine.maxKeys: must be a positive safe integer (got 0)', 'engine.maxKeys'],
   'bad-engine-not-mapping.yaml': ['engine: must be a mapping (got 4)', 'engine'],
   'bad-server-port.yaml': ['server.port: must be an integer from 0 to 65535 (got 70000)', 'server.port'],

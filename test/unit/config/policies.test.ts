@@ -12,8 +12,8 @@ const MAX = Number.MAX_SAFE_INTEGER;
 const ALGORITHMS: Algorithm[] = ['token_bucket', 'gcra', 'fixed_window', 'sliding_window'];
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
 const COUNT_RULE = 'must be a non-negative safe integer';
-const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window, sliding_log';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
+const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window, sliding_log, concurrency';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 
 /** The error compilePolicies throws (fails the test when it does not throw). */
 function configErrorOf(policies: unknown): SluiceError {
@@ -110,7 +110,7 @@ describe('compilePolicies: one inline limit', () => {
   });
 
   it('has the documented algorithm codes', () => {
-    expect(ALGORITHM_CODES).toEqual({ token_bucket: 0, gcra: 1, fixed_window: 2, sliding_window: 3, sliding_log: 5 });
+    expect(ALGORITHM_CODES).toEqual({ token_bucket: 0, gcra: 1, fixed_window: 2, sliding_window: 3, sliding_log: 5, concurrency: 6 });
   });
 
   it.each([
@@ -335,7 +335,7 @@ describe('compilePolicies: limits arrays', () => {
   it('rejects unknown keys in a limit', () => {
     expectError(
       { tenantA: { limits: [{ ...BASE, descriptors: [] }] } },
-      'policy "tenantA": limits[0].descriptors: unknown key (a limit accepts algorithm, limit, period, burst, timeZone, name)',
+      'policy "tenantA": limits[0].descriptors: unknown key (a limit accepts algorithm, limit, period, burst, timeZone, leaseTtl, name)',
       'limits[0].descriptors',
     );
   });

@@ -16,6 +16,7 @@ const SET: Record<string, PolicySpec> = {
   candidate: { algorithm: 'token_bucket', limit: 50, period: '1m', shadow: true, shadowOf: 'free', descriptors: ['tenant'] },
   window: { algorithm: 'sliding_window', limit: 100, period: '1h', onStoreError: 'open' },
   listed: { algorithm: 'fixed_window', limit: 10, period: 1000, allow: ['10.0.0.0/8'], deny: ['bad-key'] },
+  jobs: { algorithm: 'concurrency', limit: 3, leaseTtl: '30s', consistency: 'strict', descriptors: ['tenant'] },
 };
 
 describe('policySpecOf', () => {
@@ -30,6 +31,9 @@ describe('policySpecOf', () => {
   it('writes periods in ms, the inline form for one limit, and a derived version not at all', () => {
     const compiled = compilePolicies(SET);
     expect(policySpecOf(compiled.get('global')!)).toStrictEqual({ algorithm: 'gcra', limit: 200_000, period: 60_000, burst: 20_000 });
+    expect(policySpecOf(compiled.get('jobs')!)).toStrictEqual({
+      algorithm: 'concurrency', limit: 3, leaseTtl: 30_000, descriptors: ['tenant'], consistency: 'strict', onStoreError: 'closed',
+    });
     expect(policySpecOf(compiled.get('api')!)).toStrictEqual({
       limits: [
         { algorithm: 'token_bucket', limit: 100, period: 60_000, burst: 100 },
