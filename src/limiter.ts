@@ -10,6 +10,8 @@ import { KeyAdmin } from './engine/inspect.js';
 import { Leases } from './engine/leases.js';
 import { SyncCheck } from './engine/sync-check.js';
 import type { Store } from './store/contract.js';
+import { LeaseDecider } from './engine/lease/decider.js';
+import { randomBytes } from 'node:crypto';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -73,15 +75,23 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
       },
     });
-  const front = new Front({
+  // lease policies (src/engine/lease/): their decider, on the Redis store's connection (the in-memory store has
+  // no lease script: a lease policy needs Redis)
+  const leaseStore = store === null ? null : (await import('./store/lease.js')).LeaseStore.of(store, opts.redis?.timeoutMs);
+  const lease = leaseStore === null ? null : new LeaseDecider({
+    store: leaseStore, prefix: store!.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
+  });
+  checkLeasable(policies, lease !== null);
+  const front: Front = new Front({
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    deciders: lease === null ? undefined : new Map([['lease', lease]]),
     logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
   // concurrency policies' leases (acquire, release): not checks, so beside the front, on this thread
   const leases = new Leases({ policies: () => policies, store, clock, maxKeys, degraded: store ? front.degraded : null, closed: () => closing !== null });
-  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
+  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease });
   const syncCheck = new SyncCheck({ front, hasher, kernel, clock, shards, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
@@ -116,6 +126,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     const compiled = toCompiled(next);
     checkLogEntries(compiled, maxLogEntries);
     checkTransition(policies, compiled, store !== null);
+    checkLeasable(compiled, lease !== null);
     let p: LimitPlan;
     try {
       p = table.plan(compiled);
@@ -124,6 +135,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       // then in force a scan later than the call, not at it)
       if (!isSluiceError(e) || e.code !== 'CONFIG' || (await reclaim()) === 0 || closing !== null) throw e;
       checkTransition(policies, compiled, store !== null);
+    checkLeasable(compiled, lease !== null);
       p = table.plan(compiled);
     }
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
@@ -170,6 +182,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
+        ...(lease !== null && lease.used ? { lease: lease.stats() } : {}),
       };
     },
     acquire: (req) => leases.acquire(req),
@@ -179,7 +192,10 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
+        const start = Date.now();
         await front.close(options?.drainMs);
+        // unused leased tokens go back, and what was spent is reported, before the store closes
+        await lease?.close(options?.drainMs === undefined ? undefined : Math.max(0, options.drainMs - (Date.now() - start)));
         await pool?.close();
         await store?.close();
       })();
@@ -192,6 +208,15 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
     ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };
+}
+
+/** A lease policy needs a Redis store (the lease script runs there): refused naming `consistency` otherwise. */
+function checkLeasable(policies: ReadonlyMap<string, CompiledPolicy>, canLease: boolean): void {
+  if (canLease) return;
+  const p = [...policies.values()].find((x) => x.consistency === 'lease');
+  if (p !== undefined) {
+    throw configError(`policy "${p.name}"`, 'consistency', 'is lease, but this limiter has no Redis to lease from (the redis option; an in-memory store has no lease script)');
+  }
 }
 
 function intOption(v: unknown, name: string, dflt: number, min: number, max: number): number {

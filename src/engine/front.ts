@@ -16,7 +16,7 @@ import { StrictCache } from './strict-cache.js';
 import { DegradedCounts } from './degraded.js';
 import { emptyBatch, push, TurnQueue, type Batch, type Reject, type Resolve } from './queue.js';
 import { checkCost, policyOf, runtimeNamed } from './validate.js';
-import { Flight, type Decider } from './decider.js';
+import { Flight, type Decider, type LocalFallback } from './decider.js';
 import { LocalDecider } from './deciders/local.js';
 import { StrictDecider } from './deciders/strict.js';
 import { WriteBehind } from './deciders/write-behind.js';
@@ -114,6 +114,11 @@ export class Front {
     for (const [mode, d] of o.deciders ?? []) this.routed.set(mode, d);
     this.runtimes = o.runtimes;
     this.startSync();
+  }
+
+  /** Where a store-backed mode's checks go when the store failed and their policy says `local` (the kernels). */
+  get localFallback(): LocalFallback {
+    return this.local;
   }
 
   /**

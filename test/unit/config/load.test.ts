@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -144,6 +144,7 @@ describe('loadConfigFile: basic.yaml', () => {
       ],
       guard: 'global',
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: false,
       carryOver: false,
@@ -167,6 +168,7 @@ describe('loadConfigFile: basic.yaml', () => {
       ],
       guard: 'global',
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
@@ -184,6 +186,7 @@ describe('loadConfigFile: basic.yaml', () => {
       descriptors: [],
       guard: null,
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
@@ -291,9 +294,9 @@ describe('the built-in default', () => {
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});
