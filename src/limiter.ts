@@ -8,6 +8,7 @@ import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
+import { checkScopes, compileRegion } from './config/regions.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -37,6 +38,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (needsStore && opts.redis === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
+  const region = opts.region === undefined ? null : compileRegion(opts.region);
+  if (region !== null && opts.redis === undefined) {
+    throw configError('createLimiter', 'region', "needs the redis option: the region's own Redis holds its shares and decides every check");
+  }
+  checkScopes(policies, region);
   const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
   // Room for reloads to add limits with new numbers; ids no policy uses are reclaimed (see LimitTable).
   const table = new LimitTable(Math.min(MAX_LIMIT_IDS, Math.max(LIMIT_CAPACITY, 2 * initialLimits)));
@@ -72,6 +78,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
+  // The region's reconciler (src/engine/regions/); its RegionUsage hook is `regions.usage`.
+  const regions = region === null || opts.redis === undefined ? null
+    : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
   let version = policySetVersion(policies);
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
@@ -106,6 +115,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
     checkTransition(policies, compiled, store !== null);
+    checkScopes(compiled, region);
     let p: LimitPlan;
     try {
       p = table.plan(compiled);
@@ -159,6 +169,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
+        ...(regions ? { region: regions.reconciler.stats() } : {}),
       };
     },
     inspect: (req) => keyAdmin.inspect(req),
@@ -167,6 +178,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
         await front.close(options?.drainMs);
+        await regions?.reconciler.close();
         await pool?.close();
         await store?.close();
       })();
