@@ -64,9 +64,12 @@ export interface PolicySpec {
   guard?: string;
   /**
    * Where the state lives: `local` (this instance; the default), `strict` (Redis, one atomic script per
-   * decision) or `sync` (decided locally, consumed deltas merged into Redis every syncIntervalMs).
+   * decision), `sync` (decided locally, consumed deltas merged into Redis every syncIntervalMs) or `lease`
+   * (decided locally from tokens leased from Redis in atomic steps: never over the limit; see {@link LeaseSpec}).
    */
   consistency?: Consistency;
+  /** Lease settings of a `consistency: lease` policy (see {@link LeaseSpec}); refused with any other consistency. */
+  lease?: LeaseSpec;
   /** What a Redis-backed policy does when Redis fails or times out: `open`, `closed` or `local` (the default). */
   onStoreError?: StoreErrorRule;
   /**
@@ -132,9 +135,41 @@ export interface CompiledRlsRoute {
   unlimited: boolean;
 }
 
-export type Consistency = 'local' | 'strict' | 'sync';
+export type Consistency = 'local' | 'strict' | 'sync' | 'lease';
 /** `local`: one limit per region (each region's Redis on its own); `global`: one limit across regions (a share each). */
 export type Scope = 'local' | 'global';
+
+/** A `consistency: lease` policy's settings (`lease:` in a policy). Durations: integer ms or strings such as "2s". */
+export interface LeaseSpec {
+  /**
+   * How long a lease lives without a renewal, in ms (default {@link DEFAULT_LEASE_TTL_MS}): what an instance that
+   * dies strands (its leases count as all used until they expire), and the longest an instance decides from
+   * tokens Redis last saw it take. 10 ms to 10 min.
+   */
+  ttlMs?: number | string;
+  /** A key unchecked for this long (ms) gives its unused tokens back (default {@link DEFAULT_LEASE_IDLE_MS}); at most ttlMs. */
+  idleMs?: number | string;
+  /**
+   * The largest lease one instance asks for, as a fraction of the limit's capacity (burst for buckets, limit for
+   * windows), in (0, 1] (default {@link DEFAULT_LEASE_MAX_SHARE}). While other instances hold leases of the key,
+   * Redis grants at most half of what is left to any one.
+   */
+  maxShare?: number;
+}
+
+/** Default lease time to live, in ms. */
+export const DEFAULT_LEASE_TTL_MS = 2000;
+/** Default idle time after which a key's unused leased tokens go back, in ms. */
+export const DEFAULT_LEASE_IDLE_MS = 1000;
+/** Default largest lease, as a fraction of the capacity. */
+export const DEFAULT_LEASE_MAX_SHARE = 0.25;
+
+/** A compiled {@link LeaseSpec}: every value set. */
+export interface LeaseSettings {
+  ttlMs: number;
+  idleMs: number;
+  maxShare: number;
+}
 export type StoreErrorRule = 'open' | 'closed' | 'local';
 
 /**
@@ -187,6 +222,8 @@ export interface CompiledPolicy {
   /** Name of the policy every check of this one is also charged to (the aggregate guard), or null. */
   guard: string | null;
   consistency: Consistency;
+  /** Lease settings, for `consistency: lease` (else null). */
+  lease: LeaseSettings | null;
   onStoreError: StoreErrorRule;
   /** True when the spec gave `version`; false when it is the content hash. */
   versionGiven: boolean;
@@ -230,10 +267,10 @@ type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone'] as const;
-const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'lease', 'onStoreError', 'carryOver',
   'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls', 'scope'];
 const SCOPES: readonly Scope[] = ['local', 'global'];
-const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
+const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync', 'lease'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
 const MAX_LUA = 2n ** 51n;
@@ -321,6 +358,8 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   if (consistency === 'sync' && limits.some((l) => l.algorithm === 'sliding_log')) {
     fail('consistency', 'sliding_log cannot be merged in consistency sync (a log is not a sum of deltas): use local or strict');
   }
+  if (consistency === 'lease') checkLeasable(limits, own(raw, 'limits') !== undefined, fail);
+  const lease = readLease(own(raw, 'lease'), consistency, fail);
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
   const shadow = readShadow(own(raw, 'shadow'), guard, fail);
   const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
@@ -330,7 +369,7 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
   const scope = readScope(own(raw, 'scope'), consistency, limits, fail);
   return {
-    name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
+    name, version, limits, descriptors, guard, consistency, lease, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
     shadow, shadowOf, allow, deny, authCost, rls, scope,
   };
 }
@@ -344,7 +383,7 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
 function readScope(v: unknown, consistency: Consistency, limits: CompiledLimit[], fail: Fail): Scope {
   const scope = readChoice(v, 'scope', SCOPES, 'local', fail);
   if (scope === 'local') return scope;
-  if ((consistency as string) !== 'lease') {
+  if (consistency !== 'lease') {
     fail('scope', `global applies to consistency lease only (got consistency ${consistency}): a region decides from its share through leases`);
   }
   const window = limits.find((l) => l.algorithm !== 'token_bucket' && l.algorithm !== 'gcra');
@@ -448,6 +487,45 @@ function checkSyncable(limits: CompiledLimit[], listed: boolean, fail: Fail): vo
     fail(listed ? joinPath(joinPath('limits', i), 'period') : 'period',
       `calendar period ${describeValue(calendarText(l.calendar.unit))} cannot be merged in consistency sync (its merge aligns windows to the epoch): use local or strict`);
   });
+}
+
+/**
+ * Lease mode leases token buckets, GCRA, and epoch-aligned fixed and sliding windows exactly (lua/lease.lua).
+ * A sliding log cannot be: a leased token would be logged when granted, so it would leave the trailing period
+ * before the spend it stands for, and Redis would admit again while one exact limiter would not. Calendar
+ * windows are not aligned to the epoch, which lease windows are.
+ */
+function checkLeasable(limits: CompiledLimit[], listed: boolean, fail: Fail): void {
+  limits.forEach((l, i) => {
+    const at = (k: string): string => (listed ? joinPath(joinPath('limits', i), k) : k);
+    if (l.algorithm === 'sliding_log') {
+      fail(at('algorithm'), 'sliding_log cannot be leased exactly (a leased token would be logged when granted and leave the trailing period before the spend it stands for): use token_bucket, gcra, fixed_window or sliding_window, or consistency strict');
+    }
+    if (l.calendar !== undefined) {
+      fail(at('period'), `calendar period ${describeValue(calendarText(l.calendar.unit))} cannot be leased (lease windows are aligned to the epoch): use a period in ms, or consistency strict`);
+    }
+  });
+}
+
+function readLease(v: unknown, consistency: Consistency, fail: Fail): LeaseSettings | null {
+  if (v !== undefined && consistency !== 'lease') fail('lease', `applies to consistency lease only (got consistency ${consistency})`);
+  if (consistency !== 'lease') return null;
+  if (v === undefined || v === null) return { ttlMs: DEFAULT_LEASE_TTL_MS, idleMs: DEFAULT_LEASE_IDLE_MS, maxShare: DEFAULT_LEASE_MAX_SHARE };
+  if (!isPlainObject(v)) fail('lease', `must be an object {ttlMs, idleMs, maxShare} (got ${describeValue(v)})`);
+  rejectUnknownKeys(v, ['ttlMs', 'idleMs', 'maxShare'], 'lease', 'the lease settings', fail);
+  const ms = (k: 'ttlMs' | 'idleMs', dflt: number, min: number, max: number): number => {
+    const raw = own(v, k);
+    if (raw === undefined) return dflt;
+    const n = readPeriod(raw, `lease.${k}`, fail);
+    if (n < min || n > max) fail(`lease.${k}`, `must be from ${min} ms to ${max} ms (got ${describeValue(raw)})`);
+    return n;
+  };
+  const ttlMs = ms('ttlMs', DEFAULT_LEASE_TTL_MS, 10, 600_000);
+  const idleMs = ms('idleMs', Math.min(DEFAULT_LEASE_IDLE_MS, ttlMs), 1, 600_000);
+  if (idleMs > ttlMs) fail('lease.idleMs', `must be at most lease.ttlMs (${ttlMs} ms; got ${idleMs} ms)`);
+  const share = own(v, 'maxShare') ?? DEFAULT_LEASE_MAX_SHARE;
+  if (typeof share !== 'number' || !(share > 0 && share <= 1)) fail('lease.maxShare', `must be a number in (0, 1] (got ${describeValue(share)})`);
+  return { ttlMs, idleMs, maxShare: share };
 }
 
 function calendarText(unit: CalendarUnit): string {
@@ -778,6 +856,7 @@ function deepFreeze(policy: CompiledPolicy): void {
     Object.freeze(limit);
   }
   for (const descriptor of policy.descriptors) Object.freeze(descriptor);
+  if (policy.lease !== null) Object.freeze(policy.lease);
   if (policy.rls !== null) {
     for (const e of policy.rls.entries) Object.freeze(e);
     Object.freeze(policy.rls.entries);

@@ -319,6 +319,7 @@ export function policySpecOf(p: CompiledPolicy): PolicySpec {
   if (p.versionGiven) spec.version = p.version;
   if (p.guard !== null) spec.guard = p.guard;
   if (p.consistency !== 'local') spec.consistency = p.consistency;
+  if (p.lease !== null) spec.lease = { ...p.lease };
   if (p.onStoreError !== 'local') spec.onStoreError = p.onStoreError;
   if (p.carryOver) spec.carryOver = true;
   if (p.shadow) spec.shadow = true;

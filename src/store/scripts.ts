@@ -22,3 +22,11 @@ export function checkScript(): string {
   script ??= PARTS.map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
   return script;
 }
+
+let lease: string | undefined;
+
+/** The lease script (consistency lease): `lua/lib.lua`, `lua/sliding_window.lua` (its helpers), `lua/lease.lua`. */
+export function leaseScript(): string {
+  lease ??= ['lib.lua', 'sliding_window.lua', 'lease.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return lease;
+}
