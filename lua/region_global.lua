@@ -4,25 +4,26 @@
 --   l:<r>, b:<r>  the share region r holds as far as this hash knows (a region's own Redis may hold less, while
 --                 a give is under way or after a raise that failed; never more)
 --   u:<r>, t:<r>  region r's usage (tokens per period) at its last report, and when (Redis ms)
+--   s:<r>         1 when region r ran short at its last report
 -- Invariant: pl + sum of l:<r> = L and pb + sum of b:<r> = B, so the regions' shares never add up to more than
 -- the limit. Created on the first report with every region at its default share, the rounding remainder in
 -- the pool.
 --
 -- KEYS[1] = the hash
 -- ARGV: region, actual limit, actual burst (what the region's Redis holds), usage (tokens per period),
---       L, B, mode (0 fixed, 1 adaptive, 2 settle only: after a give, no new move), stale ms, min limit,
+--       short (1: the region runs short), L, B, mode (0 fixed, 1 adaptive, 2 settle only: after a give, no new move), stale ms, min limit,
 --       min burst, n, then n region names, n default limits, n default bursts
 -- Returns { take limit, take burst, give limit, give burst, pool limit, pool burst, sum of fresh usage,
 --           sum of held limits, now }: take is already moved from the pool to the region here (raise it in
 --           the region's Redis); give is what the region should lower in its own Redis, then report again.
 local k = KEYS[1]
-local me, al, ab, u = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local L, B, mode, stale = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local minl, minb, n = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local me, al, ab, u, short = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local L, B, mode, stale = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local minl, minb, n = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local names = {}
-for i = 1, n do names[i] = ARGV[11 + i] end
+for i = 1, n do names[i] = ARGV[12 + i] end
 local function cdiv(a, b) return math.ceil(a / b) end
 local function fdiv(a, b) return math.floor(a / b) end
 
@@ -30,7 +31,7 @@ if redis.call('EXISTS', k) == 0 then
   local sl, sb = 0, 0
   local init = {}
   for i = 1, n do
-    local dl, db = tonumber(ARGV[11 + n + i]), tonumber(ARGV[11 + 2 * n + i])
+    local dl, db = tonumber(ARGV[12 + n + i]), tonumber(ARGV[12 + 2 * n + i])
     sl, sb = sl + dl, sb + db
     init[#init + 1] = 'l:' .. names[i]; init[#init + 1] = dl
     init[#init + 1] = 'b:' .. names[i]; init[#init + 1] = db
@@ -59,19 +60,18 @@ local others_short, others_want = false, 0
 for i = 1, n do
   local r = names[i]
   if r ~= me then
-    local f = redis.call('HMGET', k, 'l:' .. r, 'u:' .. r, 't:' .. r)
+    local f = redis.call('HMGET', k, 'l:' .. r, 'u:' .. r, 't:' .. r, 's:' .. r)
     local l, ru, rt = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
     held = held + l
     if now - rt <= stale then
       fresh_u = fresh_u + ru
-      -- short: using at least 80 % of its share
-      if ru * 5 >= l * 4 then others_short = true; others_want = others_want + math.max(cdiv(l, 4), 1) end
+      if f[4] == '1' then others_short = true; others_want = others_want + math.max(cdiv(l, 4), cdiv(L, 20), 1) end
     end
   end
 end
 
 if mode == 1 and give_l == 0 and give_b == 0 then
-  if u * 5 >= rl * 4 then
+  if short then
     -- short: take from the pool, a quarter of its share (at least 1/20 of the limit) at a time
     local want = math.max(cdiv(rl, 4), cdiv(L, 20), 1)
     take_l = math.min(pl, want)
@@ -90,6 +90,6 @@ end
 pl, pb = pl - take_l, pb - take_b
 rl, rb = rl + take_l, rb + take_b
 held = held + rl
-redis.call('HSET', k, 'pl', pl, 'pb', pb, 'l:' .. me, rl, 'b:' .. me, rb, 'u:' .. me, u, 't:' .. me, now)
+redis.call('HSET', k, 'pl', pl, 'pb', pb, 'l:' .. me, rl, 'b:' .. me, rb, 'u:' .. me, u, 't:' .. me, now, 's:' .. me, short and 1 or 0)
 redis.call('PEXPIRE', k, 86400000)
 return { take_l, take_b, give_l, give_b, pl, pb, fresh_u, held, now }

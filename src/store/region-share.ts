@@ -22,7 +22,7 @@ export interface ShareRow {
   burst: number;
   /** Tokens the lease script settled as used in this region, since the hash was made. */
   used: number;
-  /** Tokens outstanding in this region's leases. */
+  /** Tokens outstanding in this region's leases (the lease state's `o`). */
   out: number;
   gen: number;
   /** Redis time of the call, Unix ms. */
@@ -30,6 +30,8 @@ export interface ShareRow {
   /** lower: tokens of limit and burst freed; raise: added; read: 0. */
   movedLimit: number;
   movedBurst: number;
+  /** Tokens the region's bucket holds now (before the change), as the lease script would count them. */
+  free: number;
 }
 
 /** What the global record says after a report (lua/region_global.lua). */
@@ -56,6 +58,8 @@ export interface GlobalReport {
   limit: number;
   burst: number;
   usage: number;
+  /** The region runs short: its bucket is low while it keeps spending (see the reconciler). */
+  short: boolean;
   globalLimit: number;
   globalBurst: number;
   /** 0 fixed weights (record only), 1 adaptive, 2 settle only (after a give). */
@@ -106,7 +110,7 @@ function define(c: Redis | Cluster): { share: Cmd; global: Cmd; renew: Cmd; resi
 
 function shareRow(r: Array<number | string>): ShareRow {
   const n = r.map(Number);
-  return { limit: n[0], burst: n[1], used: n[2], out: n[3], gen: n[4], nowMs: n[5], movedLimit: n[6], movedBurst: n[7] };
+  return { limit: n[0], burst: n[1], used: n[2], out: n[3], gen: n[4], nowMs: n[5], movedLimit: n[6], movedBurst: n[7], free: n[8] };
 }
 
 /** The reconciler's connection to its region's Redis: share hashes and the election. */
@@ -139,18 +143,19 @@ export class RegionShareStore {
     await this.cmd.resign(1, key, this.token);
   }
 
-  read(key: string, dflt: { limit: number; burst: number }): Promise<ShareRow> {
-    return this.cmd.share(1, key, 'read', dflt.limit, dflt.burst).then(shareRow);
+  /** `stateKey`: the key's lease state (lua/lease.lua); its share hash is `<stateKey>:share`. */
+  read(stateKey: string, periodMs: number, dflt: { limit: number; burst: number }): Promise<ShareRow> {
+    return this.cmd.share(2, `${stateKey}:share`, stateKey, 'read', periodMs, dflt.limit, dflt.burst).then(shareRow);
   }
 
   /** Lowers the share by up to (limit, burst), never below (minLimit, minBurst) nor burst below `out`. */
-  lower(key: string, dflt: { limit: number; burst: number }, limit: number, burst: number, minLimit: number, minBurst: number): Promise<ShareRow> {
-    return this.cmd.share(1, key, 'lower', dflt.limit, dflt.burst, limit, burst, minLimit, minBurst).then(shareRow);
+  lower(stateKey: string, periodMs: number, dflt: { limit: number; burst: number }, limit: number, burst: number, minLimit: number, minBurst: number): Promise<ShareRow> {
+    return this.cmd.share(2, `${stateKey}:share`, stateKey, 'lower', periodMs, dflt.limit, dflt.burst, limit, burst, minLimit, minBurst).then(shareRow);
   }
 
   /** Raises the share by (limit, burst): tokens the global pool already gave this region. */
-  raise(key: string, dflt: { limit: number; burst: number }, limit: number, burst: number): Promise<ShareRow> {
-    return this.cmd.share(1, key, 'raise', dflt.limit, dflt.burst, limit, burst).then(shareRow);
+  raise(stateKey: string, periodMs: number, dflt: { limit: number; burst: number }, limit: number, burst: number): Promise<ShareRow> {
+    return this.cmd.share(2, `${stateKey}:share`, stateKey, 'raise', periodMs, dflt.limit, dflt.burst, limit, burst).then(shareRow);
   }
 
   async close(): Promise<void> {
@@ -174,7 +179,7 @@ export class GlobalShareStore {
 
   async report(r: GlobalReport): Promise<GlobalReply> {
     const n = r.names.length;
-    const raw = await this.cmd.global(1, r.key, r.region, r.limit, r.burst, r.usage, r.globalLimit, r.globalBurst, r.mode,
+    const raw = await this.cmd.global(1, r.key, r.region, r.limit, r.burst, r.usage, r.short ? 1 : 0, r.globalLimit, r.globalBurst, r.mode,
       r.staleMs, r.minLimit, r.minBurst, n, ...r.names, ...r.defaultLimits, ...r.defaultBursts);
     const x = raw.map(Number);
     return {

@@ -1,7 +1,7 @@
 /**
  * The regions' share protocol against real Redis, one round at a time: three regions (a database each of the
  * shared redis-server) and a global record (another database). The lease script's side of the share hash
- * (`used`, `out`) is written here as the lease script would (HINCRBY), so each round's inputs are exact.
+ * (`used`, and the lease state's `o`) is written here as lua/lease.lua would, so each round's inputs are exact.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
@@ -125,7 +125,7 @@ describe('region shares', () => {
     const [eu, us] = NAMES.map((n) => reconciler(n));
     await eu.r.round();
     await us.r.round();
-    await regionDb.us.client.hincrby(SHARE, 'out', 320);
+    await regionDb.us.client.hset(STATE, 'o', 320); // the lease state's outstanding tokens
     await spend(regionDb.eu.client, 500);
     await eu.r.round();
     await us.r.round(); // gives 300 of limit, but only 13 of burst: 320 are leased out

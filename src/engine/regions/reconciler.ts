@@ -109,10 +109,9 @@ export class Reconciler {
     }
     const region = this.o.region;
     const dflt = regionDefaultShare(limit, region);
-    const shareKey = `${e.stateKey}:share`;
     let row: ShareRow;
     try {
-      row = await this.o.regional.read(shareKey, dflt);
+      row = await this.o.regional.read(e.stateKey, limit.periodMs, dflt);
     } catch (err) {
       this.regionError(err);
       return false;
@@ -133,8 +132,11 @@ export class Reconciler {
     const global = this.o.global;
     if (global === null) return true;
     const floor: Share = { limit: Math.floor(dflt.limit / 10), burst: Math.floor(dflt.burst / 10) };
+    // Short: spending at least 80 % of its share's rate, or spending while its bucket is below a fifth of
+    // its burst (a region that spends every token its share refills, its usage lumpy as leases settle).
+    const short = 5 * e.usage >= 4 * row.limit || (e.usage > 0 && 5 * row.free < row.burst);
     const report = (r: ShareRow, mode: 0 | 1 | 2) => global.report({
-      key: `${e.stateKey}:global`, region: region.name, limit: r.limit, burst: r.burst, usage: e.usage,
+      key: `${e.stateKey}:global`, region: region.name, limit: r.limit, burst: r.burst, usage: e.usage, short: mode !== 2 && short,
       globalLimit: limit.limit, globalBurst: limit.burst, mode, staleMs: this.staleMs,
       minLimit: floor.limit, minBurst: floor.burst, names: region.names,
       defaultLimits: region.names.map((n) => regionDefaultShare(limit, region, n).limit),
@@ -151,11 +153,11 @@ export class Reconciler {
     try {
       if (reply.takeLimit > 0 || reply.takeBurst > 0) {
         // the record already counts it as ours; if this raise fails, the next report returns it to the pool
-        row = await this.o.regional.raise(shareKey, dflt, reply.takeLimit, reply.takeBurst);
+        row = await this.o.regional.raise(e.stateKey, limit.periodMs, dflt, reply.takeLimit, reply.takeBurst);
         this.took += row.movedLimit;
         this.note(e, row);
       } else if (reply.giveLimit > 0 || reply.giveBurst > 0) {
-        row = await this.o.regional.lower(shareKey, dflt, reply.giveLimit, reply.giveBurst, floor.limit, floor.burst);
+        row = await this.o.regional.lower(e.stateKey, limit.periodMs, dflt, reply.giveLimit, reply.giveBurst, floor.limit, floor.burst);
         this.gave += row.movedLimit;
         this.note(e, row);
         try {
