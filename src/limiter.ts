@@ -152,6 +152,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     get version() {
       return version;
     },
+    ...(region === null ? {} : { region: region.name }),
     reload,
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
     checkMany: (reqs: readonly CheckRequest[]) =>

@@ -261,6 +261,8 @@ export interface RegionStats {
 }
 
 export interface Limiter {
+  /** This instance's region (the region option), absent without one. */
+  readonly region?: string;
   /**
    * Decides one check. Rejects with a SluiceError: INVALID_ARGUMENT / UNKNOWN_POLICY naming the field,
    * OVERLOADED when queues are full, SHARD_FAILED if the owning worker died, CLOSED after close(),

@@ -65,11 +65,15 @@ export const DEFAULT_MAX_ACTIVE_KEYS = 10_000;
 /**
  * Validates the region option.
  * @param where the prefix of error messages (`createLimiter`, or the file's name).
+ * @param base the path of the list's fields in errors: `region` (the library option) or `regions` (the file).
+ * @param nameField the path named when `name` is wrong (the file: `region`, or the flag that gave it).
  * @throws SluiceError CONFIG naming the field (`region.names`, `region.shares.eu`...).
  */
-export function compileRegion(v: unknown, where = 'createLimiter'): RegionSettings {
+export function compileRegion(v: unknown, where = 'createLimiter', base = 'region', nameField = `${base}.name`): RegionSettings {
   const fail = (field: string, why: string): never => {
-    throw configError(where, field, why);
+    const f = field.replace(/^region(?=\.|\[|$)/, base);
+    // in the file, the name and the global Redis are top-level keys beside `regions:`
+    throw configError(where, f === `${base}.name` ? nameField : base === 'regions' && f === 'regions.globalRedis' ? 'globalRedis' : f, why);
   };
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail('region', `must be an object (got ${describeValue(v)})`);
   const o = v as Record<string, unknown>;
@@ -135,6 +139,34 @@ export function regionDefaultShare(limit: Pick<CompiledLimit, 'limit' | 'burst'>
   const w = BigInt(region.weights[name]);
   const part = (x: number): number => Number((BigInt(x) * w) / BigInt(total));
   return { limit: part(limit.limit), burst: part(limit.burst) };
+}
+
+/**
+ * The region option of `sluice serve`: `--region` / SLUICE_REGION / the file's `region:`, `--global-redis` /
+ * SLUICE_GLOBAL_REDIS / `globalRedis:`, with the file's `regions:` list; null when no region is named.
+ * @throws SluiceError CONFIG naming the flag or field: a region without `regions.names`, a name not listed.
+ */
+export function regionFromSources(flags: { region?: string; globalRedis?: string }, env: NodeJS.ProcessEnv,
+  file: { region?: string; globalRedis?: string; regions?: Record<string, unknown> }, where: string): RegionSettings | null {
+  const flagName = flags.region !== undefined ? '--region' : env.SLUICE_REGION ? 'SLUICE_REGION' : 'region';
+  const name = flags.region ?? (env.SLUICE_REGION || undefined) ?? file.region;
+  const globalRedis = flags.globalRedis ?? (env.SLUICE_GLOBAL_REDIS || undefined) ?? file.globalRedis;
+  if (name === undefined) {
+    if (globalRedis !== undefined) throw configError(where, flags.globalRedis !== undefined ? '--global-redis' : 'globalRedis', 'needs a region: give --region NAME (or SLUICE_REGION, or region: in the file)');
+    if (file.regions !== undefined) throw configError(where, 'regions', 'needs a region: give --region NAME (or SLUICE_REGION, or region: in the file)');
+    return null;
+  }
+  if (file.regions === undefined) throw configError(where, flagName, 'needs regions.names in the policies file: the list of every region');
+  return compileRegion({ ...file.regions, name, ...(globalRedis === undefined ? {} : { globalRedis }) }, where, 'regions', flagName);
+}
+
+/** The option that compiles to `r` (what `sluice serve` hands createLimiter). */
+export function regionSpec(r: RegionSettings): RegionSpec {
+  return {
+    name: r.name, names: [...r.names], shares: r.adaptive ? 'adaptive' : { ...r.weights },
+    reconcileIntervalMs: r.reconcileIntervalMs, maxActiveKeys: r.maxActiveKeys,
+    ...(r.globalRedis === null ? {} : { globalRedis: r.globalRedis }),
+  };
 }
 
 /** Refuses `scope: global` policies on a limiter without regions, naming the field. */
