@@ -73,8 +73,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
       },
     });
+  const leaseStore = store === null ? null : new (await import('./store/lease.js')).LeaseStore(store, opts.redis?.timeoutMs);
   const front = new Front({
-    runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    runtimes, hasher, kernel, pool, store, leaseStore, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
     logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
@@ -170,6 +171,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
+        ...(front.leaseDeciderIfAny !== null ? { lease: front.leaseDeciderIfAny.stats() } : {}),
         ...(regions ? { region: regions.reconciler.stats() } : {}),
       };
     },

@@ -155,6 +155,18 @@ export interface LimitState {
   remaining: number;
   /** What a cost-0 check reports now: ms until this limit is back to full. */
   resetAfterMs: number;
+  /** Lease policies: the key's leases in Redis and what this instance holds of them. */
+  lease?: LeaseLimitState;
+}
+
+/** One limit of a lease policy's key (inspect): src/engine/lease/. Counts in tokens, times Unix ms. */
+export interface LeaseLimitState {
+  /** Tokens granted by live leases and not yet reported used or returned, over every instance. */
+  outstanding: number;
+  /** Each instance's lease of the key: its id, outstanding tokens, and when it expires (unless renewed). */
+  leases: Array<{ id: string; count: number; expiresAt: number }>;
+  /** This instance's lease id, the tokens it may still spend, and those spent and not yet reported; null: none. */
+  here: { leaseId: string; held: number; unreported: number } | null;
 }
 
 /** One key's state under every limit of its policy (not its guard's), read at one instant. */
@@ -164,7 +176,7 @@ export interface KeyState {
   key: string;
   /** The policy's version: part of every key's identity. */
   version: string;
-  /** Where the state was read: this instance's kernel (`local`, `sync`), or Redis (`strict`). */
+  /** Where the state was read: this instance's kernel (`local`, `sync`), or Redis (`strict`, `lease`). */
   source: 'local' | 'redis';
   /** Sync policies: ms since this instance last merged with Redis (how old its view of the others' spending is). */
   stalenessMs?: number;
@@ -173,6 +185,12 @@ export interface KeyState {
 
 /** Counters for observability. */
 export interface LimiterStats {
+  /**
+   * Lease policies (present once one was checked): counts by policy since start (leases granted and their
+   * tokens, unused tokens returned, other instances' expired leases found, tokens voided here past a lease's
+   * end, checks that waited on Redis), and now: legs holding tokens, tokens held; lease calls made and failed.
+   */
+  lease?: LeaseStats;
   shards: number;
   keys: number;
   evictions: number;
@@ -316,4 +334,33 @@ export interface Limiter {
    * checks in flight.
    */
   close(options?: { drainMs?: number }): Promise<void>;
+}
+
+/** Lease mode's counts since start for one policy (LimiterStats.lease, the metrics `sluice_lease_*`). */
+export interface LeasePolicyCounts {
+  /** Lease calls that were granted tokens, and the tokens granted. */
+  acquired: number;
+  acquiredTokens: number;
+  /** Unused tokens given back to Redis (idle keys, close). */
+  returnedTokens: number;
+  /** Other instances' leases this one found expired in Redis (their tokens counted as used). */
+  expired: number;
+  /** Tokens this instance held past its lease's end, unspent (voided here, counted as used in Redis). */
+  lapsedTokens: number;
+  /** Checks that waited for a lease call (their tokens were not held here). */
+  waits: number;
+}
+
+/** Lease policies on this instance: see LimiterStats.lease. */
+export interface LeaseStats {
+  policies: Record<string, LeasePolicyCounts>;
+  /** Legs (a limit of a key) holding tokens now, and the tokens held. */
+  leases: number;
+  tokensHeld: number;
+  /** Tokens held now, by policy. */
+  heldByPolicy: Record<string, number>;
+  /** Lease calls made, failed, on their way now. */
+  calls: number;
+  failedCalls: number;
+  callsInFlight: number;
 }

@@ -145,7 +145,7 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
  * not a shadow, has no shadow candidates and keeps no sync bookkeeping. Others take the front's queue.
  */
 export function isDirect(rt: PolicyRuntime): boolean {
-  return !rt.stored && !rt.synced && !rt.shadow && rt.shadows === null;
+  return !rt.stored && !rt.synced && !rt.leased && !rt.shadow && rt.shadows === null;
 }
 
 /**

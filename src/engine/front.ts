@@ -21,6 +21,9 @@ import { scriptBurst, scriptPeriod } from './calendar-args.js';
 import { StrictCache, type Known } from './strict-cache.js';
 import { LEG_WIDE } from '../store/reply.js';
 import { DegradedCounts, markLocal } from './degraded.js';
+import { LeaseDecider } from './lease/decider.js';
+import type { LeaseStore } from '../store/lease.js';
+import { randomBytes } from 'node:crypto';
 
 const RESOLVED = Promise.resolve();
 
@@ -78,6 +81,8 @@ export interface FrontOptions {
   logger?: ShadowLogger | null;
   /** Strict keys whose last answer this instance keeps (over-limit cache, `local` seeding). Default 100,000. */
   strictCacheKeys?: number;
+  /** Lease calls on the store (lease policies); null without a store. */
+  leaseStore?: LeaseStore | null;
 }
 
 /**
@@ -118,6 +123,8 @@ export class Front {
   readonly strict: StrictCache | null;
   /** Decisions not made by Redis, by policy and rule. */
   readonly degraded = new DegradedCounts();
+  /** Lease policies' decider (src/engine/lease/), made when a check first needs it. */
+  private leases: LeaseDecider | null = null;
 
   constructor(o: FrontOptions) {
     this.o = o;
@@ -261,6 +268,18 @@ export class Front {
         out.settle(at, x);
         w.settled();
       };
+      if (rt!.leased) {
+        try {
+          this.leaseDecider.check(rt!, key!, cost, readClock(this.o.clock), settle, settle);
+        } catch (e) {
+          settle(e as Error);
+        }
+        if (rt!.shadows !== null) {
+          this.addShadows(rt!, key!, cost);
+          this.schedule();
+        }
+        continue;
+      }
       this.queue(rt!, key!, cost);
       this.resolves.push(settle);
       this.rejects.push(settle);
@@ -297,6 +316,7 @@ export class Front {
       if (this.pending >= this.o.maxPending) {
         throw overloaded(`more than ${this.o.maxPending} checks pending`);
       }
+      if (rt.leased) return this.leaseCheck(rt, key, cost, now);
     } catch (e) {
       if (now) throw e;
       return Promise.reject(e);
@@ -318,6 +338,66 @@ export class Front {
     if (rt.shadows !== null) this.addShadows(rt, key, cost);
     this.schedule();
     return decision;
+  }
+
+  /**
+   * A lease policy's check (src/engine/lease/): decided on this thread from the tokens held, or once the lease
+   * call it waits for answers. checkNow() (`now`) answers only what is decided at once, else undefined.
+   */
+  private leaseCheck(rt: PolicyRuntime, key: string, cost: number, now: boolean): Promise<Decision> | Decision | undefined {
+    const lease = this.leaseDecider;
+    const t = readClock(this.o.clock);
+    if (now) {
+      const d = lease.decideNow(rt, key, cost, t);
+      if (d !== undefined && rt.shadows !== null) {
+        this.addShadows(rt, key, cost);
+        this.flush();
+      }
+      return d;
+    }
+    const p = new Promise<Decision>((resolve, reject) => lease.check(rt, key, cost, t, resolve, reject));
+    if (rt.shadows !== null) {
+      this.addShadows(rt, key, cost);
+      this.schedule();
+    }
+    return p;
+  }
+
+  /** The lease decider, made on first use (a lease policy needs a store: the loader and createLimiter check). */
+  get leaseDecider(): LeaseDecider {
+    this.leases ??= new LeaseDecider({
+      store: this.o.leaseStore!,
+      prefix: this.o.store!.prefix, clock: this.o.clock, maxWaiting: this.o.maxPending, degraded: this.degraded,
+      local: (rt, key, cost, resolve, reject) => this.leaseLocal(rt, key, cost, resolve, reject),
+      finish: (rt, d, now) => (rt.shadow ? this.counters.shadowed(rt, d, now) : d),
+      instanceId: randomBytes(6).toString('hex'),
+    });
+    return this.leases;
+  }
+
+  /** The lease decider if one was made (stats, inspect), else null. */
+  get leaseDeciderIfAny(): LeaseDecider | null {
+    return this.leases;
+  }
+
+  /** A lease check decided by this instance's kernel after Redis failed (onStoreError `local`), marked degraded. */
+  private leaseLocal(rt: PolicyRuntime, key: string, cost: number, resolve: Resolve, reject: Reject): void {
+    try {
+      // the hasher may hold this turn's keys: decide them first
+      this.flush();
+      const [lo, hi] = this.o.hasher.hashOne(key, rt.seedLo, rt.seedHi);
+      const b = emptyBatch(true);
+      b.rts.push(rt);
+      b.costs.push(cost);
+      b.keys.push(key);
+      (b.hashes as number[]).push(lo, hi);
+      b.resolves.push(resolve);
+      b.rejects.push(reject);
+      b.n = 1;
+      this.decideLocally(b, readClock(this.o.clock));
+    } catch (e) {
+      reject(isSluiceError(e) ? e : shardFailed((e as Error).message));
+    }
   }
 
   /** Adds one check to this turn's batch; the caller pushes its resolve and reject. */
@@ -797,6 +877,8 @@ export class Front {
     this.flush();
     this.closed = true;
     if (this.inFlight > 0) await new Promise<void>((r) => (this.drained = r));
+    // unused leased tokens go back (and what was spent is reported) before the store closes
+    await this.leases?.close(drainMs === undefined ? undefined : Math.max(0, drainMs - (Date.now() - start)));
     if (this.sync === null) return { keys: 0, tokens: 0 };
     return this.sync.close(drainMs === undefined ? undefined : Math.max(0, drainMs - (Date.now() - start)));
   }

@@ -66,6 +66,13 @@ export class KeyAdmin {
     const { rt } = at;
     const now = readClock(this.d.clock);
     const own = rt.saltLo.length;
+    if (rt.leased) {
+      try {
+        return await this.d.front.leaseDecider.inspect(rt, at.key, now);
+      } catch (e) {
+        throw storeFailed(e);
+      }
+    }
     const out: KeyState = { policy: rt.policy.name, key: at.key, version: rt.policy.version, source: 'local', limits: [] };
     let rows: ArrayLike<number>;
     let raw: Array<[held: boolean, w0: number, w1: number, last: number]>;
@@ -145,6 +152,16 @@ export class KeyAdmin {
     const { rt } = at;
     const own = rt.saltLo.length;
     let removed = 0;
+    if (rt.leased && this.d.store !== null) {
+      // the key's lease states (every instance's leases of it go with them) and what this instance holds
+      const keys = this.d.front.leaseDecider.forget(rt, at.key);
+      try {
+        const counts = await Promise.all(keys.map((k) => storeClient(this.d.store!).del(k)));
+        removed += counts.reduce((a, c) => a + c, 0);
+      } catch (e) {
+        throw storeFailed(e);
+      }
+    }
     if ((rt.stored || rt.synced) && this.d.store !== null) {
       const keys = Array.from({ length: own }, (_, j) => storeKey(this.d.store!.prefix, rt.policy.name, rt.policy.version, at.key, j));
       const sync = this.d.front.syncWriter;

@@ -29,6 +29,8 @@ export interface PolicyRuntime {
   stored: boolean;
   /** Decided locally and merged into the store behind (consistency sync). */
   synced: boolean;
+  /** Decided on the front thread from tokens leased from the store (consistency lease: src/engine/lease/). */
+  leased: boolean;
   /** The guard legs' Redis keys, for a store-backed guarded policy. */
   guardStoreKeys: string[] | null;
   /** A shadow policy: its decisions are counted and turned into admissions (see PolicyCounters.shadowed). */
@@ -130,10 +132,11 @@ export function buildRuntimes(
     const [seedLo, seedHi] = seeds.get(name)!;
     const stored = p.consistency === 'strict';
     const synced = p.consistency === 'sync';
+    const leased = p.consistency === 'lease';
     out.set(name, {
-      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced,
+      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced, leased,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
-      guardStoreKeys: (stored || synced) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
+      guardStoreKeys: (stored || synced || leased) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
       shadow: p.shadow,
       lists: buildLists(p.allow, p.deny, p.descriptors.length),
       shadows: null,

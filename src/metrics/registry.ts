@@ -58,10 +58,19 @@
  * | sluice_sync_pending_keys | gauge | keys waiting to be merged |
  * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
  *
+ * and lease mode's (lease policies, once one was checked; `limiter.stats().lease`), each by policy:
+ *
+ * | sluice_lease_acquired_total, sluice_lease_acquired_tokens_total | counter | lease calls granted tokens; the tokens |
+ * | sluice_lease_returned_tokens_total | counter | unused tokens given back (idle keys, close) |
+ * | sluice_lease_expired_total | counter | other instances' leases found expired in Redis |
+ * | sluice_lease_lapsed_tokens_total | counter | tokens held here past their lease's end, unspent |
+ * | sluice_lease_waits_total | counter | checks that waited for a lease call |
+ * | sluice_lease_tokens_held | gauge | tokens held now |
+ *
  * With the region option (`limiter.region`), the reconciler's `sluice_region_*`: see src/metrics/region.ts.
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats, RefusalReason, ReloadSource } from '../types.js';
+import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';
@@ -414,6 +423,35 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
         collect() {
           const sy = store()?.sync;
           if (sy != null) this.set(sy.pendingKeys);
+        },
+      });
+      // lease policies (read from limiter.stats().lease, present once a lease policy was checked)
+      const leaseCounter = (name: string, help: string, read: (c: LeasePolicyCounts) => number): void => {
+        new Counter({
+          name, help, labelNames: ['policy'], registers,
+          collect() {
+            const le = stats?.lease;
+            if (le === undefined) return;
+            this.reset();
+            for (const [policy, c] of Object.entries(le.policies)) this.inc({ policy }, read(c));
+          },
+        });
+      };
+      leaseCounter('sluice_lease_acquired_total', 'Lease calls that were granted tokens (lease policies).', (c) => c.acquired);
+      leaseCounter('sluice_lease_acquired_tokens_total', 'Tokens granted to this instance by lease calls.', (c) => c.acquiredTokens);
+      leaseCounter('sluice_lease_returned_tokens_total', 'Unused leased tokens given back to Redis (idle keys, close).', (c) => c.returnedTokens);
+      leaseCounter('sluice_lease_expired_total', 'Other instances\' leases this instance found expired in Redis (their tokens counted as used).', (c) => c.expired);
+      leaseCounter('sluice_lease_lapsed_tokens_total', 'Leased tokens this instance held unspent past their lease\'s end (counted as used).', (c) => c.lapsedTokens);
+      leaseCounter('sluice_lease_waits_total', 'Lease-policy checks that waited for a lease call (their tokens were not held here).', (c) => c.waits);
+      new Gauge({
+        name: 'sluice_lease_tokens_held',
+        help: 'Leased tokens this instance holds now, by policy.',
+        labelNames: ['policy'], registers,
+        collect() {
+          const le = stats?.lease;
+          if (le === undefined) return;
+          this.reset();
+          for (const policy of Object.keys(le.policies)) this.set({ policy }, le.heldByPolicy[policy] ?? 0);
         },
       });
     }

@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { leaseScript } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
-import { failureKind, type RedisStore, type StoreFailures } from './redis.js';
+import { DEFAULT_TIMEOUT_MS, failureKind, type RedisStore, type StoreFailures } from './redis.js';
 
 /** What one lease call asks (lua/lease.lua's ARGV, see there). Counts in tokens, times in ms. */
 export interface LeaseCall {
@@ -71,7 +71,8 @@ export class LeaseStore {
   failed = 0;
   readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
 
-  constructor(store: RedisStore, private readonly timeoutMs: number) {
+  /** `timeoutMs`: the store's call deadline (RedisOptions.timeoutMs). */
+  constructor(store: RedisStore, private readonly timeoutMs = DEFAULT_TIMEOUT_MS) {
     // the store's connection: one socket, and its reconnects, for every mode (inspect reads it the same way)
     this.client = (store as unknown as { redis: Redis | Cluster }).redis;
     this.useRedisTime = store.useRedisTime;
@@ -110,16 +111,8 @@ export class LeaseStore {
     }
   }
 
-  /** The leases stored for `stateKey` and its outstanding total (inspect); null when the key holds none. */
-  async read(stateKey: string): Promise<{ outstanding: number; leases: StoredLease[] } | null> {
-    const h = await this.client.hgetall(stateKey);
-    if (h.o === undefined) return null;
-    const leases: StoredLease[] = [];
-    for (const [f, v] of Object.entries(h)) {
-      if (!f.startsWith('n:')) continue;
-      const [count, expiresAt] = v.split(' ').map(Number);
-      leases.push({ id: f.slice(2), count, expiresAt });
-    }
-    return { outstanding: Number(h.o), leases };
+  /** A lease state HASH as stored (inspect): its fields, empty when absent. */
+  async read(stateKey: string): Promise<Record<string, string>> {
+    return this.client.hgetall(stateKey);
   }
 }
