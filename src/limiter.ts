@@ -9,6 +9,7 @@ import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 import { checkScopes, compileRegion } from './config/regions.js';
+import { leaseRegionHooks } from './engine/regions/lease-hooks.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -74,14 +75,16 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       },
     });
   const leaseStore = store === null ? null : new (await import('./store/lease.js')).LeaseStore(store, opts.redis?.timeoutMs);
+  // The region's reconciler (src/engine/regions/); the lease decider reports the global keys it holds to
+  // `regions.usage` and leases them from the region's share.
+  const regions = region === null || opts.redis === undefined ? null
+    : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
   const front = new Front({
-    runtimes, hasher, kernel, pool, store, leaseStore, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    runtimes, hasher, kernel, pool, store, leaseStore, clock,
+    leaseRegion: regions === null || region === null ? null : leaseRegionHooks(region, regions.usage), maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
     logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
-  // The region's reconciler (src/engine/regions/); its RegionUsage hook is `regions.usage`.
-  const regions = region === null || opts.redis === undefined ? null
-    : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
   let version = policySetVersion(policies);
   const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after

@@ -21,7 +21,7 @@ import { scriptBurst, scriptPeriod } from './calendar-args.js';
 import { StrictCache, type Known } from './strict-cache.js';
 import { LEG_WIDE } from '../store/reply.js';
 import { DegradedCounts, markLocal } from './degraded.js';
-import { LeaseDecider } from './lease/decider.js';
+import { LeaseDecider, type LeaseDeciderOptions } from './lease/decider.js';
 import type { LeaseStore } from '../store/lease.js';
 import { randomBytes } from 'node:crypto';
 
@@ -83,6 +83,8 @@ export interface FrontOptions {
   strictCacheKeys?: number;
   /** Lease calls on the store (lease policies); null without a store. */
   leaseStore?: LeaseStore | null;
+  /** Regions: the lease decider's share and touched hooks (src/engine/regions/lease-hooks.ts); absent without a region. */
+  leaseRegion?: Pick<LeaseDeciderOptions, 'shareOf' | 'touched'> | null;
 }
 
 /**
@@ -371,6 +373,7 @@ export class Front {
       local: (rt, key, cost, resolve, reject) => this.leaseLocal(rt, key, cost, resolve, reject),
       finish: (rt, d, now) => (rt.shadow ? this.counters.shadowed(rt, d, now) : d),
       instanceId: randomBytes(6).toString('hex'),
+      ...(this.o.leaseRegion ?? {}),
     });
     return this.leases;
   }

@@ -64,7 +64,7 @@ export class ActiveKeys implements RegionUsage {
       this.overflow++;
       return;
     }
-    const index = limitIndex ?? Number(/:(\d+)$/.exec(stateKey)?.[1] ?? 0);
+    const index = limitIndex ?? Number(/:(\d+)(?::lease)?$/.exec(stateKey)?.[1] ?? 0);
     this.keys.set(stateKey, {
       policy, key, stateKey, limitIndex: index, touched: true, idleRounds: 0, samples: [],
       limit: NaN, burst: NaN, usage: 0, globalUsage: 0,
