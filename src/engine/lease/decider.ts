@@ -318,7 +318,9 @@ export class LeaseDecider {
         h.held = 0;
       }
       if (now - h.lastUse < h.settings.idleMs) continue;
-      if (h.held > 0 || h.unreported > 0) this.send(h, 'return', 0, 0, now);
+      // nothing left to give back: the lease's tokens are all spent, and its expiry counts them so (a return
+      // would only report them sooner), so a cold key costs one call, not two
+      if (h.held > 0) this.send(h, 'return', 0, 0, now);
       else if (now >= h.deniedUntil) {
         h.gone = true;
         this.holdings.delete(sk);
