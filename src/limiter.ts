@@ -7,6 +7,10 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import type { Store } from './store/contract.js';
+import type { RedisStore } from './store/redis.js';
+import { LeaseDecider } from './engine/lease/decider.js';
+import { randomBytes } from 'node:crypto';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 import { checkScopes, compileRegion } from './config/regions.js';
 import { leaseRegionHooks } from './engine/regions/lease-hooks.js';
@@ -36,7 +40,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   let policies = toCompiled(opts.policies);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
-  if (needsStore && opts.redis === undefined) {
+  if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
   const region = opts.region === undefined ? null : compileRegion(opts.region);
@@ -58,7 +62,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const hasher = new Hasher(kernel, MAX_BATCH);
   // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
   // loaded only when asked for, as the shard pool (piscina) is: ioredis alone adds ~20 MB to a process's RSS
-  const store = opts.redis !== undefined ? (await import('./store/redis.js')).RedisStore.create(opts.redis) : null;
+  const store: Store | null = opts.store
+    ?? (opts.redis !== undefined ? (await import('./store/redis.js')).RedisStore.create(opts.redis) : null);
   // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
   // not stop the limiter from starting (each policy's onStoreError covers it).
   await store?.connected(STORE_CONNECT_WAIT_MS);
@@ -74,19 +79,26 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
       },
     });
-  const leaseStore = store === null ? null : new (await import('./store/lease.js')).LeaseStore(store, opts.redis?.timeoutMs);
   // The region's reconciler (src/engine/regions/); the lease decider reports the global keys it holds to
   // `regions.usage` and leases them from the region's share.
   const regions = region === null || opts.redis === undefined ? null
     : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
-  const front = new Front({
-    runtimes, hasher, kernel, pool, store, leaseStore, clock,
-    leaseRegion: regions === null || region === null ? null : leaseRegionHooks(region, regions.usage), maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+  // lease policies (src/engine/lease/): their decider, on the Redis store's connection (the in-memory store has
+  // no lease script: a lease policy needs Redis)
+  const lease = store === null || opts.store !== undefined ? null : new LeaseDecider({
+    store: new (await import('./store/lease.js')).LeaseStore(store as RedisStore, opts.redis?.timeoutMs),
+    prefix: store.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
+    ...(regions === null || region === null ? {} : leaseRegionHooks(region, regions.usage)),
+  });
+  checkLeasable(policies, lease !== null);
+  const front: Front = new Front({
+    runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    deciders: lease === null ? undefined : new Map([['lease', lease]]),
     logger: opts.logger ?? null,
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
-  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
+  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
   /**
@@ -120,6 +132,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     const compiled = toCompiled(next);
     checkTransition(policies, compiled, store !== null);
     checkScopes(compiled, region);
+    checkLeasable(compiled, lease !== null);
     let p: LimitPlan;
     try {
       p = table.plan(compiled);
@@ -128,6 +141,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       // then in force a scan later than the call, not at it)
       if (!isSluiceError(e) || e.code !== 'CONFIG' || (await reclaim()) === 0 || closing !== null) throw e;
       checkTransition(policies, compiled, store !== null);
+    checkLeasable(compiled, lease !== null);
       p = table.plan(compiled);
     }
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
@@ -174,8 +188,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
-        ...(front.leaseDeciderIfAny !== null ? { lease: front.leaseDeciderIfAny.stats() } : {}),
         ...(regions ? { region: regions.reconciler.stats() } : {}),
+        ...(lease !== null && lease.used ? { lease: lease.stats() } : {}),
       };
     },
     inspect: (req) => keyAdmin.inspect(req),
@@ -183,8 +197,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
+        const start = Date.now();
         await front.close(options?.drainMs);
         await regions?.reconciler.close();
+        // unused leased tokens go back, and what was spent is reported, before the store closes
+        await lease?.close(options?.drainMs === undefined ? undefined : Math.max(0, options.drainMs - (Date.now() - start)));
         await pool?.close();
         await store?.close();
       })();
@@ -197,6 +214,15 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
     ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };
+}
+
+/** A lease policy needs a Redis store (the lease script runs there): refused naming `consistency` otherwise. */
+function checkLeasable(policies: ReadonlyMap<string, CompiledPolicy>, canLease: boolean): void {
+  if (canLease) return;
+  const p = [...policies.values()].find((x) => x.consistency === 'lease');
+  if (p !== undefined) {
+    throw configError(`policy "${p.name}"`, 'consistency', 'is lease, but this limiter has no Redis to lease from (the redis option; an in-memory store has no lease script)');
+  }
 }
 
 function intOption(v: unknown, name: string, dflt: number, min: number, max: number): number {

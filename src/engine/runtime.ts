@@ -25,7 +25,7 @@ export interface PolicyRuntime {
   legLimits: CompiledLimit[];
   /** Guard legs' fixed hashes (lo, hi interleaved), or null. */
   guardHashes: Uint32Array | null;
-  /** Decided in the store (consistency strict). */
+  /** Routed to a store-backed mode's decider (consistency strict or lease). */
   stored: boolean;
   /** Decided locally and merged into the store behind (consistency sync). */
   synced: boolean;
@@ -130,7 +130,8 @@ export function buildRuntimes(
       }
     }
     const [seedLo, seedHi] = seeds.get(name)!;
-    const stored = p.consistency === 'strict';
+    // strict and lease checks are routed to their mode's decider (src/engine/decider.ts)
+    const stored = p.consistency === 'strict' || p.consistency === 'lease';
     const synced = p.consistency === 'sync';
     const leased = p.consistency === 'lease';
     out.set(name, {

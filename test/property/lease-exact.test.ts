@@ -25,6 +25,7 @@ import { RedisStore } from '../../src/store/redis.js';
 import { LeaseStore } from '../../src/store/lease.js';
 import { LeaseDecider } from '../../src/engine/lease/decider.js';
 import { DegradedCounts } from '../../src/engine/degraded.js';
+import { PolicyCounters } from '../../src/engine/shadow.js';
 import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 
 const LEASE = { ttlMs: 300, idleMs: 100, maxShare: 0.5 };
@@ -66,11 +67,15 @@ afterAll(async () => {
   await redis?.stop();
 });
 
+/** The front's parts a decider uses: no shadow policies here, and Redis does not fail (onStoreError closed). */
+const engine = {
+  counters: new PolicyCounters(null), degraded: new DegradedCounts(),
+  localFallback: { decide: () => { throw new Error('no local fallback in this test'); }, seed: () => undefined },
+};
+
 function instance(id: number): LeaseDecider {
   return new LeaseDecider({
-    store: new LeaseStore(store, 2000), prefix: 'lx:', clock: () => now, maxWaiting: 10_000, degraded: new DegradedCounts(),
-    local: () => { throw new Error('no local fallback in this test'); },
-    finish: (_rt, d) => d, instanceId: `r${run}i${id}.${Math.random().toString(36).slice(2, 8)}`, sweepTimer: false,
+    store: new LeaseStore(store, 2000), prefix: 'lx:', clock: () => now, maxWaiting: 10_000, engine: () => engine, instanceId: `r${run}i${id}.${Math.random().toString(36).slice(2, 8)}`, sweepTimer: false,
   });
 }
 

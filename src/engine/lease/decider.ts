@@ -21,8 +21,12 @@ import type { Decision, KeyState, LeaseStats } from '../../types.js';
 import type { LeaseReply, LeaseStore, LeaseCall } from '../../store/lease.js';
 import type { PolicyRuntime } from '../runtime.js';
 import { GUARD_KEY } from '../runtime.js';
-import { degraded, type DegradedCounts } from '../degraded.js';
+import type { DegradedCounts } from '../degraded.js';
 import { neverReason } from '../decision.js';
+import type { Decider, LocalFallback } from '../decider.js';
+import { storeFailure } from '../failure.js';
+import { emptyBatch, type Batch } from '../queue.js';
+import type { PolicyCounters } from '../shadow.js';
 import { overloaded } from '../../util/errors.js';
 import { Holding, type Waiter } from './holding.js';
 import { leaseStateKey } from './keys.js';
@@ -39,6 +43,16 @@ function capacityOf(l: CompiledLimit): number {
   return l.algorithmCode <= 1 ? l.burst : l.limit;
 }
 
+/** What the lease decider uses of the front (src/engine/front.ts). */
+export interface LeaseEngine {
+  /** Shadow policies' counts: a shadow policy's decision is counted and becomes an admission. */
+  counters: PolicyCounters;
+  /** Decisions not made by Redis (onStoreError), by policy and rule. */
+  degraded: DegradedCounts;
+  /** Where a check whose policy's onStoreError is `local` goes once Redis failed: this instance's kernel. */
+  localFallback: LocalFallback;
+}
+
 export interface LeaseDeciderOptions {
   store: Pick<LeaseStore, 'call' | 'calls' | 'failed' | 'read'>;
   /** Key prefix of the store (`sluice:`). */
@@ -46,11 +60,8 @@ export interface LeaseDeciderOptions {
   clock: () => number;
   /** Checks waiting for lease calls, at most (past it: OVERLOADED). */
   maxWaiting: number;
-  degraded: DegradedCounts;
-  /** A check whose policy's onStoreError is `local`, once Redis failed: decided by this instance's kernel. */
-  local: (rt: PolicyRuntime, key: string, cost: number, resolve: (d: Decision) => void, reject: (e: Error) => void) => void;
-  /** Applied to each decision before it is handed out (a shadow policy's decision is counted and admitted). */
-  finish: (rt: PolicyRuntime, d: Decision, now: number) => Decision;
+  /** The front's parts the decider uses, bound late (the front is made after its deciders). */
+  engine: () => LeaseEngine;
   /** An id unique to this instance (lease ids are `<instance>.<n>`). */
   instanceId: string;
   /** Run the idle sweep on a timer (default true); false: the caller calls {@link LeaseDecider.sweep}. */
@@ -65,7 +76,8 @@ export interface LeaseDeciderOptions {
   shareOf?: (policy: CompiledPolicy, limitIndex: number) => { limit: number; burst: number } | null;
 }
 
-export class LeaseDecider {
+export class LeaseDecider implements Decider {
+  readonly mode = 'lease';
   private readonly o: LeaseDeciderOptions;
   /** Holdings by lease state key (a guard's are shared by every key of its guarded policies). */
   private readonly holdings = new Map<string, Holding>();
@@ -85,6 +97,20 @@ export class LeaseDecider {
 
   constructor(o: LeaseDeciderOptions) {
     this.o = o;
+  }
+
+  private finish(rt: PolicyRuntime, d: Decision, now: number): Decision {
+    return rt.shadow ? this.o.engine().counters.shadowed(rt, d, now) : d;
+  }
+
+  /**
+   * The front's turn of lease checks (src/engine/decider.ts): each decided from what is held, or queued on the
+   * lease call it waits for (keeping its resolve, reject and hash: the batch's arrays are reused).
+   */
+  decide(b: Batch, now: number): void {
+    for (let i = 0; i < b.n; i++) {
+      this.check(b.rts[i], b.keys[i], b.costs[i], now, b.resolves[i], b.rejects[i], b.hashes[2 * i], b.hashes[2 * i + 1]);
+    }
   }
 
   /** The legs of `key` under `rt`, made on first use. */
@@ -128,23 +154,24 @@ export class LeaseDecider {
     const legs = this.legsOf(rt, key);
     for (let j = 0; j < legs.length; j++) {
       const h = legs[j];
-      if (cost > capacityOf(h.limit)) return this.o.finish(rt, this.never(h.limit), now);
+      if (cost > capacityOf(h.limit)) return this.finish(rt, this.never(h.limit), now);
       if (h.spendable(now) < cost) {
         if (h.inFlight || h.waiters.length > 0 || h.deniedUntil <= now) return undefined;
-        return this.o.finish(rt, this.denied(legs, j, now), now);
+        return this.finish(rt, this.denied(legs, j, now), now);
       }
     }
-    return this.o.finish(rt, this.spend(legs, cost, now), now);
+    return this.finish(rt, this.spend(legs, cost, now), now);
   }
 
   /** Decides a check: from what is held when it can, else once the lease calls it waits for have answered. */
-  check(rt: PolicyRuntime, key: string, cost: number, now: number, resolve: (d: Decision) => void, reject: (e: Error) => void): void {
+  check(rt: PolicyRuntime, key: string, cost: number, now: number, resolve: (d: Decision) => void, reject: (e: Error) => void,
+    hashLo = 0, hashHi = 0): void {
     const d = this.decideNow(rt, key, cost, now);
     if (d !== undefined) return resolve(d);
     if (this.waiting >= this.o.maxWaiting) return reject(overloaded(`more than ${this.o.maxWaiting} checks waiting for leases`));
     this.waiting++;
     this.counters.waits(rt.policy.name);
-    this.park({ rt, key, cost, legs: this.legsOf(rt, key), resolve, reject }, now);
+    this.park({ rt, key, cost, legs: this.legsOf(rt, key), resolve, reject, hashLo, hashHi }, now);
   }
 
   /** Queues `w` on its first leg short of tokens, and asks Redis for them if no call is on its way. */
@@ -157,7 +184,7 @@ export class LeaseDecider {
     }
     // every leg holds enough now
     this.waiting--;
-    w.resolve(this.o.finish(w.rt, this.spend(w.legs, w.cost, now), now));
+    w.resolve(this.finish(w.rt, this.spend(w.legs, w.cost, now), now));
   }
 
   /** Spends `cost` on every leg; renews a leg running low while it is being spent. */
@@ -285,11 +312,20 @@ export class LeaseDecider {
     }
   }
 
+  /** The store failure rule (src/engine/failure.ts): open, closed, or this instance's kernel (`local`). */
   private storeError(w: Waiter, now: number): void {
-    const rule = w.rt.policy.onStoreError;
-    this.o.degraded.count(w.rt.policy.name, rule);
-    if (rule === 'local') this.o.local(w.rt, w.key, w.cost, w.resolve, w.reject);
-    else w.resolve(this.o.finish(w.rt, degraded(w.rt, rule), now));
+    const e = this.o.engine();
+    const d = storeFailure(w.rt, e.degraded);
+    if (d !== null) return w.resolve(this.finish(w.rt, d, now));
+    const b = emptyBatch(true);
+    b.rts.push(w.rt);
+    b.costs.push(w.cost);
+    b.keys.push(w.key);
+    (b.hashes as number[]).push(w.hashLo, w.hashHi);
+    b.resolves.push(w.resolve);
+    b.rejects.push(w.reject);
+    b.n = 1;
+    e.localFallback.decide(b, now);
   }
 
   private now(): number {
@@ -329,6 +365,11 @@ export class LeaseDecider {
     for (const m of this.indexes) {
       for (const [key, legs] of m) if (legs.some((h) => h.gone)) m.delete(key);
     }
+  }
+
+  /** True once a lease check was made (LimiterStats.lease is present from then on). */
+  get used(): boolean {
+    return this.seq > 0;
   }
 
   /** Counts since start, and what is held now (LimiterStats.lease). */

@@ -9,6 +9,9 @@ export interface Waiter {
   legs: Holding[];
   resolve: (d: import('../../types.js').Decision) => void;
   reject: (e: Error) => void;
+  /** The key's hash under the policy's seed (for the kernel, if Redis fails and onStoreError is `local`). */
+  hashLo: number;
+  hashHi: number;
 }
 
 /**
