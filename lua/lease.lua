@@ -36,11 +36,14 @@ local id = 'n:' .. ARGV[8]
 local used, need, want, ttl = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local S = KEYS[1]
 local shared = ARGV[13] == '1'
+-- regions: `at`, when the share last changed (Redis ms); the refill starts there (see the bucket's refill)
+local shareAt = 0
 if shared then
-  local sh = redis.call('HMGET', KEYS[2], 'limit', 'burst')
+  local sh = redis.call('HMGET', KEYS[2], 'limit', 'burst', 'at')
   if sh[1] then
     L = tonumber(sh[1])
     B = tonumber(sh[2])
+    shareAt = tonumber(sh[3]) or 0
   end
 end
 local bucket = alg <= 1
@@ -78,8 +81,12 @@ if bucket then
   local cap = BP - o * P
   if cap < 0 then cap = 0 end
   if now > t then
-    if x < cap then
-      if L > 0 and now - t >= cdiv(cap - x, L) then x = cap else x = x + (now - t) * L end
+    -- a share changed at `at` > t refills only from `at`: the span before it ran at the old rate, unknown
+    -- here, so it counts for nothing (never more than the old or the new rate would give)
+    local from = t
+    if shareAt > from then from = shareAt end
+    if x < cap and now > from then
+      if L > 0 and now - from >= cdiv(cap - x, L) then x = cap else x = x + (now - from) * L end
     end
     t = now
   end

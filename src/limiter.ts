@@ -13,6 +13,8 @@ import type { Store } from './store/contract.js';
 import { LeaseDecider } from './engine/lease/decider.js';
 import { randomBytes } from 'node:crypto';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
+import { checkScopes, compileRegion } from './config/regions.js';
+import { leaseRegionHooks } from './engine/regions/lease-hooks.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
@@ -44,6 +46,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
+  const region = opts.region === undefined ? null : compileRegion(opts.region);
+  if (region !== null && opts.redis === undefined) {
+    throw configError('createLimiter', 'region', "needs the redis option: the region's own Redis holds its shares and decides every check");
+  }
+  checkScopes(policies, region);
   const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
   // Room for reloads to add limits with new numbers; ids no policy uses are reclaimed (see LimitTable).
   const table = new LimitTable(Math.min(MAX_LIMIT_IDS, Math.max(LIMIT_CAPACITY, 2 * initialLimits)));
@@ -75,11 +82,16 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
       },
     });
+  // The region's reconciler (src/engine/regions/); the lease decider reports the global keys it holds to
+  // `regions.usage` and leases them from the region's share.
+  const regions = region === null || opts.redis === undefined ? null
+    : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
   // lease policies (src/engine/lease/): their decider, on the Redis store's connection (the in-memory store has
   // no lease script: a lease policy needs Redis)
   const leaseStore = store === null ? null : (await import('./store/lease.js')).LeaseStore.of(store, opts.redis?.timeoutMs);
   const lease = leaseStore === null ? null : new LeaseDecider({
     store: leaseStore, prefix: store!.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
+    ...(regions === null || region === null ? {} : leaseRegionHooks(region, regions.usage)),
   });
   checkLeasable(policies, lease !== null);
   const front: Front = new Front({
@@ -126,6 +138,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     const compiled = toCompiled(next);
     checkLogEntries(compiled, maxLogEntries);
     checkTransition(policies, compiled, store !== null);
+    checkScopes(compiled, region);
     checkLeasable(compiled, lease !== null);
     let p: LimitPlan;
     try {
@@ -164,6 +177,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     get version() {
       return version;
     },
+    ...(region === null ? {} : { region: region.name }),
     reload,
     check: (req: CheckRequest): Promise<Decision> => front.check(req),
     checkSync: (req: CheckRequest): Decision => syncCheck.check(req),
@@ -182,6 +196,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
+        ...(regions ? { region: regions.reconciler.stats() } : {}),
         ...(lease !== null && lease.used ? { lease: lease.stats() } : {}),
       };
     },
@@ -194,6 +209,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       closing ??= (async () => {
         const start = Date.now();
         await front.close(options?.drainMs);
+        await regions?.reconciler.close();
         // unused leased tokens go back, and what was spent is reported, before the store closes
         await lease?.close(options?.drainMs === undefined ? undefined : Math.max(0, options.drainMs - (Date.now() - start)));
         await pool?.close();

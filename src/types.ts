@@ -163,6 +163,12 @@ export interface LimiterOptions {
    * none (the counts are still in `stats()` and the metrics).
    */
   logger?: { info(obj: object, msg: string): void };
+  /**
+   * This instance's region, the region list and share mode, and the global Redis its reconciler reports to
+   * (src/config/regions.ts, src/engine/regions/): needed by `scope: global` policies; needs `redis` (the
+   * region's own Redis, for every decision).
+   */
+  region?: import('./config/regions.js').RegionSpec;
 }
 
 /** What a reload did: the new set's version and the policy names it added, removed and changed. */
@@ -299,9 +305,49 @@ export interface LimiterStats {
   degraded?: Record<string, { open: number; closed: number; local: number }>;
   /** Per policy whose allow or deny list has matched since start: checks admitted by the allow list, refused by the deny list. */
   lists?: Record<string, { allow: number; deny: number }>;
+  /** With the region option: the region's reconciler (src/engine/regions/reconciler.ts). */
+  region?: RegionStats;
+}
+
+/** Per `scope: global` policy, over the keys the region's reconciler watches (`sluice_region_*`). */
+export interface RegionPolicyStats {
+  policy: string;
+  /** The policy's (first) limit, tokens per period: what the global usage is measured against. */
+  limit: number;
+  /** Keys watched. */
+  keys: number;
+  /** This region's share, summed over the watched keys, tokens per period. */
+  share: number;
+  /** This region's usage, summed over the watched keys, tokens per period. */
+  usage: number;
+  /** The highest global usage of one key (every region's last report), tokens per period. */
+  globalUsage: number;
+}
+
+/** The region's reconciler, as this instance sees it. */
+export interface RegionStats {
+  region: string;
+  /** This instance is the region's reconciler (elected through the region's Redis). */
+  leader: boolean;
+  /** Keys watched, and keys not watched because the set was full. */
+  activeKeys: number;
+  overflow: number;
+  /** Rounds done as leader. */
+  rounds: number;
+  /** Failed calls to the region's Redis and to the global Redis. */
+  regionErrors: number;
+  globalErrors: number;
+  /** ms since the last round in which every watched key reached the global Redis (-1: never). */
+  lagMs: number;
+  /** Tokens of limit this region took from the global pool, and gave to it (cumulative, as leader). */
+  took: number;
+  gave: number;
+  policies: RegionPolicyStats[];
 }
 
 export interface Limiter {
+  /** This instance's region (the region option), absent without one. */
+  readonly region?: string;
   /**
    * Decides one check. Rejects with a SluiceError: INVALID_ARGUMENT / UNKNOWN_POLICY naming the field,
    * OVERLOADED when queues are full, SHARD_FAILED if the owning worker died, CLOSED after close(),

@@ -10,6 +10,7 @@ import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
 import { adminTokenProblem } from '../server/admin.js';
+import { regionFromSources, regionSpec } from '../config/regions.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
@@ -29,6 +30,9 @@ import { adminTokenProblem } from '../server/admin.js';
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one. `--grpc-port N` (or SLUICE_GRPC_PORT, or
  * `server.grpcPort`) serves Envoy's rate limit service over gRPC on `host` (src/grpc/server.ts).
+ * `--region NAME` (SLUICE_REGION, `region:`) names this instance's region, one of the file's `regions.names`;
+ * `--global-redis URL` (SLUICE_GLOBAL_REDIS, `globalRedis:`) is the Redis its region's reconciler reports to
+ * (src/engine/regions/), never used on a check; `--redis` stays the region's own Redis.
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -43,6 +47,7 @@ export async function serve(argv: string[]): Promise<number> {
       'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
       'drain-timeout': { type: 'string' },
       'grpc-port': { type: 'string' },
+      region: { type: 'string' }, 'global-redis': { type: 'string' },
     },
   });
   const log = createLogger();
@@ -66,6 +71,7 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.SLUICE_DRAIN_TIMEOUT_MS, 'SLUICE_DRAIN_TIMEOUT_MS', 0, 3_600_000) ?? DRAIN_MS;
   const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
     ?? config.server.grpcPort;
+  const region = regionFromSources({ region: values.region, globalRedis: values['global-redis'] }, env, config.regions, 'sluice serve');
   // The store is built here, once: the limiter decides through it and the reloader announces through it.
   // (ioredis is loaded only with Redis: alone it adds ~20 MB to a process's RSS.)
   const redisOptions = redis ? { ...redis, timeoutMs, syncIntervalMs, prefix } : null;
@@ -75,6 +81,7 @@ export async function serve(argv: string[]): Promise<number> {
     limiter = await createLimiter({
       policies: config.policies, shards, maxKeys: config.engine.maxKeys, maxLogEntries: config.engine.maxLogEntries, logger: log,
       ...(redisOptions !== null && store !== null ? { redis: redisOptions, store } : {}),
+      ...(region ? { region: regionSpec(region) } : {}),
     });
   } catch (e) {
     await store?.close();

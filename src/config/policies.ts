@@ -123,6 +123,12 @@ export interface PolicySpec {
    * over gRPC by domain = policy name, entries = its descriptors.
    */
   rls?: RlsRouteSpec;
+  /**
+   * `global`: one limit for all regions (consistency lease, token_bucket / gcra only): each region holds a
+   * share of it in its own Redis, moved between regions by the reconciler (src/engine/regions/). Needs the
+   * limiter's `region` option with a global Redis. Default `local`: the limit is per region.
+   */
+  scope?: Scope;
 }
 
 /** See {@link PolicySpec.rls}. */
@@ -141,6 +147,8 @@ export interface CompiledRlsRoute {
 }
 
 export type Consistency = 'local' | 'strict' | 'sync' | 'lease';
+/** `local`: one limit per region (each region's Redis on its own); `global`: one limit across regions (a share each). */
+export type Scope = 'local' | 'global';
 
 /** A `consistency: lease` policy's settings (`lease:` in a policy). Durations: integer ms or strings such as "2s". */
 export interface LeaseSpec {
@@ -244,6 +252,8 @@ export interface CompiledPolicy {
   authCost: number | 'query';
   /** The Envoy RLS route this policy answers, or null (see {@link PolicySpec.rls}). */
   rls: CompiledRlsRoute | null;
+  /** See {@link PolicySpec.scope}; `local` unless the spec says `global`. */
+  scope: Scope;
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -269,7 +279,8 @@ type Obj = Record<string, unknown>;
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone', 'leaseTtl'] as const;
 const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'lease', 'onStoreError', 'carryOver',
-  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls'];
+  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls', 'scope'];
+const SCOPES: readonly Scope[] = ['local', 'global'];
 const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync', 'lease'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
@@ -369,9 +380,10 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const deny = readList(own(raw, 'deny'), 'deny', fail);
   const authCost = readAuthCost(own(raw, 'authCost'), fail);
   const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
+  const scope = readScope(own(raw, 'scope'), consistency, limits, fail);
   return {
     name, version, limits, descriptors, guard, consistency, lease, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
-    shadow, shadowOf, allow, deny, authCost, rls,
+    shadow, shadowOf, allow, deny, authCost, rls, scope,
   };
 }
 
@@ -391,6 +403,25 @@ function checkConcurrencyPolicy(raw: Obj, limits: CompiledLimit[], consistency: 
   }
   if (consistency === 'sync') fail('consistency', 'concurrency cannot be exact in consistency sync (a lease held on one instance would be unknown to the others until a merge): use local or strict');
   if (own(raw, 'onStoreError') === 'local') fail('onStoreError', 'concurrency takes open or closed (the default): local would hand out leases Redis does not know of');
+}
+
+/**
+ * `scope: global` (one limit across regions, src/engine/regions/) needs a lease policy: each region's
+ * instances lease from the share its Redis holds, and a share can be lowered and raised between two leases.
+ * Windows are refused: a window's share could not move mid-window without knowing the window's count in
+ * every region, so tokens moved would be spendable twice in one window.
+ */
+function readScope(v: unknown, consistency: Consistency, limits: CompiledLimit[], fail: Fail): Scope {
+  const scope = readChoice(v, 'scope', SCOPES, 'local', fail);
+  if (scope === 'local') return scope;
+  if (consistency !== 'lease') {
+    fail('scope', `global applies to consistency lease only (got consistency ${consistency}): a region decides from its share through leases`);
+  }
+  const window = limits.find((l) => l.algorithm !== 'token_bucket' && l.algorithm !== 'gcra');
+  if (window !== undefined) {
+    fail('scope', `global works for token_bucket and gcra only (got ${window.algorithm}): a window's share cannot move between regions mid-window`);
+  }
+  return scope;
 }
 
 function readAuthCost(v: unknown, fail: Fail): number | 'query' {
@@ -822,6 +853,7 @@ function canonicalPolicy(p: CompiledPolicy): unknown[] {
   if (p.descriptors.some((d) => d.from === 'path') || p.authCost !== 1 || p.rls !== null) {
     out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
   }
+  if (p.scope !== 'local') out.push(p.scope);
   return out;
 }
 

@@ -66,12 +66,15 @@
  * | sluice_lease_lapsed_tokens_total | counter | tokens held here past their lease's end, unspent |
  * | sluice_lease_waits_total | counter | checks that waited for a lease call |
  * | sluice_lease_tokens_held | gauge | tokens held now |
+ *
+ * With the region option (`limiter.region`), the reconciler's `sluice_region_*`: see src/metrics/region.ts.
  */
 import { Counter, Gauge, Registry, type Metric } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';
+import { registerRegionMetrics } from './region.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
@@ -310,6 +313,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
   shardGauge('sluice_shard_up', '1 while a shard has a worker; 0 while it is down (its checks fail at once with SHARD_FAILED, restarts are attempted).', (st) => (st.up ? 1 : 0));
   shardCounter('sluice_shard_downs_total', 'Times a shard went down: its worker died and could not be replaced.', (st) => st.downs);
   shardCounter('sluice_shard_recoveries_total', 'Times a shard that was down came back with a fresh worker (an empty table).', (st) => st.recoveries);
+  if (limiter.region !== undefined) registerRegionMetrics(registers, () => stats?.region);
   if (limiter.storeStatus() !== 'none') {
     const store = (): NonNullable<LimiterStats['store']> | undefined => stats?.store;
     new Counter({

@@ -16,7 +16,7 @@
  * Redis down: the tokens held are spent until their lease's end; a check that needs more takes the policy's
  * onStoreError (open, closed, or `local`: this instance's kernel, marked degraded).
  */
-import type { CompiledLimit } from '../../config/policies.js';
+import type { CompiledLimit, CompiledPolicy } from '../../config/policies.js';
 import type { Decision, KeyState, LeaseStats } from '../../types.js';
 import type { LeaseReply, LeaseStore, LeaseCall } from '../../store/lease.js';
 import type { PolicyRuntime } from '../runtime.js';
@@ -67,7 +67,13 @@ export interface LeaseDeciderOptions {
   /** Run the idle sweep on a timer (default true); false: the caller calls {@link LeaseDecider.sweep}. */
   sweepTimer?: boolean;
   /** Regions: told each key the decider touches (no-op by default). */
-  touched?: (policy: string, key: string, stateKey: string) => void;
+  touched?: (policy: string, key: string, stateKey: string, limitIndex?: number) => void;
+  /**
+   * Regions (src/engine/regions/): a `scope: global` policy's limit `j` is leased from this region's share, and
+   * this is the share the lease script uses while the share hash is absent (the region's default); null for a
+   * policy that is not global. Absent: no region.
+   */
+  shareOf?: (policy: CompiledPolicy, limitIndex: number) => { limit: number; burst: number } | null;
 }
 
 export class LeaseDecider implements Decider {
@@ -86,6 +92,8 @@ export class LeaseDecider implements Decider {
   private calls = 0;
   private idle: (() => void) | null = null;
   readonly counters = new LeaseCounters();
+  /** Regions: the default share of the holdings of `scope: global` limits (see {@link LeaseDeciderOptions.shareOf}). */
+  private readonly shares = new WeakMap<Holding, { limit: number; burst: number }>();
 
   constructor(o: LeaseDeciderOptions) {
     this.o = o;
@@ -122,7 +130,13 @@ export class LeaseDecider implements Decider {
         if (h === undefined) {
           h = new Holding(j < own ? rt.policy.name : rt.policy.guard!, sk, rt.legLimits[j], rt.policy.lease!, `${this.o.instanceId}.${++this.seq}`);
           this.holdings.set(sk, h);
-          this.o.touched?.(j < own ? rt.policy.name : rt.policy.guard!, j < own ? key : GUARD_KEY, sk);
+          const share = j < own ? this.o.shareOf?.(rt.policy, j) ?? null : null;
+          if (share !== null) {
+            this.shares.set(h, share);
+            this.o.touched?.(rt.policy.name, key, sk, j);
+          } else if (this.o.shareOf === undefined) {
+            this.o.touched?.(j < own ? rt.policy.name : rt.policy.guard!, j < own ? key : GUARD_KEY, sk);
+          }
         }
         legs.push(h);
       }
@@ -236,9 +250,10 @@ export class LeaseDecider implements Decider {
     h.inFlight = true;
     this.calls++;
     const l = h.limit;
+    const share = this.shares.get(h);
     const q: LeaseCall = {
-      stateKey: h.stateKey, op, algorithm: leaseAlgorithm(l), limit: l.limit, periodMs: l.periodMs, burst: l.burst,
-      leaseId: h.leaseId, used, need, want, ttlMs: h.settings.ttlMs,
+      stateKey: h.stateKey, op, algorithm: leaseAlgorithm(l), limit: share?.limit ?? l.limit, periodMs: l.periodMs, burst: share?.burst ?? l.burst,
+      leaseId: h.leaseId, used, need, want, ttlMs: h.settings.ttlMs, ...(share === undefined ? {} : { shared: true }),
     };
     if (op === 'return') {
       // what is returned leaves this instance now: nothing may spend it while the call is on its way
