@@ -32,12 +32,6 @@ const RESOLVED = Promise.resolve();
  */
 const STORE_CHUNK = 64;
 
-/**
- * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
- * for callers that can answer synchronously (the HTTP front).
- */
-export const CHECK_NOW = Symbol.for('sluice.checkNow');
-
 /** The resolve and reject of a candidate's internal check (shadowOf): its outcome is only counted. */
 const IGNORE = (): void => {};
 
@@ -176,7 +170,7 @@ export class Front {
 
   /**
    * Decides checks [from, to) of `src` in order, writing check i's outcome into `out` at i − from: the batch
-   * path of a binary `/v1/stream` frame (the limiter's CHECK_BATCH). With no shard pool, a check on a local
+   * path of a binary `/v1/stream` frame (the limiter's EngineHandle.checkBatch, src/engine/handle.ts). With no shard pool, a check on a local
    * policy with no shadows and no sync bookkeeping goes to the kernel in a chunk, from the arrays to the
    * kernel's input and from its output rows to `out`, with no promise, object or closure per check. Every
    * other check is queued as check() queues it (one closure for its outcome) and decided with the turn's

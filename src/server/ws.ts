@@ -17,7 +17,8 @@ import uWS from 'uWebSockets.js';
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { Limiter } from '../types.js';
-import { CHECK_BATCH, type CheckBatch } from '../engine/batch.js';
+import type { CheckBatch } from '../engine/batch.js';
+import { engineOf } from '../engine/handle.js';
 import { ReadyAfter } from '../engine/ready-after.js';
 import { newConn, type Conn } from './stream/state.js';
 import { StreamConnections } from './stream/conn.js';
@@ -45,7 +46,7 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   // server's metrics. Without it (no engine given, or a Limiter of another make), through check() per check.
   const metrics = engine?.metrics ?? null;
   const decider: Limiter = engine?.raw ?? limiter;
-  const batch: CheckBatch = (engine === undefined ? undefined : (decider as unknown as { [CHECK_BATCH]?: CheckBatch })[CHECK_BATCH])
+  const batch: CheckBatch = (engine === undefined ? undefined : engineOf(decider)?.checkBatch)
     ?? ((src, from, to, out) => {
       const all: Array<Promise<void>> = [];
       for (let i = from; i < to; i++) {
