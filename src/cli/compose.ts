@@ -3,7 +3,8 @@
  * (HTTP with `/v1/stream`, gRPC, admin) and the reloader, and tears them down again. Parts are built in
  * dependency order (store, limiter, HTTP server, reloader, gRPC, admin) and closed in the reverse order;
  * the front doors (HTTP/WS, reloader, gRPC, admin: whatever brings checks or policies in) are one stage,
- * begun newest first and awaited together, so every listener stops accepting at once (/readyz is refused
+ * begun together (the HTTP listener first: a reloader closing on a frozen Redis must not hold it open) and
+ * awaited together, so every listener stops accepting at once (/readyz is refused
  * as SIGTERM is logged), then the limiter drains (sync deltas merged until the deadline) and closes the
  * store last (a limiter closes the store it is given: LimiterOptions.store). A part that fails to start
  * closes the ones built before it, in the same order.
@@ -58,7 +59,8 @@ interface Part {
 
 /**
  * Closes parts in the reverse order they were added: each {@link add} begins a stage; {@link beside} puts a
- * part in the stage of the part added before it. A stage's parts are begun newest first and awaited together.
+ * part in the stage of the part added before it. A stage's parts are begun in the order added (the first is
+ * the one the others depend on: the HTTP server) and awaited together.
  */
 export class Teardown {
   private readonly stages: Part[][] = [];
@@ -69,7 +71,7 @@ export class Teardown {
     this.stages.push([{ name, close }]);
   }
 
-  /** A part that closes together with the part added before it (in the same stage, begun before it). */
+  /** A part that closes together with the part added before it (in the same stage, begun after it). */
   beside(name: string, close: () => Promise<void>): void {
     const last = this.stages.at(-1);
     if (last === undefined) this.add(name, close);
@@ -82,7 +84,7 @@ export class Teardown {
       let first: unknown = null;
       for (let s = this.stages.length - 1; s >= 0; s--) {
         const stage = this.stages[s];
-        const settled = await Promise.allSettled(stage.slice().reverse().map((p) => p.close()));
+        const settled = await Promise.allSettled(stage.map((p) => p.close()));
         for (const r of settled) if (r.status === 'rejected' && first === null) first = r.reason;
       }
       if (first !== null) throw first;

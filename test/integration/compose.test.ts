@@ -1,6 +1,6 @@
 /**
  * The composition root (src/cli/compose.ts): it builds store, limiter, HTTP server, reloader, gRPC and admin
- * in that order and closes them in the reverse order, the front doors as one stage begun newest first. Each
+ * in that order and closes them in the reverse order, the front doors as one stage (HTTP first). Each
  * part's close is wrapped to record when it begins and ends.
  */
 import { describe, expect, it } from 'vitest';
@@ -44,13 +44,13 @@ function record(app: App): string[] {
 }
 
 describe('compose', () => {
-  it('serves, then closes the front doors (newest first, together), then the limiter, which closes the store last', async () => {
+  it('serves, then closes the front doors (together, the HTTP listener first), then the limiter, which closes the store last', async () => {
     const app = await compose(options());
     const events = record(app);
     const r = await fetch(`http://127.0.0.1:${app.server.port}/v1/check?policy=p&key=k`);
     expect([r.status, await r.json()]).toStrictEqual([200, { allowed: true, limit: 5, remaining: 4, resetAfterMs: 200, retryAfterMs: 0, policy: 'p' }]);
     await app.close({ drainMs: 1000 });
-    expect(events.slice(0, 4)).toStrictEqual(['begin admin', 'begin grpc', 'begin reloader', 'begin server']);
+    expect(events.slice(0, 4)).toStrictEqual(['begin server', 'begin reloader', 'begin grpc', 'begin admin']);
     expect(new Set(events.slice(4, 8))).toStrictEqual(new Set(['end admin', 'end grpc', 'end reloader', 'end server']));
     // the limiter closes the store it was given, after its drain
     expect(events.slice(8)).toStrictEqual(['begin limiter', 'begin store', 'end store', 'end limiter']);
@@ -79,7 +79,7 @@ describe('compose', () => {
     }
   });
 
-  it('Teardown: stages close last-added first; a failing part does not stop the others, and its error is rethrown', async () => {
+  it('Teardown: stages close last-added first (the parts of a stage begun in the order added); a failing part does not stop the others, and its error is rethrown', async () => {
     const events: string[] = [];
     const down = new Teardown();
     const part = (name: string, fail = false) => async (): Promise<void> => {
@@ -91,6 +91,6 @@ describe('compose', () => {
     down.beside('c', part('c'));
     down.add('d', part('d'));
     await expect(down.close()).rejects.toThrow(RangeError);
-    expect(events).toStrictEqual(['d', 'c', 'b', 'a']);
+    expect(events).toStrictEqual(['d', 'b', 'c', 'a']);
   });
 });
