@@ -4,8 +4,8 @@ import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } 
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable, type LimitPlan } from './engine/limits.js';
-import { CHECK_NOW, Front } from './engine/front.js';
-import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
+import { Front } from './engine/front.js';
+import { bindEngine } from './engine/handle.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { Leases } from './engine/leases.js';
 import { SyncCheck } from './engine/sync-check.js';
@@ -170,7 +170,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     return { version, ...result };
   }
 
-  return {
+  const limiter: Limiter = {
     get policies() {
       return policies;
     },
@@ -217,13 +217,13 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       })();
       return closing;
     },
-    // Internal: fault tests reach the shard workers through this symbol.
-    ...{ [Symbol.for('sluice.pool')]: pool },
-    // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).
-    ...(pool === null ? { [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) } : {}),
-    // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
-    ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };
+  // The transports' fast paths (src/engine/handle.ts); checkNow is left out with shards (it would always decline).
+  return bindEngine(limiter, {
+    checkNow: pool === null ? (req) => front.checkNow(req) : null,
+    checkBatch: (src, from, to, out) => front.checkBatch(src, from, to, out),
+    pool,
+  });
 }
 
 /** A lease policy needs a Redis store (the lease script runs there): refused naming `consistency` otherwise. */

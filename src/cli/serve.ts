@@ -2,13 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
 import { parseArgs } from 'node:util';
 import { checkSecret } from '../reload/announce.js';
-import { createLimiter } from '../limiter.js';
-import { startServer } from '../server/http.js';
-import { startAdminServer, type AdminServer } from '../server/admin.js';
-import { startGrpcServer, type SluiceGrpcServer } from '../grpc/server.js';
-import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
+import { compose } from './compose.js';
 import { adminTokenProblem } from '../server/admin.js';
 import { regionFromSources, regionSpec } from '../config/regions.js';
 
@@ -72,74 +68,30 @@ export async function serve(argv: string[]): Promise<number> {
   const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
     ?? config.server.grpcPort;
   const region = regionFromSources({ region: values.region, globalRedis: values['global-redis'] }, env, config.regions, 'sluice serve');
-  // The store is built here, once: the limiter decides through it and the reloader announces through it.
+  // Built in one place (src/cli/compose.ts), torn down there in the reverse order.
   // (ioredis is loaded only with Redis: alone it adds ~20 MB to a process's RSS.)
   const redisOptions = redis ? { ...redis, timeoutMs, syncIntervalMs, prefix } : null;
-  const store = redisOptions === null ? null : (await import('../store/redis.js')).RedisStore.create(redisOptions);
-  let limiter: Awaited<ReturnType<typeof createLimiter>>;
-  try {
-    limiter = await createLimiter({
-      policies: config.policies, shards, maxKeys: config.engine.maxKeys, maxLogEntries: config.engine.maxLogEntries, logger: log,
-      ...(redisOptions !== null && store !== null ? { redis: redisOptions, store } : {}),
+  const app = await compose({
+    logger: log,
+    store: redisOptions === null ? null : async () => (await import('../store/redis.js')).RedisStore.create(redisOptions),
+    limiter: {
+      policies: config.policies, shards, maxKeys: config.engine.maxKeys, maxLogEntries: config.engine.maxLogEntries,
+      ...(redisOptions !== null ? { redis: redisOptions } : {}),
       ...(region ? { region: regionSpec(region) } : {}),
-    });
-  } catch (e) {
-    await store?.close();
-    throw e;
-  }
-  let server: Awaited<ReturnType<typeof startServer>>;
-  try {
-    server = await startServer({
-      limiter, host, port, logger: log,
+    },
+    server: {
+      host, port,
       statusPage: admin === null && config.server.statusPage !== false,
       activity: { hotKeys: config.server.hotKeys?.capacity },
       hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
-    });
-  } catch (e) {
-    await limiter.close(); // its shard workers would keep the process alive
-    throw e;
-  }
-  // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
-  const reloader = new PolicyReloader({
-    limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, pubsub: store, prefix, startup: config,
-    announceSecret,
+    },
+    reloader: { file: values.config ?? (env.SLUICE_CONFIG || null), prefix, startup: config, announceSecret },
+    grpc: grpcPort === undefined ? null : { host, port: grpcPort },
+    admin: admin === null ? null : { ...admin, status: config.server.statusPage !== false },
   });
-  try {
-    await reloader.start();
-  } catch (e) {
-    await reloader.close();
-    await server.close();
-    await limiter.close();
-    throw e;
-  }
-  let grpcServer: SluiceGrpcServer | null = null;
-  if (grpcPort !== undefined) {
-    try {
-      grpcServer = await startGrpcServer({ limiter, host, port: grpcPort, metrics: server.metrics, logger: log });
-    } catch (e) {
-      await reloader.close();
-      await server.close();
-      await limiter.close();
-      throw e;
-    }
-  }
-  let adminServer: AdminServer | null = null;
-  if (admin !== null) {
-    try {
-      adminServer = await startAdminServer({
-        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
-        ...(config.server.statusPage === false ? {} : { status: server.status }),
-      });
-    } catch (e) {
-      await grpcServer?.close();
-      await reloader.close();
-      await server.close();
-      await limiter.close();
-      throw e;
-    }
-  }
+  const { limiter, server, grpc: grpcServer } = app;
   log.info({ host, port: server.port, ...(grpcServer ? { grpcPort: grpcServer.port } : {}), shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
@@ -151,10 +103,9 @@ export async function serve(argv: string[]): Promise<number> {
         process.exit(1);
       }, drainMs + HARD_GRACE_MS);
       hard.unref();
-      // Stop accepting first (the listener closes and /readyz answers 503 at once), while the admin API and
-      // the reloader close beside it; then the limiter merges sync deltas until the deadline.
-      Promise.all([server.close(), adminServer?.close(), reloader.close(), grpcServer?.close()])
-        .then(() => limiter.close({ drainMs: Math.max(0, drainMs - (Date.now() - started)) }))
+      // Stop accepting first (every listener closes at once, the reloader beside them); then the limiter
+      // merges sync deltas until the deadline; then the store closes (compose.ts).
+      app.close({ drainMs })
         .then(() => {
           log.info({ ms: Date.now() - started }, 'stopped');
           return 0;

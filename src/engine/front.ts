@@ -23,21 +23,6 @@ import { WriteBehind } from './deciders/write-behind.js';
 
 const RESOLVED = Promise.resolve();
 
-/**
- * Strict checks per script call when more are queued: the turn's checks go out in calls of this many, each
- * written to the socket as soon as it is full (the client does not auto-pipeline), so Redis runs one while
- * this thread still issues the next, and answers come back staggered (a pipeline, not client and Redis taking
- * turns). Each key's checks still reach Redis in order: one connection, answered in order. 64: smaller calls
- * cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
- */
-const STORE_CHUNK = 64;
-
-/**
- * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
- * for callers that can answer synchronously (the HTTP front).
- */
-export const CHECK_NOW = Symbol.for('sluice.checkNow');
-
 /** The resolve and reject of a candidate's internal check (shadowOf): its outcome is only counted. */
 const IGNORE = (): void => {};
 
@@ -72,7 +57,7 @@ export interface FrontOptions {
  * kernel call, reads the clock once, and hands each check to its consistency mode's {@link Decider}: the
  * local decider (deciders/local.ts, with the write-behind of deciders/write-behind.ts for `sync`), the
  * strict decider (deciders/strict.ts), or one registered in {@link FrontOptions.deciders}. A batch also goes
- * out early when it reaches the kernel's batch size (or STORE_CHUNK store-backed checks).
+ * out early when it reaches the kernel's batch size (or the store's checksPerCall store-backed checks).
  */
 export class Front {
   private readonly o: FrontOptions;
@@ -87,6 +72,8 @@ export class Front {
   private readonly local: LocalDecider;
   /** The deciders of store-backed modes, by consistency (`strict`, and those given in FrontOptions.deciders). */
   private readonly routed = new Map<string, Decider>();
+  /** Store-backed checks that fill one store call (Store.checksPerCall); a batch that has them is flushed. */
+  private readonly checksPerCall: number;
   /** Write-behind for `sync` policies; null until a policy set has one. */
   private sync: WriteBehind | null = null;
   /** The policies checks are decided under; replaced whole by {@link setRuntimes}. */
@@ -100,6 +87,7 @@ export class Front {
 
   constructor(o: FrontOptions) {
     this.o = o;
+    this.checksPerCall = o.store?.checksPerCall ?? Number.POSITIVE_INFINITY;
     this.counters = new PolicyCounters(o.logger ?? null);
     this.q = new TurnQueue(o.hasher);
     this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
@@ -181,7 +169,7 @@ export class Front {
 
   /**
    * Decides checks [from, to) of `src` in order, writing check i's outcome into `out` at i − from: the batch
-   * path of a binary `/v1/stream` frame (the limiter's CHECK_BATCH). With no shard pool, a check on a local
+   * path of a binary `/v1/stream` frame (the limiter's EngineHandle.checkBatch, src/engine/handle.ts). With no shard pool, a check on a local
    * policy with no shadows and no sync bookkeeping goes to the kernel in a chunk, from the arrays to the
    * kernel's input and from its output rows to `out`, with no promise, object or closure per check. Every
    * other check is queued as check() queues it (one closure for its outcome) and decided with the turn's
@@ -318,7 +306,7 @@ export class Front {
 
   /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
   private schedule(): void {
-    if (this.o.hasher.full || this.q.legs + MAX_GROUP > this.o.maxBatch || this.q.routed >= STORE_CHUNK) this.flush();
+    if (this.o.hasher.full || this.q.legs + MAX_GROUP > this.o.maxBatch || this.q.routed >= this.checksPerCall) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms

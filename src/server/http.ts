@@ -9,11 +9,12 @@ import { errorItem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, unsupportedMediaType, listenFailed } from '../util/errors.js';
-import { CHECK_NOW } from '../engine/front.js';
+import { engineOf } from '../engine/handle.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
 import { registerLeaseRoutes } from './leases.js';
 import { refuseAmbiguousFraming } from './framing.js';
+import { closeApp, listenExclusive } from './uws.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { createStatusSource, type StatusSource } from './status.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
@@ -207,7 +208,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
    * The limiter's synchronous path, when it has one (shards 0: see Front.checkNow): a check decided there is
    * answered inside uWS's callback, with no promise, microtask, abort handler or exchange.
    */
-  const checkNow = (raw as unknown as { [CHECK_NOW]?: (req: CheckRequest) => Decision | undefined })[CHECK_NOW];
+  const checkNow = engineOf(raw)?.checkNow ?? null;
 
   /**
    * Decides `req` and answers it (`auth`: see {@link answer}), counting the check in the metrics. `x` null:
@@ -228,7 +229,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
     if (x === null ? draining : x.late) return refuseDraining(res, x);
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
-    if (checkNow !== undefined) {
+    if (checkNow !== null) {
       const begun = metrics.now();
       let d: Decision | undefined;
       try {
@@ -423,7 +424,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       // The last answer may have been written inside uWS's own dispatch, still corked: let the loop turn
       // finish (and uWS flush it) before closing the sockets.
       await new Promise<void>((r) => setImmediate(r));
-      (app as unknown as { close(): void }).close();
+      closeApp(app);
     },
   };
 
@@ -480,10 +481,8 @@ function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<s
  * (The (host, port, options, cb) form exists at run time; the bundled d.ts lacks it.)
  */
 function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
-  type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
   return new Promise((resolve, reject) => {
-    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-    (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
+    listenExclusive(app, host, port, (token) => {
       if (!token) reject(listenFailed(`cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
     });
