@@ -174,8 +174,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },
-    // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).
-    ...(pool === null ? { [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) } : {}),
+    // Internal: the HTTP front's synchronous path (Front.checkNow; with shards, through their synchronous channels).
+    ...{ [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) },
     // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
     ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };

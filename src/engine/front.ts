@@ -179,7 +179,9 @@ export class Front {
    * @throws SluiceError what check() would reject with.
    */
   checkNow(req: CheckRequest): Decision | undefined {
-    if (this.o.pool !== null) return undefined;
+    // with shards: decided on the owning shard through its synchronous channel (dispatchNow), unless a sync
+    // policy's batch is still unanswered there (its admissions must be settled in order: see dispatchNow)
+    if (this.o.pool !== null && this.sync !== null && this.unsettled()) return undefined;
     return this.submit(req, true) as Decision | undefined;
   }
 
@@ -306,7 +308,12 @@ export class Front {
       this.resolves.push(this.tookNow);
       this.rejects.push(this.failedNow);
       if (rt.shadows !== null) this.addShadows(rt, key, cost);
-      this.flush();
+      this.nowFlush = true;
+      try {
+        this.flush();
+      } finally {
+        this.nowFlush = false;
+      }
       const d = this.nowDecision;
       const e = this.nowError;
       this.nowDecision = null;
@@ -450,7 +457,61 @@ export class Front {
 
   private decideLocally(b: Batch, now: number): void {
     if (this.o.pool === null) this.decideHere(b, now);
+    else if (this.nowFlush) this.dispatchNow(this.o.pool, b, now);
     else this.dispatch(this.o.pool, b, now);
+  }
+
+  /** Set while checkNow() flushes: the batch goes to its shards through their synchronous channels. */
+  private nowFlush = false;
+
+  /**
+   * {@link dispatch}, but each shard's part of the batch is decided through the shard's synchronous channel
+   * (ShardPool.callNow: shared memory, this thread sleeps until the shard answers) and settled before this
+   * returns, so the HTTP front answers inside uWS's callback with shards too (uWS drops a connection whose
+   * pipelined request arrives while an answer is pending). The legs are written straight into the channel:
+   * nothing is allocated. With sync policies, a shard's call is numbered like its batches and settled at once,
+   * which keeps the numbers settled in order because checkNow() declines while a batch is unanswered.
+   */
+  private dispatchNow(pool: ShardPool, b: Batch, now: number): void {
+    const shards = pool.size;
+    for (let s = 0; s < shards; s++) {
+      const legs = pool.legsFor(s);
+      let used = 0;
+      for (let i = 0; i < b.n; i++) {
+        if (this.routeOf(b, i, shards) !== s) continue;
+        this.writeLegs(legs, used, b, i);
+        used += b.rts[i].legCount;
+      }
+      if (used === 0) continue;
+      const seq = this.sync === null ? 0 : this.shardSeq(s);
+      let out: Float64Array;
+      try {
+        out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
+      } catch (e) {
+        for (let i = 0; i < b.n; i++) if (this.routeOf(b, i, shards) === s) b.rejects[i](e as Error);
+        continue;
+      } finally {
+        if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+      }
+      let base = 0;
+      for (let i = 0; i < b.n; i++) {
+        if (this.routeOf(b, i, shards) !== s) continue;
+        this.settleLocal(out, base, b, i, s, now);
+        base += b.rts[i].legCount;
+      }
+    }
+  }
+
+  /** The shard that owns check i of `b`: its key's, or for a guarded policy its guard's (the shared leg). */
+  private routeOf(b: Batch, i: number, shards: number): number {
+    const rt = b.rts[i];
+    return shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], shards);
+  }
+
+  /** True when a batch numbered for sync bookkeeping is unanswered on some shard. */
+  private unsettled(): boolean {
+    for (let s = 0; s < this.shardSent.length; s++) if (this.shardSent[s] !== this.shardSettled[s]) return true;
+    return false;
   }
 
   /** Sends this turn's store-backed checks to the store and decides the rest locally. */
