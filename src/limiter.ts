@@ -7,6 +7,8 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { FRONT_THREAD, FRONT_THREADS, ShardCaller, type FrontThreadLink, type FrontThreadSource } from './shard/caller.js';
+import type { ShardPool } from './shard/pool.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -59,7 +61,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
-  const pool = shards === 0 ? null
+  const link = (opts as { [FRONT_THREAD]?: FrontThreadLink })[FRONT_THREAD];
+  const pool = link !== undefined ? new ShardCaller(link.channels, link.thread) as unknown as ShardPool
+    : shards === 0 ? null
     : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
@@ -172,6 +176,10 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       })();
       return closing;
     },
+    // Internal: extra HTTP front threads reach the shards through their channels (src/server/threads.ts).
+    ...(pool === null ? {} : {
+      [FRONT_THREADS]: { module, channels: link?.channels ?? pool.channels, limitIds: () => inUse } satisfies FrontThreadSource,
+    }),
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },
     // Internal: the HTTP front's synchronous path (Front.checkNow; with shards, through their synchronous channels).

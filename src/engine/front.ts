@@ -474,31 +474,43 @@ export class Front {
    */
   private dispatchNow(pool: ShardPool, b: Batch, now: number): void {
     const shards = pool.size;
+    const room = pool.maxCallLegs;
     for (let s = 0; s < shards; s++) {
       const legs = pool.legsFor(s);
       let used = 0;
+      let from = 0;
       for (let i = 0; i < b.n; i++) {
         if (this.routeOf(b, i, shards) !== s) continue;
+        if (used + b.rts[i].legCount > room) {
+          this.callNow(pool, s, used, from, i, b, now);
+          used = 0;
+          from = i;
+        }
         this.writeLegs(legs, used, b, i);
         used += b.rts[i].legCount;
       }
-      if (used === 0) continue;
-      const seq = this.sync === null ? 0 : this.shardSeq(s);
-      let out: Float64Array;
-      try {
-        out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
-      } catch (e) {
-        for (let i = 0; i < b.n; i++) if (this.routeOf(b, i, shards) === s) b.rejects[i](e as Error);
-        continue;
-      } finally {
-        if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
-      }
-      let base = 0;
-      for (let i = 0; i < b.n; i++) {
-        if (this.routeOf(b, i, shards) !== s) continue;
-        this.settleLocal(out, base, b, i, s, now);
-        base += b.rts[i].legCount;
-      }
+      if (used > 0) this.callNow(pool, s, used, from, b.n, b, now);
+    }
+  }
+
+  /** One call of {@link dispatchNow}: shard `s`'s checks among [from, to) of `b`, `used` legs written. */
+  private callNow(pool: ShardPool, s: number, used: number, from: number, to: number, b: Batch, now: number): void {
+    const shards = pool.size;
+    const seq = this.sync === null ? 0 : this.shardSeq(s);
+    let out: Float64Array;
+    try {
+      out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
+    } catch (e) {
+      for (let i = from; i < to; i++) if (this.routeOf(b, i, shards) === s) b.rejects[i](e as Error);
+      return;
+    } finally {
+      if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+    }
+    let base = 0;
+    for (let i = from; i < to; i++) {
+      if (this.routeOf(b, i, shards) !== s) continue;
+      this.settleLocal(out, base, b, i, s, now);
+      base += b.rts[i].legCount;
     }
   }
 

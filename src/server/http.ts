@@ -1,4 +1,5 @@
 import uWS from 'uWebSockets.js';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
@@ -15,6 +16,7 @@ import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { createStatusSource, type StatusSource } from './status.js';
+import { startFrontThreads, type FrontThreads } from './threads.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
 export interface ServerOptions {
@@ -44,6 +46,14 @@ export interface ServerOptions {
    * Default false: `sluice serve` turns it on when no admin port is configured (else the admin API serves it).
    */
   statusPage?: boolean;
+  /**
+   * HTTP front threads, this one included: each further one is a worker thread with its own uWS app on the
+   * same port (SO_REUSEPORT) whose checks go to the owning shard through shared memory (src/server/threads.ts).
+   * More than 1 needs a limiter with shards and local policies; at most the machine's cores. Default 1.
+   */
+  threads?: number;
+  /** Internal (front threads): listen with SO_REUSEPORT, beside the other front threads, not exclusively. */
+  reusePort?: boolean;
 }
 
 export interface SluiceServer {
@@ -393,8 +403,25 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     reply(x, (r) => writeProblem(r, problemOf(notFound(url))));
   });
 
-  const { token, port } = await listen(app, o.host ?? '0.0.0.0', o.port ?? 8080);
-  log?.info({ port }, 'listening');
+  const threads = o.threads ?? 1;
+  if (!Number.isInteger(threads) || threads < 1) throw invalidArgument('threads', `must be an integer >= 1 (got ${String(threads)})`);
+  // Linux does not let a second SO_REUSEPORT socket join one bound to port 0: the threads get a port picked first
+  const wanted = threads > 1 && o.port === 0 ? await freePort(o.host ?? '0.0.0.0') : o.port ?? 8080;
+  const { token, port } = await listen(app, o.host ?? '0.0.0.0', wanted, threads > 1 || o.reusePort === true);
+  let fronts: FrontThreads | null = null;
+  if (threads > 1) {
+    try {
+      fronts = await startFrontThreads(raw, threads - 1, {
+        host: o.host ?? '0.0.0.0', port, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems, authDenyStatus: o.authDenyStatus,
+        stream: o.stream !== false, statusPage: o.statusPage, activity: o.activity !== false, hotKeyMetrics: o.hotKeyMetrics,
+      });
+    } catch (e) {
+      uWS.us_listen_socket_close(token);
+      (app as unknown as { close(): void }).close();
+      throw e;
+    }
+  }
+  log?.info({ port, threads }, 'listening');
 
   return {
     metrics,
@@ -406,6 +433,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       draining = true;
       activity?.close();
       uWS.us_listen_socket_close(token);
+      await fronts?.close();
       await stream?.close();
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
       // The last answer may have been written inside uWS's own dispatch, still corked: let the loop turn
@@ -464,16 +492,30 @@ function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<s
 
 /**
  * Listens with an exclusive port: uWS would otherwise set SO_REUSEPORT, and a second instance started on the
- * same port by mistake would silently take half the connections, each with its own counters.
+ * same port by mistake would silently take half the connections, each with its own counters. Front threads
+ * (`threads` > 1) need SO_REUSEPORT; then that guard is gone (Linux still lets only the same user join).
  * (The (host, port, options, cb) form exists at run time; the bundled d.ts lacks it.)
  */
-function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
+function listen(app: TemplatedApp, host: string, port: number, reusePort: boolean): Promise<{ token: us_listen_socket; port: number }> {
   type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
   return new Promise((resolve, reject) => {
-    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
+    // front threads share the port (SO_REUSEPORT, uWS's default without this flag)
+    const exclusive = reusePort ? 0 : (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
     (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
       if (!token) reject(listenFailed(`cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
+    });
+  });
+}
+
+/** A port free on `host` now (bound and released by node:net), for front threads to share. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createNetServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
     });
   });
 }

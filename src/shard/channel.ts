@@ -44,11 +44,23 @@ const HEADER = 3;
 /** Int32 slots between two shards' doorbells (64 bytes: each on its own cache line). */
 const BELL_STRIDE = 16;
 
+/**
+ * Longest a front thread sleeps on a synchronous call to a shard (src/shard/channel.ts), in ms. A shard serves
+ * calls between its batches, each a few ms at most; past this it is stalled, and the check answers 503.
+ */
+export const CHANNEL_TIMEOUT_MS = 1000;
+
+/**
+ * Legs one call carries (32 KiB of input and of output rows per channel): a check has at most MAX_GROUP (16);
+ * a larger batch is sent in calls of this many.
+ */
+export const CHANNEL_LEGS = 1024;
+
 /** The shared memory of every channel of a pool: what a shard worker is started with (ShardInit.channels). */
 export interface ChannelMemory {
   /** One doorbell per shard, {@link BELL_STRIDE} Int32s apart. */
   bells: SharedArrayBuffer;
-  /** `byShard[s][t]`: the channel from front thread t to shard s. */
+  /** `byShard[s][t]`: the channel from front thread t to shard s (thread 0: the limiter's own). */
   byShard: SharedArrayBuffer[][];
   /** Legs a channel holds per call. */
   maxLegs: number;

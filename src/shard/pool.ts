@@ -3,17 +3,12 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
-import { channelMemory, ShardLink } from './channel.js';
+import { availableParallelism } from 'node:os';
+import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
-
-/**
- * Longest a front thread sleeps on a synchronous call to a shard (src/shard/channel.ts), in ms. A shard serves
- * calls between its batches, each a few ms at most; past this it is stalled, and the check answers 503.
- */
-export const CHANNEL_TIMEOUT_MS = 1000;
 
 /** Default bound on a worker's start-up (loading its module and answering a first ping), in ms. */
 export const DEFAULT_START_TIMEOUT_MS = 5000;
@@ -111,6 +106,11 @@ export class ShardPool {
 
   /** This thread's synchronous channel to each shard. */
   private readonly links: ShardLink[];
+
+  /** Every front thread's channels to the shards (thread 0 is this one's): handed to other front threads. */
+  get channels(): ChannelMemory {
+    return this.init.channels!;
+  }
 
   /** Where {@link callNow} reads shard `s`'s legs from: write them here first (LEG_IN f64s per leg). */
   legsFor(s: number): Float64Array {
@@ -239,7 +239,7 @@ export class ShardPool {
     const filename = import.meta.url.endsWith('.ts')
       ? pathToFileURL(join(packageRoot(), 'dist', 'src', 'shard', 'worker.js')).href
       : new URL('./worker.js', import.meta.url).href;
-    init.channels ??= channelMemory(n, 1, init.maxBatch);
+    init.channels ??= channelMemory(n, Math.max(1, availableParallelism()), CHANNEL_LEGS);
     const pool = new ShardPool(filename, init, n, o);
     const failures = await Promise.all(pool.pools.map((p) => started(p, pool.startTimeoutMs)));
     const failed = failures.findIndex((f) => f !== null);

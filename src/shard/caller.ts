@@ -1,0 +1,92 @@
+/**
+ * The shards as an extra front thread sees them (src/server/threads.ts): the limiter's pool runs on the main
+ * thread; this thread reaches each shard through its own synchronous channel (src/shard/channel.ts), so its
+ * checks are decided by the same kernels, in the same order as everyone else's, and decisions stay exact with
+ * any number of front threads. It stands in for the ShardPool in this thread's Front: only the calls a front
+ * with local policies makes are here (no Redis, no admin: those stay on the main thread).
+ */
+import { CHANNEL_TIMEOUT_MS, ShardLink, type ChannelMemory } from './channel.js';
+import { GROUP_SHIFT, LEG_IN, LEG_OUT, type ShardTask } from './protocol.js';
+import { overloaded, shardFailed } from '../util/errors.js';
+
+/**
+ * Internal option of createLimiter (on the options object, under this symbol): build the limiter of an extra
+ * front thread, whose shards are reached through `channels` as thread number `thread`.
+ */
+export const FRONT_THREAD = Symbol.for('sluice.frontThread');
+export interface FrontThreadLink {
+  channels: ChannelMemory;
+  thread: number;
+}
+
+/**
+ * Internal: what a limiter with shards hands to extra front threads (under this symbol on the limiter): the
+ * compiled kernel, the channels, and the limit ids of the policy set in force (a front thread's must match).
+ */
+export const FRONT_THREADS = Symbol.for('sluice.frontThreads');
+export interface FrontThreadSource {
+  module: WebAssembly.Module;
+  channels: ChannelMemory;
+  limitIds(): ReadonlyMap<string, readonly number[]>;
+}
+
+export class ShardCaller {
+  private readonly links: ShardLink[];
+
+  /** `thread`: this front thread's number (1, 2, ...; 0 is the main thread's). */
+  constructor(mem: ChannelMemory, thread: number) {
+    this.links = mem.byShard.map((_, s) => new ShardLink(mem, s, thread));
+  }
+
+  get size(): number {
+    return this.links.length;
+  }
+
+  legsFor(s: number): Float64Array {
+    return this.links[s].legs;
+  }
+
+  get maxCallLegs(): number {
+    return this.links[0].maxLegs;
+  }
+
+  /** As ShardPool.callNow (the shard's state, down or not, is only known on the main thread: a dead one times out). */
+  callNow(s: number, n: number, now: number, seq: number, ack: number): Float64Array {
+    const link = this.links[s];
+    const r = link.call(n, now, seq, ack, CHANNEL_TIMEOUT_MS);
+    if (r === 'done') return link.out;
+    if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
+    if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
+    throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+  }
+
+  /** A batch of a later turn (check() rather than checkNow()): decided now through the channel, in calls that fit. */
+  async run(s: number, task: ShardTask): Promise<Float64Array> {
+    const out = new Float64Array(task.n * LEG_OUT);
+    const room = this.maxCallLegs;
+    for (let at = 0; at < task.n;) {
+      // calls end on a check's boundary: a group's first leg carries its length (≤ MAX_GROUP ≤ room)
+      let n = 0;
+      while (at + n < task.n) {
+        const g = Math.max(1, Math.floor(task.legs[(at + n) * LEG_IN + 2] / GROUP_SHIFT));
+        if (n + g > room) break;
+        n += g;
+      }
+      this.links[s].legs.set(task.legs.subarray(at * LEG_IN, (at + n) * LEG_IN));
+      out.set(this.callNow(s, n, task.now, task.seq ?? 0, task.ack ?? 0).subarray(0, n * LEG_OUT), at * LEG_OUT);
+      at += n;
+    }
+    return out;
+  }
+
+  /** The main thread's limiter reports the shards; this thread holds nothing of its own. */
+  shardStates(): [] {
+    return [];
+  }
+
+  async stats(): Promise<[]> {
+    return [];
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,72 @@
+/**
+ * HTTP front threads (issue #17): with 2 front threads (each a uWS app on the shared port, its checks sent to
+ * the owning shard through shared memory) and 2 shards, the same checks get exactly the decisions 1 front
+ * thread and no shards give. The limiters read the wall clock (a front thread cannot share a manual one), so
+ * the limits are per 30 days: no token comes back during a run.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLimiter } from '../../src/index.js';
+import { startServer, type SluiceServer } from '../../src/server/http.js';
+import type { Limiter } from '../../src/types.js';
+
+const open: Array<{ server: SluiceServer; limiter: Limiter }> = [];
+afterEach(async () => {
+  for (const o of open.splice(0)) {
+    await o.server.close();
+    await o.limiter.close();
+  }
+});
+
+const policies = {
+  g: { algorithm: 'token_bucket' as const, limit: 150, period: '30d' },
+  p: { algorithm: 'token_bucket' as const, limit: 10, period: '30d', guard: 'g' },
+  q: { algorithm: 'fixed_window' as const, limit: 8, period: '30d' },
+};
+
+/** 240 checks over 12 keys, two policies, costs 1-3 (a seeded sequence), each on a fresh connection. */
+function checks(): string[] {
+  let x = 12345;
+  const next = (n: number): number => {
+    x ^= x << 13; x ^= x >>> 17; x ^= x << 5;
+    return (x >>> 0) % n;
+  };
+  return Array.from({ length: 240 }, () => `/v1/check?policy=${next(2) === 0 ? 'p' : 'q'}&key=k${next(12)}&cost=${1 + next(3)}`);
+}
+
+async function run(shards: number, threads: number): Promise<{ decisions: string[]; mainAnswered: number }> {
+  const limiter = await createLimiter({ policies, shards, maxKeys: 4096 });
+  const server = await startServer({ limiter, host: '127.0.0.1', port: 0, threads, activity: false });
+  open.push({ server, limiter });
+  const decisions: string[] = [];
+  for (const path of checks()) {
+    // a new connection each time: the kernel spreads connections over the threads' sockets
+    const r = await fetch(`http://127.0.0.1:${server.port}${path}`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(5000) });
+    const d = await r.json() as { allowed: boolean; remaining: number; policy: string };
+    decisions.push(`${r.status} ${d.allowed} ${d.remaining} ${d.policy}`);
+  }
+  const text = await server.metrics.render();
+  const mainAnswered = Number(/sluice_http_responses_total\{class="2xx"\} (\d+)/.exec(text)?.[1] ?? 0);
+  return { decisions, mainAnswered };
+}
+
+describe('HTTP front threads', () => {
+  it('2 front threads and 2 shards decide exactly what 1 front thread and no shards decide', async () => {
+    const one = await run(0, 1);
+    expect(one.mainAnswered).toBe(240);
+    expect(one.decisions.filter((d) => d.includes(' true ')).length).toBeGreaterThan(100);
+    expect(one.decisions.filter((d) => d.includes(' false ')).length).toBeGreaterThan(20);
+    const two = await run(2, 2);
+    expect(two.decisions).toStrictEqual(one.decisions);
+    // the other thread answered some of them (its own counters are its own)
+    expect(two.mainAnswered).toBeLessThan(240);
+  });
+
+  it('more than one front thread without shards is refused, naming threads', async () => {
+    const limiter = await createLimiter({ policies, shards: 0, maxKeys: 64 });
+    try {
+      await expect(startServer({ limiter, host: '127.0.0.1', port: 0, threads: 2 })).rejects.toMatchObject({ code: 'CONFIG', message: expect.stringMatching(/threads/) });
+    } finally {
+      await limiter.close();
+    }
+  });
+});
