@@ -9,6 +9,7 @@ import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { FRONT_THREAD, FRONT_THREADS, ShardCaller, type FrontThreadLink, type FrontThreadSource } from './shard/caller.js';
 import type { ShardPool } from './shard/pool.js';
+import type { Store } from './store/contract.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
 
 /** Legs per kernel call (and keys per hash call). */
@@ -36,7 +37,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (typeof clock !== 'function') throw configError('createLimiter', 'clock', 'must be a function returning Unix-epoch ms');
   let policies = toCompiled(opts.policies);
   const needsStore = [...policies.values()].find((p) => p.consistency !== 'local');
-  if (needsStore && opts.redis === undefined) {
+  if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
   const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
@@ -53,7 +54,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   const hasher = new Hasher(kernel, MAX_BATCH);
   // With the redis option, the store exists even when no policy uses it yet, so a reload can add one.
   // loaded only when asked for, as the shard pool (piscina) is: ioredis alone adds ~20 MB to a process's RSS
-  const store = opts.redis !== undefined ? (await import('./store/redis.js')).RedisStore.create(opts.redis) : null;
+  const store: Store | null = opts.store
+    ?? (opts.redis !== undefined ? (await import('./store/redis.js')).RedisStore.create(opts.redis) : null);
   // Give Redis a moment, so that the first decisions do not fall back needlessly; a Redis that is down does
   // not stop the limiter from starting (each policy's onStoreError covers it).
   await store?.connected(STORE_CONNECT_WAIT_MS);

@@ -81,6 +81,12 @@ export interface LimiterOptions {
   /** Redis, for policies with `consistency: strict`. */
   redis?: import('./store/redis.js').RedisOptions;
   /**
+   * The store itself, when the caller (a composition root such as `sluice serve`, which shares it with the
+   * policy reloader) built it from `redis`: createLimiter then builds none, takes `redis` only for the
+   * write-behind's `syncIntervalMs`, and closes this store when the limiter closes.
+   */
+  store?: import('./store/contract.js').Store;
+  /**
    * Longest a shard worker may take to start, in ms: past it `createLimiter` rejects with SHARD_FAILED (and a
    * replacement worker that takes longer leaves its shard down). Default 5,000.
    */

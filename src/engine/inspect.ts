@@ -8,25 +8,24 @@
  * state (held or not, last update, counts), and what a cost-0 check of the key's whole group (its limits and
  * its guard's) reports per limit now (remaining, resetAfterMs), which changes nothing.
  */
-import type { Cluster, Redis } from 'ioredis';
 import type { Front } from './front.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
-import type { RedisStore } from '../store/redis.js';
+import type { Store } from '../store/contract.js';
 import type { KeyRequest, KeyState, LimitState } from '../types.js';
 import {
   GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, PEEK_FOUND, PEEK_LAST_SEEN, PEEK_W0, PEEK_W1,
 } from '../shard/abi.js';
 import { shardOf } from '../shard/router.js';
-import { keyOf, describe } from '../keys/derive.js';
+import { keyOf } from '../keys/derive.js';
+import { policyOf } from './validate.js';
 import { storeKey } from '../keys/store-key.js';
 import { readClock } from './clock.js';
-import { hashTag, placedKey } from '../store/slots.js';
 import { decodeState } from '../store/state.js';
 import { fixedWindowCount, slidingWindowCounts } from './window.js';
-import { SluiceError, invalidArgument, isSluiceError, closed, storeFailed as redisFailed, unknownPolicy } from '../util/errors.js';
+import { SluiceError, isSluiceError, closed, storeFailed as redisFailed } from '../util/errors.js';
 import { scriptBurst, scriptPeriod } from './calendar-args.js';
 
 /** What inspect and reset need from a limiter. */
@@ -36,7 +35,7 @@ export interface KeyAdminDeps {
   /** The calling thread's kernel: hashes keys, and with no pool holds every key. */
   kernel: Kernel;
   pool: ShardPool | null;
-  store: RedisStore | null;
+  store: Store | null;
   clock: () => number;
   /** True once the limiter is closing. */
   closed: () => boolean;
@@ -151,13 +150,8 @@ export class KeyAdmin {
       if (sync !== null) await sync.forget(keys);
       // what this instance learned of the key from Redis (an over-limit denial) no longer holds
       this.d.front.strict?.drop(keys[0]);
-      const client = storeClient(this.d.store);
-      // In a Cluster, a guarded strict policy's keys are kept in its guard's slot (slots.ts): delete both names.
-      const names = client.isCluster && rt.guardStoreKeys !== null
-        ? [...keys, ...keys.map((k) => this.placed(rt, k))] : keys;
       try {
-        const counts = await Promise.all(names.map((k) => client.del(k)));
-        removed += counts.reduce((a, c) => a + c, 0);
+        removed += await this.d.store.remove(keys, guardKeyOf(rt));
       } catch (e) {
         throw storeFailed(e);
       }
@@ -175,11 +169,7 @@ export class KeyAdmin {
   /** Validates the request, hashes its key with the policy's seed and finds the owning shard. */
   private locate(req: KeyRequest): Located {
     if (this.d.closed()) throw closed();
-    if (typeof req !== 'object' || req === null) throw invalidArgument('request', 'must be an object');
-    const name = (req as { policy?: unknown }).policy;
-    if (typeof name !== 'string') throw invalidArgument('policy', `must be a string (got ${describe(name)})`);
-    const rt = this.d.front.policyRuntimes.get(name);
-    if (rt === undefined) throw unknownPolicy(name);
+    const rt = policyOf(this.d.front.policyRuntimes, req, 'request');
     const key = keyOf(rt.policy, req.key, req.descriptors);
     // Checks queued this turn go out first (under the hasher they share); then the hasher is free.
     this.d.front.flush();
@@ -221,17 +211,16 @@ export class KeyAdmin {
       const l = rt.legLimits[j];
       args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), 0, j === 0 ? rt.legCount : 0);
     }
-    const client = storeClient(store);
-    const names = keys.slice(0, own).map((k) => (client.isCluster && rt.guardStoreKeys !== null ? this.placed(rt, k) : k));
     try {
-      const [rows, time, ...values] = await Promise.all([
+      // one pipeline, in this order: the decision, the clock, the values
+      const [rows, time, values] = await Promise.all([
         store.decide(keys, args, now),
-        store.useRedisTime ? client.time() : Promise.resolve(null),
-        ...names.map((k) => client.getBuffer(k)),
+        store.useRedisTime ? store.clock() : Promise.resolve(null),
+        store.read(keys.slice(0, own), guardKeyOf(rt)),
       ]);
       if (rows.some((v) => Number.isNaN(v))) throw new Error('the key\'s state could not be read (its slot did not answer, or it holds another type or a malformed value: DELETE resets it)');
-      const t = time === null ? now : Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-      const raw = (values as Array<Buffer | null>).map((v, j): [boolean, number, number, number] => {
+      const t = time === null ? now : time;
+      const raw = values.map((v, j): [boolean, number, number, number] => {
         // a sliding log's value is its packed entries [ts, count]... (lua/sliding_log.lua): held, last = the newest ts
         if (v !== null && rt.policy.limits[j].algorithm === 'sliding_log' && v.length >= 16 && v.length % 16 === 0) return [true, 0, 0, v.readDoubleLE(v.length - 16)];
         const s = v === null ? null : decodeState(v);
@@ -243,20 +232,11 @@ export class KeyAdmin {
     }
   }
 
-  /** A guarded strict policy's key as a Redis Cluster stores it: in its group's last key's (the guard's) slot. */
-  private placed(rt: PolicyRuntime, key: string): string {
-    const last = rt.guardStoreKeys![rt.guardStoreKeys!.length - 1];
-    const tag = hashTag(last);
-    return hashTag(key) === tag ? key : placedKey(this.d.store!.prefix, tag, key);
-  }
 }
 
-/**
- * The store's Redis client, for the few plain commands inspect and reset need (GET, DEL, TIME). RedisStore
- * keeps it private; reading it here keeps the store's decision path untouched.
- */
-function storeClient(store: RedisStore): Redis | Cluster {
-  return (store as unknown as { redis: Redis | Cluster }).redis;
+/** The key of a guarded policy's guard leg (the last of its group), where a Redis Cluster keeps its keys; else null. */
+function guardKeyOf(rt: PolicyRuntime): string | null {
+  return rt.guardStoreKeys === null ? null : rt.guardStoreKeys[rt.guardStoreKeys.length - 1];
 }
 
 function storeFailed(e: unknown): SluiceError {

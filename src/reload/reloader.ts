@@ -24,14 +24,12 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile, realpath } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument, type SluiceConfig } from '../config/schema.js';
 import { policySetVersion } from '../config/policies.js';
 import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
-import { clusterNodes } from '../store/redis.js';
-import { followSwitches, sentinelOptions, type SentinelTarget } from '../store/sentinel.js';
+import type { PubSub, StoreChannel } from '../store/contract.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
 
@@ -53,10 +51,10 @@ export interface PolicyReloaderOptions {
   /** Counts each reload by source and result. */
   metrics?: ReloadCounter;
   /**
-   * Redis for announcing reloads to other instances and hearing theirs (pub/sub): one server or a Cluster's
-   * seed nodes, as given to `sluice serve`. Absent or `null`: this instance reloads alone.
+   * Where reloads are announced to other instances and theirs heard: the limiter's store (its `channel`,
+   * src/store/contract.ts), as the composition root built it. Absent or `null`: this instance reloads alone.
    */
-  redis?: { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget } | null;
+  pubsub?: PubSub | null;
   /**
    * The secret instances sign their announcements with (at least 16 bytes; the same on every instance).
    * Absent or `null`: this instance neither announces nor listens (it warns once at start when `redis` is set).
@@ -107,7 +105,7 @@ export class PolicyReloader {
   private readonly debounceMs: number;
   private readonly signal: NodeJS.Signals | null;
   private readonly startup: SluiceConfig | undefined;
-  private readonly redis: PolicyReloaderOptions['redis'];
+  private readonly pubsub: PubSub | null;
   private watchers = new Map<string, FSWatcher>();
   private debounce: NodeJS.Timeout | null = null;
   private rewatch: NodeJS.Timeout | null = null;
@@ -115,8 +113,7 @@ export class PolicyReloader {
   private lastHash: string | null = null;
   /** Reads of the file one after another: a read that started later never applies before an earlier one. */
   private reading: Promise<unknown> = Promise.resolve();
-  private pub: Redis | Cluster | null = null;
-  private sub: Redis | Cluster | null = null;
+  private chan: StoreChannel | null = null;
   /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
   private unsent: PolicyAnnouncement | null = null;
   private onSignal: (() => void) | null = null;
@@ -128,7 +125,6 @@ export class PolicyReloader {
   private current: unknown;
   private closed = false;
 
-  /** @throws SluiceError CONFIG for a malformed `redis.cluster` list. */
   constructor(o: PolicyReloaderOptions) {
     this.limiter = o.limiter;
     this.file = o.file ?? null;
@@ -137,9 +133,7 @@ export class PolicyReloader {
     this.debounceMs = o.debounceMs ?? 100;
     this.signal = o.signal === undefined ? 'SIGHUP' : o.signal;
     this.startup = o.startup;
-    this.redis = o.redis ?? null;
-    if (this.redis && 'cluster' in this.redis) clusterNodes(this.redis.cluster); // fail early on a bad list
-    if (this.redis && 'sentinel' in this.redis) sentinelOptions(this.redis.sentinel, () => 0);
+    this.pubsub = o.pubsub ?? null;
     this.instanceId = o.instanceId ?? `${os.hostname()}/${process.pid}/${randomBytes(4).toString('hex')}`;
     this.channel = `${o.prefix ?? 'sluice:'}policies`;
     this.signer = o.announceSecret == null ? null : new AnnouncementSigner(checkSecret(o.announceSecret, 'announceSecret'));
@@ -170,10 +164,10 @@ export class PolicyReloader {
       this.onSignal = () => void this.reloadFile('signal');
       process.on(this.signal, this.onSignal);
     }
-    if (this.redis && this.signer === null) {
+    if (this.pubsub !== null && this.signer === null) {
       this.log?.warn({ channel: this.channel }, 'policy announcements are off (no announce secret): reloads are not shared with other instances, and theirs are not heard');
-    } else if (this.redis) {
-      await this.connect(this.redis);
+    } else if (this.pubsub !== null) {
+      await this.connect(this.pubsub);
     }
   }
 
@@ -299,10 +293,9 @@ export class PolicyReloader {
     this.watchers.clear();
     if (this.onSignal && this.signal) process.off(this.signal, this.onSignal);
     await this.reading.catch(() => undefined);
-    const conns = [this.sub, this.pub].filter((c): c is Redis | Cluster => c !== null);
-    this.sub = this.pub = null;
-    // QUIT waits for Redis's answer, which a frozen Redis never sends: past QUIT_MS the connection is dropped
-    await Promise.all(conns.map((c) => quitWithin(c, QUIT_MS)));
+    const chan = this.chan;
+    this.chan = null;
+    await chan?.close();
   }
 
   // --------------------------------------------------------------------------------------------------------
@@ -368,32 +361,14 @@ export class PolicyReloader {
   // Announcements (Redis pub/sub)
   // --------------------------------------------------------------------------------------------------------
 
-  private async connect(target: NonNullable<PolicyReloaderOptions['redis']>): Promise<void> {
-    const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
-    // The publisher has no offline queue: a publish while Redis is away fails at once and is sent again on
-    // 'ready'. The subscriber queues its SUBSCRIBE until connected, and ioredis subscribes again on reconnect.
-    const make = (offlineQueue: boolean): Redis | Cluster => {
-      const c = 'cluster' in target
-        ? new Cluster(clusterNodes(target.cluster), {
-          enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
-        })
-        : 'sentinel' in target
-          ? new Redis({ enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, ...sentinelOptions(target.sentinel, backoff) })
-          : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
-      c.on('error', (e: Error) => this.log?.debug({ err: e.message }, 'policy channel: redis error'));
-      if ('sentinel' in target) followSwitches(c as Redis, target.sentinel);
-      return c;
-    };
-    this.pub = make(false);
-    this.sub = make(true);
-    this.pub.on('ready', () => {
+  private async connect(pubsub: PubSub): Promise<void> {
+    const chan = (this.chan = pubsub.channel(this.channel, (message) => this.heard(message)));
+    // a publish while the store is away fails at once (no offline queue): the last one is sent again when it is back
+    chan.onReady(() => {
       const pending = this.unsent;
       if (pending !== null && pending.version === this.limiter.version) this.publish(pending);
     });
-    this.sub.on('message', (channel: string, message: string) => {
-      if (channel === this.channel) this.heard(message);
-    });
-    const subscribed = this.sub.subscribe(this.channel).then(
+    const subscribed = chan.subscribed.then(
       () => this.log?.info({ channel: this.channel, instance: this.instanceId }, 'listening for policy reloads'),
       (e: unknown) => this.log?.warn({ err: e, channel: this.channel }, 'policy channel: subscribe failed'),
     );
@@ -403,15 +378,14 @@ export class PolicyReloader {
   }
 
   private announce(a: PolicyAnnouncement): void {
-    if (this.pub === null) return;
     this.publish(a);
   }
 
   private publish(a: PolicyAnnouncement): void {
-    const pub = this.pub;
-    if (pub === null) return;
+    const chan = this.chan;
+    if (chan === null) return;
     this.unsent = a;
-    pub.publish(this.channel, this.signer!.sign({ ...a })).then((receivers) => {
+    chan.publish(this.signer!.sign({ ...a })).then((receivers) => {
       if (this.unsent === a) this.unsent = null;
       this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
     }, (e: unknown) => {
@@ -451,18 +425,6 @@ export class PolicyReloader {
     const differs = (['engine', 'server'] as const).filter((k) => raw[k] !== undefined && JSON.stringify(config[k]) !== JSON.stringify(s[k]));
     if (differs.length > 0) this.log?.warn({ file: name, sections: differs }, 'engine and server settings take effect at a restart; only policies were reloaded');
   }
-}
-
-/** How long close() waits for Redis to answer QUIT, in ms. */
-const QUIT_MS = 500;
-
-/** QUIT, or after `ms` (or on an error) a plain disconnect; resolves either way. */
-async function quitWithin(c: Redis | Cluster, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((r) => { timer = setTimeout(() => r('late'), ms); });
-  const done = await Promise.race([c.quit().then(() => 'ok' as const, () => 'failed' as const), late]);
-  clearTimeout(timer);
-  if (done !== 'ok') c.disconnect();
 }
 
 function policiesOf(raw: unknown): unknown {

@@ -9,8 +9,14 @@ import { createBreaker, type BreakerOptions, type BreakerState } from './breaker
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, widen } from './reply.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, StoreStats, StoredValues } from './contract.js';
+import { hashTag, placedKey } from './slots.js';
+import { openChannel, type ChannelTarget } from './pubsub.js';
+import { reconnectBackoff } from './backoff.js';
+import { LatencyHistogram } from './latency.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+export type { MergeOptions, StoreFailures, StoreLatency } from './contract.js';
 
 /**
  * How a limiter reaches Redis (`createLimiter({ redis })`, `sluice serve --redis URL` or
@@ -65,15 +71,7 @@ export interface RedisOptions {
  */
 export const DEFAULT_TIMEOUT_MS = 200;
 
-/** Upper bounds, in seconds, of the store call latency histogram's buckets. */
-export const STORE_LATENCY_BUCKETS: readonly number[] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1];
-
-/** Script call durations (decisions and merges, failed ones included): counts per bucket, +Inf last. */
-export interface StoreLatency {
-  bounds: readonly number[];
-  counts: number[];
-  sumSeconds: number;
-}
+export { STORE_LATENCY_BUCKETS } from './latency.js';
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
 
@@ -91,7 +89,7 @@ function packLegs(args: readonly number[], from: number): Buffer {
  * are pipelined on one connection: each is written when made, several in flight, answered in order. The script is sent by EVALSHA; after
  * a NOSCRIPT (restart, failover, SCRIPT FLUSH) ioredis resends it once by EVAL on that connection.
  */
-export class RedisStore {
+export class RedisStore implements Store {
   readonly prefix: string;
   readonly useRedisTime: boolean;
   /** {@link RedisOptions.overLimitCache}. */
@@ -102,16 +100,16 @@ export class RedisStore {
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
   private errors = 0;
-  /** Call durations, for the store latency histogram: counts per bucket of STORE_LATENCY_BUCKETS (+Inf last). */
-  private readonly latencyCounts = new Array<number>(STORE_LATENCY_BUCKETS.length + 1).fill(0);
-  private latencySum = 0;
+  /** Call durations, for the store latency histogram. */
+  private readonly latency = new LatencyHistogram();
   /** {@link errors} by kind. */
   private readonly failures: StoreFailures = { timeouts: 0, scriptErrors: 0, unavailable: 0, connectionErrors: 0, breakerRejections: 0 };
 
   /** Calls answered after they had timed out (their script ran late), and the tokens they spent. */
   private late = { calls: 0, tokens: 0 };
 
-  private constructor(private readonly redis: Redis | Cluster, o: RedisOptions) {
+  private constructor(private readonly redis: Redis | Cluster, o: RedisOptions, private readonly target: ChannelTarget,
+    private readonly log: Logger | undefined) {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     this.overLimitCache = o.overLimitCache ?? true;
@@ -162,7 +160,7 @@ export class RedisStore {
     // still sees its reply if Redis runs it late (a stall of up to a minute): its spend is then counted.
     const commandTimeout = 60_000;
     // reconnect with exponential backoff and jitter, never giving up
-    const backoff = (n: number): number => Math.round(Math.min(50 * 2 ** n, 2000) * (0.5 + Math.random()));
+    const backoff = reconnectBackoff;
     // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
     const onError = (e: Error): void => log?.debug({ err: e.message }, 'redis error');
     if (o.cluster !== undefined) {
@@ -184,7 +182,7 @@ export class RedisStore {
       });
       cluster.on('error', onError);
       cluster.on('node error', onError);
-      return new RedisStore(cluster, o);
+      return new RedisStore(cluster, o, { cluster: o.cluster }, log);
     }
     const own = {
       enableOfflineQueue: false,
@@ -202,7 +200,7 @@ export class RedisStore {
       : new Redis(o.url ?? 'redis://127.0.0.1:6379', own);
     redis.on('error', onError);
     if (o.sentinel !== undefined) followSwitches(redis, o.sentinel);
-    return new RedisStore(redis, o);
+    return new RedisStore(redis, o, o.sentinel !== undefined ? { sentinel: o.sentinel } : { url: o.url ?? 'redis://127.0.0.1:6379' }, log);
   }
 
   /**
@@ -232,7 +230,7 @@ export class RedisStore {
       this.failed(e);
       throw e;
     } finally {
-      this.observe(start);
+      this.latency.observe(start);
     }
   }
 
@@ -259,13 +257,6 @@ export class RedisStore {
     this.failures[failureKind(e)]++;
   }
 
-  private observe(start: number): void {
-    const seconds = (performance.now() - start) / 1000;
-    let i = 0;
-    while (i < STORE_LATENCY_BUCKETS.length && seconds > STORE_LATENCY_BUCKETS[i]) i++;
-    this.latencyCounts[i]++;
-    this.latencySum += seconds;
-  }
 
   /**
    * Sync mode: adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta) to the shared
@@ -285,7 +276,7 @@ export class RedisStore {
       this.failed(e);
       throw e;
     } finally {
-      this.observe(start);
+      this.latency.observe(start);
     }
   }
 
@@ -317,13 +308,42 @@ export class RedisStore {
     return this.redis.status === 'ready';
   }
 
-  stats(): {
-    storeErrors: number; breaker: BreakerState; connected: boolean; latency: StoreLatency; lateCalls: number; lateSpentTokens: number;
-  } & StoreFailures {
+  /**
+   * The names under which `keys` are held: in a Cluster, a guarded policy's keys live in its guard's slot
+   * (slots.ts), under a placed name unless they share the guard's hash tag already.
+   */
+  private placed(keys: readonly string[], guardKey: string | null): string[] {
+    if (!(this.redis instanceof Cluster) || guardKey === null) return [...keys];
+    const tag = hashTag(guardKey);
+    return keys.map((k) => (hashTag(k) === tag ? k : placedKey(this.prefix, tag, k)));
+  }
+
+  read(keys: readonly string[], guardKey: string | null): Promise<StoredValues> {
+    return Promise.all(this.placed(keys, guardKey).map((k) => this.redis.getBuffer(k)));
+  }
+
+  async remove(keys: readonly string[], guardKey: string | null): Promise<number> {
+    // in a Cluster, a guarded policy's keys may be held under both names (before and after placement): delete both
+    const names = this.redis instanceof Cluster && guardKey !== null ? [...keys, ...this.placed(keys, guardKey)] : keys;
+    const counts = await Promise.all(names.map((k) => this.redis.del(k)));
+    return counts.reduce((a, c) => a + c, 0);
+  }
+
+  async clock(): Promise<number> {
+    const time = await this.redis.time();
+    return Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+  }
+
+  /** Opens a channel on connections of its own (a subscriber cannot run other commands), to the same Redis. */
+  channel(name: string, onMessage: (message: string) => void): StoreChannel {
+    return openChannel(this.target, name, onMessage, this.log);
+  }
+
+  stats(): StoreStats {
     return {
       storeErrors: this.errors, ...this.failures, breaker: this.breakerState(), connected: this.ready,
       lateCalls: this.late.calls, lateSpentTokens: this.late.tokens,
-      latency: { bounds: STORE_LATENCY_BUCKETS, counts: [...this.latencyCounts], sumSeconds: this.latencySum },
+      latency: this.latency.snapshot(),
     };
   }
 
@@ -429,31 +449,8 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
   };
 }
 
-/** A sync merge's options: the ids it was split from (lua/sync.lua), and a cap on its deadline in ms. */
-export interface MergeOptions {
-  parents?: readonly string[];
-  maxMs?: number;
-}
-
 /** Added to a merge's deadline per key, in ms. */
 export const MERGE_MS_PER_KEY = 0.05;
-
-/** Failed store calls by kind; they add up to `storeErrors`. */
-export interface StoreFailures {
-  /** Calls that got no answer within `timeoutMs` (a frozen or overloaded Redis, a lost network). */
-  timeouts: number;
-  /** Calls Redis answered with an error about the call: the script failed (WRONGTYPE on a key it reads, a script error). */
-  scriptErrors: number;
-  /**
-   * Calls Redis answered with an error about itself: it cannot serve now (OOM, BUSY, LOADING, READONLY,
-   * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MISCONF, NOREPLICAS). They count toward opening the circuit breaker.
-   */
-  unavailable: number;
-  /** Calls that could not be sent or lost their connection (Redis down, restarting, not yet connected). */
-  connectionErrors: number;
-  /** Calls not made because the circuit breaker was open. */
-  breakerRejections: number;
-}
 
 /**
  * Redis replies that say it cannot serve now (its memory, a busy script, loading, a replica, cluster state),

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { StoreTimeoutError } from './deadline.js';
-import type { RedisStore } from './redis.js';
+import type { Store } from './contract.js';
 import { debitState } from '../util/debit.js';
 
 /**
@@ -148,7 +148,7 @@ export class SyncWriter {
   private queue: Batch[] = [];
 
   constructor(
-    private readonly store: RedisStore,
+    private readonly store: Store,
     private readonly clock: () => number,
     private readonly install: Install,
     o: SyncOptions = {},

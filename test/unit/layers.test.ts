@@ -117,8 +117,8 @@ describe('layers', () => {
         .filter((f) => new RegExp(`from '${pkg}'`).test(readFileSync(f, 'utf8')))
         .map((f) => relative(SRC, f))
         .filter((f) => !rooms.includes(room(f)));
-    // the reloader's pub/sub and inspect's strict read still hold their own clients (issue #12 item 1 is left)
-    expect(outside('ioredis', ['store', 'reload', 'engine'])).toEqual([]);
+    // every Redis client lives behind the store contract (src/store/contract.ts)
+    expect(outside('ioredis', ['store'])).toEqual([]);
     expect(outside('uWebSockets\\.js', ['server'])).toEqual([]);
   });
 });

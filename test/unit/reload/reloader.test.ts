@@ -14,6 +14,8 @@ import { PolicyReloader, type ReloadSource } from '../../../src/reload/reloader.
 import { AnnouncementSigner, MAX_AGE_MS, type RefusalReason } from '../../../src/reload/announce.js';
 import { isSluiceError } from '../../../src/util/errors.js';
 import { startRedis, type TestRedis } from '../../helpers/redis.js';
+import { RedisStore } from '../../../src/store/redis.js';
+import { MemoryPubSub } from '../../../src/store/memory-pubsub.js';
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
 import { ManualClock } from '../../helpers/clock.js';
 
@@ -40,10 +42,14 @@ afterEach(async () => {
   }
 });
 
-async function harness(o: { redis?: string; cluster?: string[]; instanceId?: string; secret?: string | null } = {}): Promise<Harness> {
+async function harness(o: { redis?: string; cluster?: string[]; pubsub?: MemoryPubSub; instanceId?: string; secret?: string | null } = {}): Promise<Harness> {
   const clock = new ManualClock();
   const startup = parseConfig(OLD, 'policies.yaml');
-  const limiter = await createLimiter({ policies: startup.policies, clock: clock.now, maxKeys: 1024 });
+  // the composition root's order: the store, the limiter deciding through it, the reloader announcing through it
+  const store = o.redis ? RedisStore.create({ url: o.redis }) : o.cluster ? RedisStore.create({ cluster: o.cluster }) : null;
+  const limiter = await createLimiter({
+    policies: startup.policies, clock: clock.now, maxKeys: 1024, ...(store !== null ? { redis: {}, store } : {}),
+  });
   const logs: Array<Record<string, any>> = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
@@ -57,7 +63,7 @@ async function harness(o: { redis?: string; cluster?: string[]; instanceId?: str
     limiter, logger: pino({ level: 'info' }, sink), signal: null, startup,
     announceSecret: o.secret === undefined ? SECRET : o.secret,
     metrics: { reloaded: (source: ReloadSource, result) => counts.push(`${source}/${result}`), announcementRefused: (r) => refused.push(r) },
-    ...(o.redis ? { redis: { url: o.redis } } : o.cluster ? { redis: { cluster: o.cluster } } : {}),
+    pubsub: o.pubsub ?? store,
     ...(o.instanceId ? { instanceId: o.instanceId } : {}),
   });
   await reloader.start();
@@ -120,6 +126,37 @@ describe('PolicyReloader.apply', () => {
     await h.reloader.close();
     const e = await h.reloader.apply(NEW, 'api').then(() => null, (x: unknown) => x);
     expect(isSluiceError(e) && e.code).toBe('CLOSED');
+  });
+});
+
+describe('PolicyReloader over an in-process pub/sub (MemoryPubSub)', () => {
+  it('announces a local reload to the instances of the process, and they apply it without announcing it again', async () => {
+    const bus = new MemoryPubSub();
+    const a = await harness({ pubsub: bus, instanceId: 'a' });
+    const b = await harness({ pubsub: bus, instanceId: 'b' });
+    const c = await harness({ pubsub: bus, instanceId: 'c' });
+    await a.reloader.apply(NEW, 'api');
+    await until(() => b.limiter.version === version(NEW) && c.limiter.version === version(NEW), 'b and c to follow');
+    expect([a.counts, b.counts, c.counts]).toStrictEqual([['api/ok'], ['peer/ok'], ['peer/ok']]);
+    expect(a.logs.filter((l) => l.msg === 'policy reload announced').map((l) => [l.version, l.receivers])).toStrictEqual([[version(NEW), 3]]);
+    expect([b, c].some((h) => h.logs.some((l) => l.msg === 'policy reload announced'))).toBe(false);
+    // a closed reloader hears nothing more: c closes, a reloads back, only b follows
+    await c.reloader.close();
+    await a.reloader.apply(OLD, 'api');
+    await until(() => b.limiter.version === version(OLD), 'b to follow back');
+    expect(c.limiter.version).toBe(version(NEW));
+    expect(a.logs.filter((l) => l.msg === 'policy reload announced').map((l) => l.receivers)).toStrictEqual([3, 2]);
+  });
+
+  it('refuses a forged announcement on the bus as on Redis', async () => {
+    const bus = new MemoryPubSub();
+    const h = await harness({ pubsub: bus, instanceId: 'me' });
+    const intruder = bus.channel('sluice:policies', () => undefined);
+    await intruder.publish(new AnnouncementSigner('another secret of 32 bytes......').sign({ origin: 'x', version: 'ffffffffffff', policies: {} }));
+    await until(() => h.refused.length === 1, 'the refusal');
+    expect(h.refused).toStrictEqual(['bad_mac']);
+    expect(h.limiter.version).toBe(version(OLD));
+    await intruder.close();
   });
 });
 

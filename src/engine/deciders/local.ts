@@ -1,0 +1,236 @@
+/**
+ * The local decider: checks of `local` and `sync` policies (and store-backed checks that fall back under
+ * `onStoreError: local`) decided by the kernels: this thread's with no shard pool, else one batch per shard,
+ * each sent to the shard that owns its keys (a guarded policy's keys live on its guard's shard).
+ */
+import type { Kernel } from '../../shard/kernel.js';
+import { STATE_ROW } from '../../shard/kernel.js';
+import type { ShardPool } from '../../shard/pool.js';
+import { shardOf } from '../../shard/router.js';
+import type { ShardTask } from '../../shard/protocol.js';
+import { LEG_IN } from '../../shard/protocol.js';
+import { compose } from '../decision.js';
+import { markLocal } from '../degraded.js';
+import type { PolicyCounters } from '../shadow.js';
+import type { AdmissionLog, Decider, Flight, LocalFallback, StateInstaller } from '../decider.js';
+import { emptyBatch, push, type Batch } from '../queue.js';
+import { writeLegs } from '../legs.js';
+
+export interface LocalDeciderOptions {
+  /** The calling thread's kernel: with no pool, it decides. */
+  kernel: Kernel;
+  pool: ShardPool | null;
+  counters: PolicyCounters;
+  flight: Flight;
+}
+
+export class LocalDecider implements Decider, LocalFallback, StateInstaller {
+  readonly mode = 'local';
+  /** The write-behind of `sync` policies, once a policy set has one (src/engine/deciders/write-behind.ts). */
+  writeBehind: AdmissionLog | null = null;
+  /** Batches sent to each shard and the last settled here (sync mode), for {@link install}. */
+  private shardSent: number[] = [];
+  private shardSettled: number[] = [];
+
+  constructor(private readonly o: LocalDeciderOptions) {}
+
+  decide(b: Batch, now: number): void {
+    if (this.o.pool === null) this.decideHere(b, now);
+    else if (this.now) this.dispatchNow(this.o.pool, b, now);
+    else this.dispatch(this.o.pool, b, now);
+  }
+
+  /** Set by the front while checkNow() flushes: with shards, the batch goes through their synchronous channels. */
+  now = false;
+
+  /**
+   * Whether a batch can be decided now on the shards (see {@link dispatchNow}): always, but with sync policies
+   * while a batch is unanswered on some shard (its admissions must be settled in order).
+   */
+  canDecideNow(): boolean {
+    if (this.writeBehind === null) return true;
+    for (let s = 0; s < this.shardSent.length; s++) if (this.shardSent[s] !== this.shardSettled[s]) return false;
+    return true;
+  }
+
+  /**
+   * {@link dispatch}, but each shard's part of the batch is decided through the shard's synchronous channel
+   * (ShardPool.callNow: shared memory, this thread sleeps until the shard answers; src/shard/channel.ts) and
+   * settled before this returns, so the HTTP front answers inside uWS's callback with shards too. The legs
+   * are written straight into the channel: nothing is allocated. With sync policies, a shard's call is
+   * numbered like its batches and settled at once, which keeps the numbers settled in order because the
+   * front decides this way only when {@link canDecideNow}.
+   */
+  private dispatchNow(pool: ShardPool, b: Batch, now: number): void {
+    const shards = pool.size;
+    const room = pool.maxCallLegs;
+    for (let s = 0; s < shards; s++) {
+      const legs = pool.legsFor(s);
+      let used = 0;
+      let from = 0;
+      for (let i = 0; i < b.n; i++) {
+        if (routeOf(b, i, shards) !== s) continue;
+        if (used + b.rts[i].legCount > room) {
+          this.callNow(pool, s, used, from, i, b, now);
+          used = 0;
+          from = i;
+        }
+        writeLegs(legs, used, b, i);
+        used += b.rts[i].legCount;
+      }
+      if (used > 0) this.callNow(pool, s, used, from, b.n, b, now);
+    }
+  }
+
+  /** One call of {@link dispatchNow}: shard `s`'s checks among [from, to) of `b`, `used` legs written. */
+  private callNow(pool: ShardPool, s: number, used: number, from: number, to: number, b: Batch, now: number): void {
+    const shards = pool.size;
+    const seq = this.writeBehind === null ? 0 : this.shardSeq(s);
+    let out: Float64Array;
+    try {
+      out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
+    } catch (e) {
+      for (let i = from; i < to; i++) if (routeOf(b, i, shards) === s) b.rejects[i](e as Error);
+      return;
+    } finally {
+      if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+    }
+    let base = 0;
+    for (let i = from; i < to; i++) {
+      if (routeOf(b, i, shards) !== s) continue;
+      this.settleLocal(out, base, b, i, s, now);
+      base += b.rts[i].legCount;
+    }
+  }
+
+  seed(b: Batch, i: number, rows: number[], now: number): void {
+    const rt = b.rts[i];
+    const pool = this.o.pool;
+    if (pool === null) {
+      this.o.kernel.legIn.set(rows);
+      this.o.kernel.setState(rows.length / STATE_ROW, now);
+    } else {
+      // the shard receives the state ahead of the batch, on the same worker queue
+      const shard = shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], pool.size);
+      void pool.setState(shard, { kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows) }).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Installs merged states into the kernels that own them: this thread's, or each shard's in order, after the
+   * batches that shard has settled here (src/shard/admissions.ts). `rows`: 6 numbers per state per shard
+   * (hashLo, hashHi, limitId, w0, w1, lastSeen), `params` 3 per state (algorithm, L, P).
+   */
+  async install(byShard: Map<number, number[]>, paramsOf: Map<number, number[]>, now: number): Promise<void> {
+    const pool = this.o.pool;
+    const sent: Promise<void>[] = [];
+    for (const [shard, rows] of byShard) {
+      if (shard < 0 || pool === null) {
+        const k = this.o.kernel;
+        const perCall = Math.floor(k.legIn.length / STATE_ROW) * STATE_ROW;
+        for (let off = 0; off < rows.length; off += perCall) {
+          const chunk = rows.slice(off, off + perCall);
+          k.legIn.set(chunk);
+          k.setState(chunk.length / STATE_ROW, now);
+        }
+      } else {
+        sent.push(pool.setState(shard, {
+          kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows),
+          params: Float64Array.from(paramsOf.get(shard)!), after: this.shardSettled[shard] ?? 0,
+        }));
+      }
+    }
+    await Promise.allSettled(sent);
+  }
+
+  /**
+   * Settles check i of `b` from its legs' output rows at `base`; a sync policy's admitted cost is recorded
+   * for the next merge, and its decision says how stale the view behind it is.
+   */
+  private settleLocal(out: Float64Array, base: number, b: Batch, i: number, shard: number, now: number): void {
+    const rt = b.rts[i];
+    const sync = rt.synced ? this.writeBehind : null;
+    const d = compose(out, base, rt, sync === null ? -1 : sync.staleness(now));
+    if (d instanceof Error) return b.rejects[i](d);
+    if (b.fallback === true) markLocal(d);
+    if (sync !== null && d.allowed && b.costs[i] > 0) sync.record(b, i, shard);
+    b.resolves[i](rt.shadow ? this.o.counters.shadowed(rt, d, now) : d);
+  }
+
+  private decideHere(b: Batch, now: number): void {
+    const k = this.o.kernel;
+    let base = 0;
+    for (let i = 0; i < b.n; i++) {
+      writeLegs(k.legIn, base, b, i);
+      base += b.rts[i].legCount;
+    }
+    k.decide(base, now);
+    base = 0;
+    for (let i = 0; i < b.n; i++) {
+      this.settleLocal(k.legOut, base, b, i, -1, now);
+      base += b.rts[i].legCount;
+    }
+  }
+
+  private dispatch(pool: ShardPool, b: Batch, now: number): void {
+    const shards = pool.size;
+    const route = new Int32Array(b.n);
+    const legCount = new Int32Array(shards);
+    for (let i = 0; i < b.n; i++) {
+      const rt = b.rts[i];
+      const hi = rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1];
+      const s = shardOf(hi, shards);
+      route[i] = s;
+      legCount[s] += rt.legCount;
+    }
+    // Each shard's checks are copied out: the turn's queues are reused before the replies arrive.
+    const batches: Array<{ legs: Float64Array; used: number; bases: number[]; checks: Batch } | null> = [];
+    for (let s = 0; s < shards; s++) {
+      batches.push(legCount[s] === 0 ? null
+        : { legs: new Float64Array(legCount[s] * LEG_IN), used: 0, bases: [], checks: emptyBatch(b.fallback) });
+    }
+    for (let i = 0; i < b.n; i++) {
+      const sb = batches[route[i]]!;
+      writeLegs(sb.legs, sb.used, b, i);
+      sb.bases.push(sb.used);
+      push(sb.checks, b, i);
+      sb.used += b.rts[i].legCount;
+    }
+    const flight = this.o.flight;
+    for (let s = 0; s < shards; s++) {
+      const sb = batches[s];
+      if (sb === null) continue;
+      const { checks, bases } = sb;
+      flight.add(checks.n);
+      // with sync policies, batches are numbered per shard so a merged state spends what the shard admitted
+      // in the batches not settled here yet (src/shard/admissions.ts)
+      const seq = this.writeBehind === null ? 0 : this.shardSeq(s);
+      const task: ShardTask = seq === 0 ? { kind: 'batch', now, n: sb.used, legs: sb.legs }
+        : { kind: 'batch', now, n: sb.used, legs: sb.legs, seq, ack: this.shardSettled[s] };
+      pool.run(s, task).then(
+        (out) => {
+          for (let i = 0; i < checks.n; i++) this.settleLocal(out, bases[i], checks, i, s, now);
+          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+        },
+        (e: Error) => {
+          for (const r of checks.rejects) r(e);
+          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+        },
+      ).finally(() => flight.landed(checks.n));
+    }
+  }
+
+  private shardSeq(s: number): number {
+    while (this.shardSent.length <= s) {
+      this.shardSent.push(0);
+      this.shardSettled.push(0);
+    }
+    return ++this.shardSent[s];
+  }
+}
+
+/** The shard that owns check i of `b`: its key's, or for a guarded policy its guard's (the shared leg). */
+function routeOf(b: Batch, i: number, shards: number): number {
+  const rt = b.rts[i];
+  return shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], shards);
+}

@@ -1,0 +1,165 @@
+/**
+ * The strict decider: one atomic script call (lua/check.lua) decides every strict check of the turn, in
+ * calls of STORE_CHUNK checks written as they fill (front.ts), but for the checks the over-limit cache answers
+ * (src/engine/strict-cache.ts). When the call fails, or some of its legs come back unanswered (a Cluster slot
+ * lost, an unreadable state), those checks take the failure rule (src/engine/failure.ts); under `local` the
+ * kernel that decides them is first seeded with the key's state last learned from Redis.
+ */
+import type { Store } from '../../store/contract.js';
+import { LEG_WIDE } from '../../store/reply.js';
+import { compose } from '../decision.js';
+import { readClock } from '../clock.js';
+import { scriptBurst, scriptPeriod } from '../calendar-args.js';
+import { GUARD_KEY, writeLegHash, type PolicyRuntime } from '../runtime.js';
+import type { DegradedCounts } from '../degraded.js';
+import type { PolicyCounters } from '../shadow.js';
+import type { StrictCache, Known } from '../strict-cache.js';
+import { settle, type Decider, type Flight, type LocalFallback } from '../decider.js';
+import { storeFailure } from '../failure.js';
+import { emptyBatch, push, type Batch } from '../queue.js';
+import { legKey } from '../legs.js';
+
+export interface StrictDeciderOptions {
+  store: Store;
+  cache: StrictCache;
+  clock: () => number;
+  counters: PolicyCounters;
+  degraded: DegradedCounts;
+  flight: Flight;
+  /** Where checks go under `onStoreError: local`. */
+  local: LocalFallback;
+}
+
+export class StrictDecider implements Decider {
+  readonly mode = 'strict';
+  /** A leg's hash (reused: see seed()). */
+  private readonly legHash = new Float64Array(2);
+
+  constructor(private readonly o: StrictDeciderOptions) {}
+
+  setRuntimes(): void {
+    this.o.cache.clearDenials();
+  }
+
+  decide(b: Batch, now: number): void {
+    const { store, cache } = this.o;
+    const redisKeys: string[] = [];
+    const args: number[] = [];
+    const sent = emptyBatch();
+    const known: Known[] = [];
+    for (let i = 0; i < b.n; i++) {
+      const rt = b.rts[i];
+      const key0 = legKey(store.prefix, rt, b.keys[i], 0);
+      const e = cache.entry(key0, rt);
+      const shared = this.sharedKeys(rt, b.keys[i]);
+      const d = cache.overLimit(e, b.costs[i], now, shared === null ? 0 : cache.epochOf(shared));
+      if (d !== null) {
+        settle(this.o.counters, d, b, i, now);
+        continue;
+      }
+      if (shared !== null) {
+        for (const k of shared) cache.touch(k);
+        e.sentEpoch = cache.epochOf(shared);
+      }
+      e.inflight++;
+      known.push(e);
+      push(sent, b, i);
+      for (let j = 0; j < rt.legCount; j++) {
+        redisKeys.push(j === 0 ? key0 : legKey(store.prefix, rt, b.keys[i], j));
+        const l = rt.legLimits[j];
+        args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], j === 0 ? rt.legCount : 0);
+      }
+    }
+    if (sent.n === 0) return;
+    const flight = this.o.flight;
+    flight.add(sent.n);
+    store.decideWide(redisKeys, args, now).then(
+      (rows) => {
+        for (const e of known) e.inflight--;
+        if (rows.length > 0) cache.sample(rows[4], now, readClock(this.o.clock));
+        const out = narrow(rows);
+        // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
+        const failed = emptyBatch();
+        const failedKnown: Known[] = [];
+        let base = 0;
+        for (let i = 0; i < sent.n; i++) {
+          if (Number.isNaN(rows[LEG_WIDE * base])) {
+            push(failed, sent, i);
+            failedKnown.push(known[i]);
+          } else {
+            cache.learn(known[i], rows, base, sent.costs[i]);
+            settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
+          }
+          base += sent.rts[i].legCount;
+        }
+        if (failed.n > 0) this.storeFailed(failed, failedKnown, now);
+      },
+      () => {
+        for (const e of known) e.inflight--;
+        this.storeFailed(sent, known, now);
+      },
+    ).finally(() => flight.landed(sent.n));
+  }
+
+  /**
+   * The store keys of a check's legs that other checks share (a guard's, through a guarded policy or a
+   * check on the guard itself), or null when it has none.
+   */
+  private sharedKeys(rt: PolicyRuntime, key: string): readonly string[] | null {
+    if (rt.guardStoreKeys !== null) return rt.guardStoreKeys;
+    if (key !== GUARD_KEY) return null;
+    const out: string[] = [];
+    for (let j = 0; j < rt.legCount; j++) out.push(legKey(this.o.store.prefix, rt, key, j));
+    return out;
+  }
+
+  /** The failure rule of each check of `b` (`known`: their cache entries, in order). */
+  private storeFailed(b: Batch, known: Known[], now: number): void {
+    const local = emptyBatch(true);
+    for (let i = 0; i < b.n; i++) {
+      const d = storeFailure(b.rts[i], this.o.degraded);
+      if (d === null) {
+        this.seed(b, i, known[i], now);
+        push(local, b, i);
+      } else settle(this.o.counters, d, b, i, now);
+    }
+    if (local.n > 0) this.o.local.decide(local, now);
+  }
+
+  /**
+   * Seeds the kernel that will decide check i of `b` locally with the key's state last learned from Redis,
+   * once per stall (a later Redis answer makes it due again). The kernel receives the state before the check.
+   */
+  private seed(b: Batch, i: number, e: Known, now: number): void {
+    const rt = b.rts[i];
+    if (e.seeded || e.rt !== rt) return;
+    e.seeded = true;
+    const cache = this.o.cache;
+    const rows: number[] = [];
+    const h = this.legHash;
+    for (let j = 0; j < rt.legCount; j++) {
+      const last = e.states[3 * j + 2];
+      // calendar windows and sliding logs (codes 4, 5) keep state the cache does not rebuild: fresh locally
+      if (!(last >= 0) || rt.legLimits[j].algorithmCode >= 4) continue;
+      const local = cache.toLocal(last, now);
+      writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
+      // a GCRA state's w0 is a time (the TAT): it moves with the clock
+      const w0 = rt.legLimits[j].algorithmCode === 1 ? e.states[3 * j] - (last - local) : e.states[3 * j];
+      rows.push(h[0], h[1], rt.limitIds[j], w0, e.states[3 * j + 1], local);
+    }
+    if (rows.length > 0) this.o.local.seed(b, i, rows, now);
+  }
+}
+
+/** The 4 outputs of each leg of a widened store reply (src/store/reply.ts), as compose() reads them. */
+function narrow(rows: readonly number[]): Float64Array {
+  const n = rows.length / LEG_WIDE;
+  const out = new Float64Array(n * 4);
+  for (let j = 0; j < n; j++) {
+    out[4 * j] = rows[LEG_WIDE * j];
+    out[4 * j + 1] = rows[LEG_WIDE * j + 1];
+    out[4 * j + 2] = rows[LEG_WIDE * j + 2];
+    out[4 * j + 3] = rows[LEG_WIDE * j + 3];
+  }
+  return out;
+}

@@ -1,0 +1,149 @@
+/**
+ * The store contract: what the engine, the key admin (inspect and reset) and the reloader may ask of shared
+ * state. The Redis store (src/store/redis.ts: one server, Sentinel or Cluster) and the in-memory store
+ * (src/store/memory.ts: the same scripts' arithmetic, in this process) implement it; only the
+ * composition root (createLimiter in src/limiter.ts, `sluice serve` in src/cli/serve.ts) builds one, and
+ * nothing outside src/store sees the Redis client.
+ *
+ * Units: times are Unix-epoch ms; `args` rows are the numbers lua/check.lua and lua/sync.lua read (see each
+ * method). Every call that reaches Redis counts in {@link Store.stats} and rejects when Redis fails, times out
+ * or the circuit breaker is open; the caller applies the policy's `onStoreError` (src/engine/failure.ts).
+ */
+import type { BreakerState } from './breaker.js';
+
+/** Failed store calls by kind; they add up to `storeErrors`. */
+export interface StoreFailures {
+  /** Calls that got no answer within `timeoutMs` (a frozen or overloaded Redis, a lost network). */
+  timeouts: number;
+  /** Calls Redis answered with an error about the call: the script failed (WRONGTYPE on a key it reads, a script error). */
+  scriptErrors: number;
+  /**
+   * Calls Redis answered with an error about itself: it cannot serve now (OOM, BUSY, LOADING, READONLY,
+   * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, MISCONF, NOREPLICAS). They count toward opening the circuit breaker.
+   */
+  unavailable: number;
+  /** Calls that could not be sent or lost their connection (Redis down, restarting, not yet connected). */
+  connectionErrors: number;
+  /** Calls not made because the circuit breaker was open. */
+  breakerRejections: number;
+}
+
+/** Script call durations (decisions and merges, failed ones included): counts per bucket, +Inf last. */
+export interface StoreLatency {
+  /** Upper bounds of the buckets, in seconds. */
+  bounds: readonly number[];
+  counts: number[];
+  sumSeconds: number;
+}
+
+/** A store's counters (the limiter's `stats().store`, without the engine's parts). */
+export type StoreStats = {
+  storeErrors: number;
+  breaker: BreakerState;
+  connected: boolean;
+  latency: StoreLatency;
+  /** Calls answered after they had timed out (their script ran late), and the tokens they spent. */
+  lateCalls: number;
+  lateSpentTokens: number;
+} & StoreFailures;
+
+/** A sync merge's options: the ids it was split from (lua/sync.lua), and a cap on its deadline in ms. */
+export interface MergeOptions {
+  parents?: readonly string[];
+  maxMs?: number;
+}
+
+/**
+ * One pub/sub channel opened on a store ({@link Store.channel}). Messages published while the store is
+ * away fail (no offline queue); {@link onReady} tells when publishing works again. The subscription is
+ * made again after every reconnect.
+ */
+export interface StoreChannel {
+  /** Resolves once subscribed; rejects if the subscription failed (it is still retried on reconnect). */
+  readonly subscribed: Promise<void>;
+  /** Publishes `message`; resolves to the number of subscribers that received it, rejects when the store is away. */
+  publish(message: string): Promise<number>;
+  /** Calls `fn` each time publishing becomes possible again (a (re)connection). */
+  onReady(fn: () => void): void;
+  /** Unsubscribes and closes the channel's connections, within a bounded wait even if the store is frozen. */
+  close(): Promise<void>;
+}
+
+/** What the reloader needs to announce policy sets and hear those of other instances. */
+export interface PubSub {
+  /**
+   * Opens `name` for publishing and subscribes to it; `onMessage` receives each message published on it (by
+   * any instance, this one included).
+   */
+  channel(name: string, onMessage: (message: string) => void): StoreChannel;
+}
+
+/** A key's raw values, for inspect: each key's stored bytes (null: absent), in the order asked. */
+export type StoredValues = Array<Buffer | null>;
+
+/**
+ * Shared state of the limiter's `strict` and `sync` policies.
+ *
+ * Keys are full store keys (src/keys/store-key.ts). `guardKey`: the key of a guarded policy's guard leg (the
+ * last of its group) when the keys belong to a guarded policy, else null: a Redis Cluster stores such keys in
+ * the guard's hash slot (src/store/slots.ts), so a plain read or delete must look there too.
+ */
+export interface Store extends PubSub {
+  /** Prefix of every key the store writes (`sluice:` by default). */
+  readonly prefix: string;
+  /** True when decisions use the store's clock (Redis TIME), false when the limiter's. */
+  readonly useRedisTime: boolean;
+  /** Whether the engine may answer checks the store is known to deny without calling it (src/engine/strict-cache.ts). */
+  readonly overLimitCache: boolean;
+  /** True once connected. */
+  readonly ready: boolean;
+
+  /**
+   * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm
+   * code, L, P, B, cost, group length on a group's first leg else 0). Resolves to {@link LEG_WIDE} numbers
+   * per leg (src/store/reply.ts): code, remaining, resetAfterMs, retryAfterMs, the store time of the
+   * decision, and for a denied check's legs the state it was decided on. Legs of a Cluster slot whose call
+   * failed while others answered, or whose state is unreadable, come back as NaN rows (the failure rule).
+   */
+  decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]>;
+
+  /** {@link decideWide} with only the first 4 numbers per leg (code, remaining, resetAfterMs, retryAfterMs). */
+  decide(keys: string[], args: number[], nowMs: number): Promise<number[]>;
+
+  /**
+   * Sync mode (write-behind): adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta)
+   * to the shared state and resolves to the merged states, 3 numbers per key (w0, w1, lastSeen). Idempotent
+   * by `batchId` (and its parents'): a retry of a merge that ran late adds nothing.
+   */
+  merge(keys: string[], args: number[], nowMs: number, batchId: string, o?: MergeOptions): Promise<number[]>;
+
+  /** A merge call's deadline for `n` keys, in ms. */
+  readonly mergeDeadlineMs: (n: number) => number;
+
+  /** Inspect: the raw stored values of `keys` (no decision, nothing changed). */
+  read(keys: readonly string[], guardKey: string | null): Promise<StoredValues>;
+
+  /** Reset: deletes `keys` (and, in a Cluster, their guard-slot copies); resolves to how many existed. */
+  remove(keys: readonly string[], guardKey: string | null): Promise<number>;
+
+  /** The store's clock now (Redis TIME), in Unix-epoch ms. */
+  clock(): Promise<number>;
+
+  /** Calls `fn` each time the connection (re)opens: what was learned from the store may no longer hold. */
+  onConnect(fn: () => void): void;
+
+  /** Waits until connected, at most `ms`; resolves whether or not it connected. */
+  connected(ms: number): Promise<boolean>;
+
+  stats(): StoreStats;
+
+  /** Closes the store's connections (the channels opened on it close on their own {@link StoreChannel.close}). */
+  close(): Promise<void>;
+
+  // ------------------------------------------------------------------------------------------------------
+  // Lease mode (issue #14): the calls of the lease decider go here, beside decide and merge:
+  //   acquire(keys, args, nowMs): a share of each key's budget, reserved in the store for a lease period;
+  //   settle(keys, args, nowMs): returns what a lease did not spend and renews or ends it.
+  // They are optional until a store implements them; the lease decider checks for them at start.
+  // ------------------------------------------------------------------------------------------------------
+}

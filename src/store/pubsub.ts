@@ -1,0 +1,68 @@
+/**
+ * Pub/sub channels on Redis (one server, Sentinel or Cluster): the reloader's policy announcements
+ * (src/reload/reloader.ts) go through {@link openChannel}, reached through the store (`Store.channel`, src/store/contract.ts).
+ *
+ * A channel holds two connections of its own: a subscriber (a connection in subscribe mode runs nothing
+ * else) and a publisher. The publisher has no offline queue: a publish while Redis is away fails at once, and
+ * the caller sends it again on {@link StoreChannel.onReady}. The subscriber queues its SUBSCRIBE until
+ * connected, and ioredis subscribes again on every reconnect. Both reconnect as the store does
+ * (src/store/backoff.ts).
+ */
+import { Cluster, Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { StoreChannel } from './contract.js';
+import { closed } from '../util/errors.js';
+import { reconnectBackoff } from './backoff.js';
+import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+
+/** Where a channel connects: the store's own target. */
+export type ChannelTarget = { url: string } | { cluster: readonly string[] } | { sentinel: SentinelTarget };
+
+/** How long close() waits for Redis to answer QUIT, in ms. */
+const QUIT_MS = 500;
+
+/** Opens `name` on `target` (see the file's comment); `onMessage` receives every message published on it. */
+export function openChannel(target: ChannelTarget, name: string, onMessage: (message: string) => void, log?: Logger): StoreChannel {
+  const backoff = reconnectBackoff;
+  const make = (offlineQueue: boolean): Redis | Cluster => {
+    const c = 'cluster' in target
+      ? new Cluster(hostPorts(target.cluster, 'redis.cluster'), {
+        enableOfflineQueue: offlineQueue, clusterRetryStrategy: backoff, redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
+      })
+      : 'sentinel' in target
+        ? new Redis({ enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, ...sentinelOptions(target.sentinel, backoff) })
+        : new Redis(target.url, { enableOfflineQueue: offlineQueue, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: backoff });
+    // ioredis emits 'error' on every failed reconnect; unhandled, it would crash the process
+    c.on('error', (e: Error) => log?.debug({ err: e.message, channel: name }, 'pub/sub channel: redis error'));
+    if ('sentinel' in target) followSwitches(c as Redis, target.sentinel);
+    return c;
+  };
+  let pub: Redis | Cluster | null = make(false);
+  let sub: Redis | Cluster | null = make(true);
+  sub.on('message', (channel: string, message: string) => {
+    if (channel === name) onMessage(message);
+  });
+  const subscribed = sub.subscribe(name).then(() => undefined);
+  // a failed subscription is reported through `subscribed`; it must not be an unhandled rejection meanwhile
+  subscribed.catch(() => undefined);
+  return {
+    subscribed,
+    publish: (message) => (pub === null ? Promise.reject(closed('pub/sub channel')) : pub.publish(name, message)),
+    onReady: (fn) => pub?.on('ready', fn),
+    async close() {
+      const conns = [sub, pub].filter((c): c is Redis | Cluster => c !== null);
+      sub = pub = null;
+      // QUIT waits for Redis's answer, which a frozen Redis never sends: past QUIT_MS the connection is dropped
+      await Promise.all(conns.map((c) => quitWithin(c, QUIT_MS)));
+    },
+  };
+}
+
+/** QUIT, or after `ms` (or on an error) a plain disconnect; resolves either way. */
+async function quitWithin(c: Redis | Cluster, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((r) => { timer = setTimeout(() => r('late'), ms); });
+  const done = await Promise.race([c.quit().then(() => 'ok' as const, () => 'failed' as const), late]);
+  clearTimeout(timer);
+  if (done !== 'ok') c.disconnect();
+}
