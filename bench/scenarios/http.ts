@@ -38,6 +38,8 @@ const KEYS = 10_000;
 
 interface SluiceSpec {
   shards: number;
+  /** HTTP front threads (src/server/threads.ts). Default 1. */
+  threads?: number;
   /** Default 0: any free port. */
   port?: number;
   /**
@@ -52,7 +54,9 @@ if (isChildEntry(import.meta.url)) {
     const cfg = defaultConfig();
     const limiter = await createLimiter({ policies: cfg.policies, shards: spec.shards, maxKeys: cfg.engine.maxKeys });
     const on = spec.activity !== false;
-    const srv = await startServer({ limiter, host: '127.0.0.1', port: spec.port ?? 0, statusPage: on, ...(on ? {} : { activity: false as const }) });
+    const srv = await startServer({
+      limiter, host: '127.0.0.1', port: spec.port ?? 0, statusPage: on, threads: spec.threads, ...(on ? {} : { activity: false as const }),
+    });
     const poll = on ? setInterval(() => void srv.status.statusJson(), 2000) : null;
     return {
       port: srv.port,
@@ -69,6 +73,7 @@ if (isChildEntry(import.meta.url)) {
 
 const SLUICE_S0 = 'sluice, shards 0';
 const SLUICE_S1 = 'sluice, shards 1';
+const SLUICE_S1_T2 = 'sluice, shards 1, 2 front threads';
 const SLUICE_PLAIN = 'sluice, shards 0, no status page / hot keys';
 const BARE = 'bare uWS (fixed JSON)';
 const UWSRLF = 'uWS + rlf';
@@ -84,6 +89,7 @@ interface Target {
 const TARGETS: Target[] = [
   { tag: 'sluice-s0', subject: SLUICE_S0, file: FILE, spec: { shards: 0 } satisfies SluiceSpec },
   { tag: 'sluice-s1', subject: SLUICE_S1, file: FILE, spec: { shards: 1 } satisfies SluiceSpec },
+  { tag: 'sluice-s1-t2', subject: SLUICE_S1_T2, file: FILE, spec: { shards: 1, threads: 2 } satisfies SluiceSpec },
   { tag: 'sluice-s0-plain', subject: SLUICE_PLAIN, file: FILE, spec: { shards: 0, activity: false } satisfies SluiceSpec },
   { tag: 'bare-uws', subject: BARE, file: BARE_UWS, spec: {} },
   { tag: 'uws-rlf', subject: UWSRLF, file: UWS_RLF, spec: {} },
@@ -423,15 +429,16 @@ export const http: Scenario = {
     const acJobs = acCases.map((c) => ({
       c, jobs: TARGETS.map((t) => ({ id: `http/autocannon-${c.tag}/${t.tag}`, kase: c.label, target: t })).filter((j) => ctx.want(j.id)),
     }));
-    const wrkKeysets = q ? KEYSETS.slice(0, 1) : KEYSETS;
-    const wrkJobs = wrkKeysets.map((k) => ({
-      k, jobs: TARGETS.filter((t) => !(q && t.tag === 'sluice-s1'))
+    // both key sets in quick runs too: the HTTP targets (issue #17) are for 10k keys and for one hot key; the
+    // front-thread subjects (1 and 2 front threads, shards 1) on 10k keys only
+    const wrkJobs = KEYSETS.map((k, ki) => ({
+      k, jobs: TARGETS.filter((t) => !(ki > 0 && t.tag.startsWith('sluice-s1')))
         .map((t) => ({ id: `http/wrk-${k.tag}/${t.tag}`, kase: `wrk -t1 -c100, ${k.label}`, target: t }))
         .filter((j) => ctx.want(j.id)),
     }));
     const rates = q ? [5_000] : [2_000, 8_000];
     // Latency: sluice shards 0 against the two uWS baselines; node:http + rlf too in a full run.
-    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1' && t.tag !== 'sluice-s0-plain' && !(q && t.tag === 'node-rlf'));
+    const latTargets = TARGETS.filter((t) => !t.tag.startsWith('sluice-s1') && t.tag !== 'sluice-s0-plain' && !(q && t.tag === 'node-rlf'));
     const latJobs = KEYSETS.flatMap((k) => rates.map((rate) => ({
       k, rate,
       jobs: latTargets.map((t) => ({

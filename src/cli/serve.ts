@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { checkSecret } from '../reload/announce.js';
 import { createLimiter } from '../limiter.js';
@@ -43,6 +44,7 @@ export async function serve(argv: string[]): Promise<number> {
       'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
       'drain-timeout': { type: 'string' },
       'grpc-port': { type: 'string' },
+      threads: { type: 'string' },
     },
   });
   const log = createLogger();
@@ -53,6 +55,8 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
+  const threadsGiven = intArg(values.threads, '--threads', 1, 256) ?? intArg(env.SLUICE_THREADS, 'SLUICE_THREADS', 1, 256)
+    ?? config.server.threads;
   const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
     ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
@@ -89,6 +93,8 @@ export async function serve(argv: string[]): Promise<number> {
       hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
+      // front threads: one per core the shards leave free (only with shards and no Redis: see src/server/threads.ts)
+      threads: threadsGiven ?? (shards === 0 || redisOptions !== null ? 1 : Math.max(1, availableParallelism() - shards)),
     });
   } catch (e) {
     await limiter.close(); // its shard workers would keep the process alive
