@@ -52,6 +52,11 @@ export function checkTargets(sections: Section[]): TargetLine[] {
     add(`HTTP (wrk, ${label}), server CPU/req ≤ 1.15× bare uWS`, ratio(`${w}/sluice-s0`, `${w}/bare-uws`, 'cpu'), 1.15, (v) => `${x(v)}`, true);
     add(`HTTP (wrk, ${label}), ≥ 1.5× uWS + rlf req/s`, ratio(`${w}/sluice-s0`, `${w}/uws-rlf`, 'rps'), 1.5, (v) => `${x(v)}`);
   }
+  for (const [k, label] of [['10k', '10k keys'], ['hot', '1 hot key']]) {
+    const bare = find(sections, `http/co-${k}/bare-uws`)?.values.p99;
+    add(`HTTP p99 ≤ 1 ms at half of sluice's peak, corrected (${label})`, find(sections, `http/co-${k}/sluice-s0`)?.values.p99, 1,
+      (v) => `${v.toFixed(3)} ms (bare uWS ${bare === undefined ? '–' : bare.toFixed(3)} ms)`, true);
+  }
   const w = 'http/wrk-10k';
   add('HTTP (wrk), ≥ 2× node:http + rlf req/s', ratio(`${w}/sluice-s0`, `${w}/node-rlf`, 'rps'), 2, (v) => `${x(v)}`);
 
