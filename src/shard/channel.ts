@@ -169,6 +169,13 @@ export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide)
   const bells = new Int32Array(mem.bells);
   const bell = shard * BELL_STRIDE;
   const views = mem.byShard[shard].map((sab) => new Views(sab, mem.maxLegs));
+  // A call left BUSY is a dead predecessor's (a shard has one worker at a time): answer it as failed, so its
+  // caller (or the next one on that channel) is not refused as 'busy' for ever.
+  for (const v of views) {
+    if (Atomics.load(v.ctl, STATE) !== BUSY) continue;
+    Atomics.store(v.ctl, FAILED, 1);
+    if (Atomics.compareExchange(v.ctl, STATE, BUSY, DONE) === BUSY) Atomics.notify(v.ctl, STATE);
+  }
   const serve = (): void => {
     for (;;) {
       const rung = Atomics.load(bells, bell);
