@@ -1,5 +1,5 @@
 /**
- * Issue #6's targets, checked against the rows of this run: each line says the figure, the ratio it is judged
+ * The issues' targets (#6; HTTP: #17), checked against the rows of this run: each line says the figure, the ratio it is judged
  * by, and by how much it is met or missed. Only rows measured in this run count; a target whose rows are
  * missing (filtered out, failed) says so.
  */
@@ -77,7 +77,7 @@ export function checkTargets(sections: Section[]): TargetLine[] {
 }
 
 export function targetsMarkdown(lines: TargetLine[]): string {
-  const rows = [['target (issue #6)', 'measured in this run', 'verdict'], ...lines.map((l) => [l.target, l.measured, l.verdict])];
+  const rows = [['target (issues #6, #13, #17)', 'measured in this run', 'verdict'], ...lines.map((l) => [l.target, l.measured, l.verdict])];
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   const fmt = (r: string[]): string => `| ${r.map((v, c) => v.padEnd(widths[c])).join(' | ')} |`;
   return [fmt(rows[0]), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.slice(1).map(fmt)].join('\n');
