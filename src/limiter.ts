@@ -7,7 +7,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { CHECK_NOW, Front } from './engine/front.js';
 import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
 import { KeyAdmin } from './engine/inspect.js';
-import { FRONT_THREAD, FRONT_THREADS, ShardCaller, type FrontThreadLink, type FrontThreadSource } from './shard/caller.js';
+import { FRONT_THREAD, FRONT_THREADS, ShardCaller, type FrontThreadLink, type FrontThreadSource, type PolicyFollower, type PolicySetUpdate } from './shard/caller.js';
 import type { ShardPool } from './shard/pool.js';
 import type { Store } from './store/contract.js';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
@@ -108,9 +108,37 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     return reclaiming;
   }
 
+  /** Extra front threads' limiters (main thread, src/server/threads.ts): each reload waits for them. */
+  const followers = new Set<PolicyFollower<CompiledPolicy>>();
+  /** The set in force with its limit ids, as front threads adopt it. */
+  const update = (): PolicySetUpdate<CompiledPolicy> => ({ policies, ids: inUse });
+  async function tellFollowers(): Promise<void> {
+    if (followers.size === 0) return;
+    const set = update();
+    await Promise.all([...followers].map((f) => f(set)));
+  }
+
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
+    const before = policies;
+    const result = await swap(compiled);
+    try {
+      await tellFollowers();
+    } catch (e) {
+      // a front thread did not switch: the reload fails as a whole, every thread back on the previous set
+      await swap(before);
+      await tellFollowers().catch(() => undefined);
+      throw e;
+    }
+    // past half the room, free what the sets replaced in the background, so the next reload has room at once
+    // (only now: until every front thread has switched, some still check under the replaced ids)
+    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
+    return result;
+  }
+
+  /** Makes `compiled` the set in force on this thread and the shards. */
+  async function swap(compiled: ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     checkTransition(policies, compiled, store !== null);
     let p: LimitPlan;
     try {
@@ -136,8 +164,6 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     policies = compiled;
     version = policySetVersion(compiled);
     await shardsReady;
-    // past half the room, free what the sets replaced in the background, so the next reload has room at once
-    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
     return { version, ...result };
   }
 
@@ -180,7 +206,22 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     },
     // Internal: extra HTTP front threads reach the shards through their channels (src/server/threads.ts).
     ...(pool === null ? {} : {
-      [FRONT_THREADS]: { module, channels: link?.channels ?? pool.channels, limitIds: () => inUse } satisfies FrontThreadSource,
+      [FRONT_THREADS]: {
+        module, channels: link?.channels ?? pool.channels, limitIds: () => inUse, current: update,
+        follow(f) {
+          followers.add(f);
+          return () => void followers.delete(f);
+        },
+        adopt(set) {
+          // a front thread's limiter: the main thread planned the ids and told the shards the limits; this
+          // thread's kernel only hashes, so it needs none of them
+          front.flush();
+          front.setRuntimes(buildRuntimes(set.policies, set.ids, hasher, store?.prefix ?? ''));
+          inUse = set.ids;
+          policies = set.policies;
+          version = policySetVersion(set.policies);
+        },
+      } satisfies FrontThreadSource<CompiledPolicy>,
     }),
     // Internal: fault tests reach the shard workers through this symbol.
     ...{ [Symbol.for('sluice.pool')]: pool },

@@ -1,33 +1,33 @@
 /**
  * An extra HTTP front thread (src/server/threads.ts): its own limiter front, whose shards are reached through
- * this thread's channels, behind its own uWS app on the shared port.
+ * this thread's channels, behind its own uWS app on the shared port. It decides under the main thread's policy
+ * set and limit ids: the one in force at its start, then each one a reload hands it.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLimiter } from '../limiter.js';
 import { adoptCompiled, type CompiledPolicy } from '../config/policies.js';
-import { FRONT_THREAD, FRONT_THREADS, type FrontThreadLink, type FrontThreadSource } from '../shard/caller.js';
+import { FRONT_THREAD, FRONT_THREADS, type FrontThreadLink, type FrontThreadSource, type PolicySetUpdate } from '../shard/caller.js';
 import type { LimiterOptions } from '../types.js';
 import { startServer } from './http.js';
 import type { FrontThreadData, FrontThreadMessage } from './threads.js';
-import { configError } from '../util/errors.js';
 
 const d = workerData as FrontThreadData;
 const port = parentPort!;
 
+/** The set as structured clone delivered it, made a trusted compiled set again. */
+function received(set: PolicySetUpdate<CompiledPolicy>): PolicySetUpdate<CompiledPolicy> {
+  return { ...set, policies: adoptCompiled(set.policies as Map<string, CompiledPolicy>) };
+}
+
 try {
-  const policies = adoptCompiled(d.policies as Map<string, CompiledPolicy>);
+  const first = received(d.set);
   const link: FrontThreadLink = { channels: d.channels, thread: d.thread };
   const limiter = await createLimiter({
-    policies, shards: d.channels.byShard.length, maxKeys: 1, [FRONT_THREAD]: link,
+    policies: first.policies, shards: d.channels.byShard.length, maxKeys: 1, [FRONT_THREAD]: link,
   } as LimiterOptions);
-  // the shards know limits by id: this thread's ids must be the main thread's
-  const ids = (limiter as unknown as { [FRONT_THREADS]: FrontThreadSource })[FRONT_THREADS].limitIds();
-  for (const [name, own] of ids) {
-    const main = d.limitIds.get(name);
-    if (main === undefined || main.length !== own.length || main.some((id, j) => id !== own[j])) {
-      throw configError('server', 'threads', `policy "${name}": this front thread numbers its limits unlike the shards (the policies were reloaded before the server started)`);
-    }
-  }
+  const src = (limiter as unknown as { [FRONT_THREADS]: FrontThreadSource<CompiledPolicy> })[FRONT_THREADS];
+  // the shards know limits by id: this thread decides under the main thread's ids, not ids of its own planning
+  src.adopt(first);
   const s = d.server;
   const server = await startServer({
     limiter, host: s.host, port: s.port, maxBodyBytes: s.maxBodyBytes, maxBatchItems: s.maxBatchItems,
@@ -35,11 +35,24 @@ try {
     activity: s.activity ? undefined : false, hotKeyMetrics: s.hotKeyMetrics, reusePort: true,
   });
   port.on('message', (m: FrontThreadMessage) => {
-    if (m.kind !== 'close') return;
-    void server.close().then(() => limiter.close()).finally(() => {
-      port.postMessage({ kind: 'closed' } satisfies FrontThreadMessage);
-      port.close();
-    });
+    if (m.kind === 'policies') {
+      try {
+        src.adopt(received(m.set));
+        port.postMessage({ kind: 'done', seq: m.seq } satisfies FrontThreadMessage);
+      } catch (e) {
+        port.postMessage({ kind: 'refused', seq: m.seq, message: (e as Error)?.message ?? String(e) } satisfies FrontThreadMessage);
+      }
+    } else if (m.kind === 'metrics') {
+      void server.metrics.registry.getMetricsAsJSON().then(
+        (json) => port.postMessage({ kind: 'done', seq: m.seq, metrics: json } satisfies FrontThreadMessage),
+        (e: Error) => port.postMessage({ kind: 'refused', seq: m.seq, message: e?.message ?? String(e) } satisfies FrontThreadMessage),
+      );
+    } else if (m.kind === 'close') {
+      void server.close().then(() => limiter.close()).finally(() => {
+        port.postMessage({ kind: 'closed' } satisfies FrontThreadMessage);
+        port.close();
+      });
+    }
   });
   port.postMessage({ kind: 'listening' } satisfies FrontThreadMessage);
 } catch (e) {

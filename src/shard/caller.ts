@@ -24,11 +24,32 @@ export interface FrontThreadLink {
  * compiled kernel, the channels, and the limit ids of the policy set in force (a front thread's must match).
  */
 export const FRONT_THREADS = Symbol.for('sluice.frontThreads');
-export interface FrontThreadSource {
+/** `P`: the compiled policy type (src/config: a layer above this one). */
+export interface FrontThreadSource<P = unknown> {
   module: WebAssembly.Module;
   channels: ChannelMemory;
   limitIds(): ReadonlyMap<string, readonly number[]>;
+  /** The set in force with its limit ids and their limits: what a front thread starts from. */
+  current(): PolicySetUpdate<P>;
+  /**
+   * Main thread: registers a follower that every reload awaits, after the shards know the new limit ids and
+   * before the reload resolves; a follower that throws fails the reload (the previous set is put back, on
+   * this thread and the followers). Returns the function that removes it.
+   */
+  follow(f: PolicyFollower<P>): () => void;
+  /**
+   * A front thread: makes `set` (the main thread's set, with its limit ids) this limiter's set in force;
+   * checks issued after the call are decided under it.
+   */
+  adopt(set: PolicySetUpdate<P>): void;
 }
+
+/** A policy set as the main thread hands it to its front threads: the compiled set and its limit ids. */
+export interface PolicySetUpdate<P = unknown> {
+  policies: ReadonlyMap<string, P>;
+  ids: ReadonlyMap<string, readonly number[]>;
+}
+export type PolicyFollower<P = unknown> = (set: PolicySetUpdate<P>) => Promise<void>;
 
 export class ShardCaller {
   private readonly links: ShardLink[];
@@ -78,6 +99,9 @@ export class ShardCaller {
     }
     return out;
   }
+
+  /** The main thread's limiter told the shards the limits before this thread adopts a set that uses them. */
+  async setLimits(): Promise<void> {}
 
   /** The main thread's limiter reports the shards; this thread holds nothing of its own. */
   shardStates(): [] {

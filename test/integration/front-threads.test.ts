@@ -61,6 +61,45 @@ describe('HTTP front threads', () => {
     expect(two.mainAnswered).toBeLessThan(240);
   });
 
+  it('a reload reaches every front thread: a changed limit is decided exactly through both, a removed policy is unknown on both', async () => {
+    const limiter = await createLimiter({ policies, shards: 2, maxKeys: 4096 });
+    const server = await startServer({ limiter, host: '127.0.0.1', port: 0, threads: 2, activity: false });
+    open.push({ server, limiter });
+    const get = async (path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+      const r = await fetch(`http://127.0.0.1:${server.port}${path}`, { headers: { connection: 'close' }, signal: AbortSignal.timeout(5000) });
+      return { status: r.status, body: await r.json() as Record<string, unknown> };
+    };
+    const answered = async (): Promise<number> => Number(/sluice_http_responses_total\{class="(?:2|4)xx"\} (\d+)/g.exec(await server.metrics.render())?.[1] ?? 0);
+    // a new limit (7 per 30 days, under a new limit id): checks on fresh connections, spread over both threads
+    const r1 = await limiter.reload({ ...policies, p: { algorithm: 'token_bucket', limit: 7, period: '30d', guard: 'g' } });
+    expect(r1.changed).toStrictEqual(['p']);
+    const before = await answered();
+    const seen: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const { status, body } = await get('/v1/check?policy=p&key=r1');
+      seen.push(`${status} ${String(body.allowed)} ${String(body.remaining)} ${String(body.limit)}`);
+    }
+    expect(seen).toStrictEqual([
+      ...Array.from({ length: 7 }, (_, i) => `200 true ${6 - i} 7`),
+      ...Array.from({ length: 33 }, () => '200 false 0 7'),
+    ]);
+    const mainShare = (await answered()) - before;
+    // both threads answered some (the main thread's counters count its own answers here)
+    expect(mainShare).toBeGreaterThan(0);
+    expect(mainShare).toBeLessThan(40);
+    // a reload that removes q: every thread answers 400 naming it
+    const r2 = await limiter.reload({ g: policies.g, p: { algorithm: 'token_bucket', limit: 7, period: '30d', guard: 'g' } });
+    expect(r2.removed).toStrictEqual(['q']);
+    const before2 = await answered();
+    for (let i = 0; i < 20; i++) {
+      const { status, body } = await get('/v1/check?policy=q&key=r2');
+      expect(status).toBe(400);
+      expect(String(body.detail ?? body.title)).toContain('unknown policy "q"');
+    }
+    const mainShare2 = (await answered()) - before2;
+    expect(mainShare2).toBeLessThan(20);
+  });
+
   it('more than one front thread without shards is refused, naming threads', async () => {
     const limiter = await createLimiter({ policies, shards: 0, maxKeys: 64 });
     try {
