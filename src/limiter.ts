@@ -207,7 +207,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     // Internal: extra HTTP front threads reach the shards through their channels (src/server/threads.ts).
     ...(pool === null ? {} : {
       [FRONT_THREADS]: {
-        module, channels: link?.channels ?? pool.channels, limitIds: () => inUse, current: update,
+        module, channels: link?.channels ?? pool.channels, limitIds: () => inUse, current: update, wallClock: clock === Date.now,
         follow(f) {
           followers.add(f);
           return () => void followers.delete(f);

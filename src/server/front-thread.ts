@@ -43,7 +43,8 @@ try {
         port.postMessage({ kind: 'refused', seq: m.seq, message: (e as Error)?.message ?? String(e) } satisfies FrontThreadMessage);
       }
     } else if (m.kind === 'metrics') {
-      void server.metrics.registry.getMetricsAsJSON().then(
+      // render first: it reads this thread's limiter stats (its front's counters) into the metrics
+      void server.metrics.render().then(() => server.metrics.registry.getMetricsAsJSON()).then(
         (json) => port.postMessage({ kind: 'done', seq: m.seq, metrics: json } satisfies FrontThreadMessage),
         (e: Error) => port.postMessage({ kind: 'refused', seq: m.seq, message: e?.message ?? String(e) } satisfies FrontThreadMessage),
       );

@@ -360,7 +360,8 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
   app.get('/metrics', (res) => {
     const x = begin(res);
-    metrics.render().then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
+    // with front threads, every thread's counters (its decisions, its responses) summed here
+    metrics.render(fronts === null ? undefined : fronts.metrics).then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
   });
 
   app.get('/readyz', (res) => {

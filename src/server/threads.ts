@@ -74,12 +74,13 @@ export interface FrontThreads {
  * Starts `count` extra front threads on `server.port` for `limiter` (which must have shards). From then on,
  * every reload of `limiter` waits until each thread has adopted the new set (its limit ids included), and
  * fails (the previous set put back) when one does not within {@link FRONT_THREAD_REPLY_MS}.
- * @throws SluiceError CONFIG when the limiter has no shards or a thread cannot fit a channel; the error of a
+ * @throws SluiceError CONFIG when the limiter has no shards, has a clock of its own, or a thread cannot fit a channel; the error of a
  *   thread that fails to start (its policies, its port).
  */
 export async function startFrontThreads(limiter: Limiter, count: number, server: FrontThreadServer): Promise<FrontThreads> {
   const src = (limiter as unknown as { [FRONT_THREADS]?: FrontThreadSource<CompiledPolicy> })[FRONT_THREADS];
   if (src === undefined) throw configError('server', 'threads', 'more than 1 front thread needs shards (engine.shards >= 1): the shards hold the keys\' state every thread decides on');
+  if (!src.wallClock) throw configError('server', 'threads', 'more than 1 front thread needs a limiter on the wall clock (no clock option): each thread reads Date.now and the shard decides at that reading; a clock of your own cannot be shared with other threads');
   const room = src.channels.byShard[0]?.length ?? 0;
   if (count + 1 > room) throw configError('server', 'threads', `must be at most ${room} (the cores of this machine: one channel per thread and shard)`);
   const filename = import.meta.url.endsWith('.ts')

@@ -29,6 +29,12 @@ export interface FrontThreadSource<P = unknown> {
   module: WebAssembly.Module;
   channels: ChannelMemory;
   limitIds(): ReadonlyMap<string, readonly number[]>;
+  /**
+   * True when the limiter reads the wall clock (`Date.now`, its default): a front thread reads it too, and
+   * hands its reading to the shard with each call. A clock of the caller's (a test's manual one) cannot be
+   * shared with another thread.
+   */
+  wallClock: boolean;
   /** The set in force with its limit ids and their limits: what a front thread starts from. */
   current(): PolicySetUpdate<P>;
   /**

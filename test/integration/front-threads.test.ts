@@ -33,7 +33,7 @@ function checks(): string[] {
   return Array.from({ length: 240 }, () => `/v1/check?policy=${next(2) === 0 ? 'p' : 'q'}&key=k${next(12)}&cost=${1 + next(3)}`);
 }
 
-async function run(shards: number, threads: number): Promise<{ decisions: string[]; mainAnswered: number }> {
+async function run(shards: number, threads: number): Promise<{ decisions: string[]; mainAnswered: number; aggregated: Record<string, number> }> {
   const limiter = await createLimiter({ policies, shards, maxKeys: 4096 });
   const server = await startServer({ limiter, host: '127.0.0.1', port: 0, threads, activity: false });
   open.push({ server, limiter });
@@ -44,9 +44,17 @@ async function run(shards: number, threads: number): Promise<{ decisions: string
     const d = await r.json() as { allowed: boolean; remaining: number; policy: string };
     decisions.push(`${r.status} ${d.allowed} ${d.remaining} ${d.policy}`);
   }
-  const text = await server.metrics.render();
-  const mainAnswered = Number(/sluice_http_responses_total\{class="2xx"\} (\d+)/.exec(text)?.[1] ?? 0);
-  return { decisions, mainAnswered };
+  // server.metrics.render(): this thread's own; GET /metrics: every thread's counters summed
+  const mainAnswered = Number(/sluice_http_responses_total\{class="2xx"\} (\d+)/.exec(await server.metrics.render())?.[1] ?? 0);
+  const scraped = await (await fetch(`http://127.0.0.1:${server.port}/metrics`, { headers: { connection: 'close' } })).text();
+  const counted = (re: RegExp): number => Number(re.exec(scraped)?.[1] ?? -1);
+  const aggregated = {
+    answered: counted(/sluice_http_responses_total\{class="2xx"\} (\d+)/),
+    allowed: counted(/sluice_decisions_total\{policy="p",result="allowed"\} (\d+)/) + counted(/sluice_decisions_total\{policy="q",result="allowed"\} (\d+)/),
+    denied: counted(/sluice_decisions_total\{policy="p",result="denied"\} (\d+)/) + counted(/sluice_decisions_total\{policy="q",result="denied"\} (\d+)/),
+    latencies: counted(/sluice_decision_duration_seconds_count (\d+)/),
+  };
+  return { decisions, mainAnswered, aggregated };
 }
 
 describe('HTTP front threads', () => {
@@ -57,8 +65,13 @@ describe('HTTP front threads', () => {
     expect(one.decisions.filter((d) => d.includes(' false ')).length).toBeGreaterThan(20);
     const two = await run(2, 2);
     expect(two.decisions).toStrictEqual(one.decisions);
-    // the other thread answered some of them (its own counters are its own)
+    // the other thread answered some of them; /metrics counts both threads' decisions and answers
     expect(two.mainAnswered).toBeLessThan(240);
+    expect(two.mainAnswered).toBeGreaterThan(0);
+    const allowed = one.decisions.filter((d) => d.includes(' true ')).length;
+    const expected = { answered: 240, allowed, denied: 240 - allowed, latencies: 240 };
+    expect(one.aggregated).toStrictEqual(expected);
+    expect(two.aggregated).toStrictEqual(expected);
   });
 
   it('a reload reaches every front thread: a changed limit is decided exactly through both, a removed policy is unknown on both', async () => {
@@ -98,6 +111,16 @@ describe('HTTP front threads', () => {
     }
     const mainShare2 = (await answered()) - before2;
     expect(mainShare2).toBeLessThan(20);
+  });
+
+  it('more than one front thread with a clock of the limiter\'s own is refused, naming threads', async () => {
+    let t = 1_000_000;
+    const limiter = await createLimiter({ policies, shards: 2, maxKeys: 64, clock: () => t++ });
+    try {
+      await expect(startServer({ limiter, host: '127.0.0.1', port: 0, threads: 2 })).rejects.toMatchObject({ code: 'CONFIG', message: expect.stringMatching(/threads.*wall clock/) });
+    } finally {
+      await limiter.close();
+    }
   });
 
   it('more than one front thread without shards is refused, naming threads', async () => {
