@@ -10,6 +10,7 @@ import { FRONT_THREAD, FRONT_THREADS, type FrontThreadLink, type FrontThreadSour
 import type { LimiterOptions } from '../types.js';
 import { startServer } from './http.js';
 import type { FrontThreadData, FrontThreadMessage } from './threads.js';
+import { shardFailed } from '../util/errors.js';
 
 const d = workerData as FrontThreadData;
 const port = parentPort!;
@@ -28,14 +29,27 @@ try {
   const src = (limiter as unknown as { [FRONT_THREADS]: FrontThreadSource<CompiledPolicy> })[FRONT_THREADS];
   // the shards know limits by id: this thread decides under the main thread's ids, not ids of its own planning
   src.adopt(first);
+  // a scrape that lands on this thread is rendered by the main thread, which sums every thread's counters
+  let scrapes = 0;
+  const scraping = new Map<number, { resolve(text: string): void; reject(e: Error): void }>();
+  const scrape = (): Promise<string> => new Promise<string>((resolve, reject) => {
+    const seq = ++scrapes;
+    scraping.set(seq, { resolve, reject });
+    port.postMessage({ kind: 'scrape', seq } satisfies FrontThreadMessage);
+  });
   const s = d.server;
   const server = await startServer({
     limiter, host: s.host, port: s.port, maxBodyBytes: s.maxBodyBytes, maxBatchItems: s.maxBatchItems,
     authDenyStatus: s.authDenyStatus, stream: s.stream ? undefined : false, statusPage: s.statusPage,
-    activity: s.activity ? undefined : false, hotKeyMetrics: s.hotKeyMetrics, reusePort: true,
+    activity: s.activity ? undefined : false, hotKeyMetrics: s.hotKeyMetrics, reusePort: true, scrape,
   });
   port.on('message', (m: FrontThreadMessage) => {
-    if (m.kind === 'policies') {
+    if (m.kind === 'scraped') {
+      const r = scraping.get(m.seq);
+      scraping.delete(m.seq);
+      if (m.text !== undefined) r?.resolve(m.text);
+      else r?.reject(shardFailed(`the main thread could not render the metrics: ${m.message ?? 'no answer'}`));
+    } else if (m.kind === 'policies') {
       try {
         src.adopt(received(m.set));
         port.postMessage({ kind: 'done', seq: m.seq } satisfies FrontThreadMessage);

@@ -54,6 +54,11 @@ export interface ServerOptions {
   threads?: number;
   /** Internal (front threads): listen with SO_REUSEPORT, beside the other front threads, not exclusively. */
   reusePort?: boolean;
+  /**
+   * Internal (front threads): renders `GET /metrics` elsewhere (an extra thread asks the main thread, which
+   * sums every thread's counters), since a scrape lands on whichever thread the kernel hands the connection.
+   */
+  scrape?: () => Promise<string>;
 }
 
 export interface SluiceServer {
@@ -361,7 +366,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   app.get('/metrics', (res) => {
     const x = begin(res);
     // with front threads, every thread's counters (its decisions, its responses) summed here
-    metrics.render(fronts === null ? undefined : fronts.metrics).then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
+    (o.scrape?.() ?? metrics.render(fronts === null ? undefined : fronts.metrics)).then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
   });
 
   app.get('/readyz', (res) => {
@@ -415,7 +420,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       fronts = await startFrontThreads(raw, threads - 1, {
         host: o.host ?? '0.0.0.0', port, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems, authDenyStatus: o.authDenyStatus,
         stream: o.stream !== false, statusPage: o.statusPage, activity: o.activity !== false, hotKeyMetrics: o.hotKeyMetrics,
-      });
+      }, () => metrics.render(fronts?.metrics));
     } catch (e) {
       uWS.us_listen_socket_close(token);
       (app as unknown as { close(): void }).close();

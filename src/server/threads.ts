@@ -55,6 +55,9 @@ export type FrontThreadMessage =
   | { kind: 'policies'; seq: number; set: PolicySetUpdate<CompiledPolicy> }
   /** main → thread: this thread's metrics as prom-client JSON (answered `done` with `metrics`). */
   | { kind: 'metrics'; seq: number }
+  /** thread → main: a scrape of `/metrics` landed here; main answers `scraped` with the summed text. */
+  | { kind: 'scrape'; seq: number }
+  | { kind: 'scraped'; seq: number; text?: string; message?: string }
   | { kind: 'done'; seq: number; metrics?: unknown }
   | { kind: 'refused'; seq: number; message: string };
 
@@ -74,10 +77,12 @@ export interface FrontThreads {
  * Starts `count` extra front threads on `server.port` for `limiter` (which must have shards). From then on,
  * every reload of `limiter` waits until each thread has adopted the new set (its limit ids included), and
  * fails (the previous set put back) when one does not within {@link FRONT_THREAD_REPLY_MS}.
+ * `scrape`: the main thread's `/metrics` text (every thread's counters summed), for a scrape that lands on a
+ * front thread.
  * @throws SluiceError CONFIG when the limiter has no shards, has a clock of its own, or a thread cannot fit a channel; the error of a
  *   thread that fails to start (its policies, its port).
  */
-export async function startFrontThreads(limiter: Limiter, count: number, server: FrontThreadServer): Promise<FrontThreads> {
+export async function startFrontThreads(limiter: Limiter, count: number, server: FrontThreadServer, scrape: () => Promise<string>): Promise<FrontThreads> {
   const src = (limiter as unknown as { [FRONT_THREADS]?: FrontThreadSource<CompiledPolicy> })[FRONT_THREADS];
   if (src === undefined) throw configError('server', 'threads', 'more than 1 front thread needs shards (engine.shards >= 1): the shards hold the keys\' state every thread decides on');
   if (!src.wallClock) throw configError('server', 'threads', 'more than 1 front thread needs a limiter on the wall clock (no clock option): each thread reads Date.now and the shard decides at that reading; a clock of your own cannot be shared with other threads');
@@ -111,6 +116,11 @@ export async function startFrontThreads(limiter: Limiter, count: number, server:
     const w = new Worker(filename, { workerData: data });
     workers.push(w);
     w.on('message', (m: FrontThreadMessage) => {
+      if (m.kind === 'scrape') {
+        scrape().then((text) => w.postMessage({ kind: 'scraped', seq: m.seq, text } satisfies FrontThreadMessage),
+          (e: Error) => w.postMessage({ kind: 'scraped', seq: m.seq, message: e?.message ?? String(e) } satisfies FrontThreadMessage));
+        return;
+      }
       if (m.kind !== 'done' && m.kind !== 'refused') return;
       const r = waiting.get(m.seq);
       waiting.delete(m.seq);
