@@ -9,6 +9,8 @@ import { bindEngine } from './engine/handle.js';
 import { KeyAdmin } from './engine/inspect.js';
 import { Leases } from './engine/leases.js';
 import { SyncCheck } from './engine/sync-check.js';
+import { ShardCaller, type FrontThreadLink, type FrontThreadSource, type PolicyFollower, type PolicySetUpdate } from './shard/caller.js';
+import type { ShardPool } from './shard/pool.js';
 import type { Store } from './store/contract.js';
 import { LeaseDecider } from './engine/lease/decider.js';
 import { randomBytes } from 'node:crypto';
@@ -23,6 +25,16 @@ const MAX_SHARDS = 64;
 const STORE_CONNECT_WAIT_MS = 2000;
 
 /**
+ * What this package's own threads pass to createLimiter beyond {@link LimiterOptions}; not a public API.
+ * `frontThread`: build the limiter of an extra HTTP front thread (src/server/front-thread.ts), whose shards are
+ * the main thread's, reached through the synchronous channels of `frontThread.channels` as thread `thread`.
+ * @internal
+ */
+export interface InternalLimiterOptions {
+  frontThread?: FrontThreadLink;
+}
+
+/**
  * Creates a limiter: compiles and checks the policies, instantiates the WASM kernel, and with `shards > 0`
  * starts one worker thread per shard.
  *
@@ -32,7 +44,7 @@ const STORE_CONNECT_WAIT_MS = 2000;
  * const limiter = await createLimiter({ policies: { free: { algorithm: 'token_bucket', limit: 100, period: '1m' } } });
  * const d = await limiter.check({ policy: 'free', key: 'tenant-42', cost: 1 });
  */
-export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
+export async function createLimiter(opts: LimiterOptions, internal?: InternalLimiterOptions): Promise<Limiter> {
   if (typeof opts !== 'object' || opts === null) throw configError('createLimiter', 'options', 'must be an object');
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
   const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
@@ -74,7 +86,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
-  const pool = shards === 0 ? null
+  const link = internal?.frontThread;
+  const pool = link !== undefined ? new ShardCaller(link.channels, link.thread) as unknown as ShardPool
+    : shards === 0 ? null
     : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
@@ -133,10 +147,38 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     return reclaiming;
   }
 
+  /** Extra front threads' limiters (main thread, src/server/threads.ts): each reload waits for them. */
+  const followers = new Set<PolicyFollower<CompiledPolicy>>();
+  /** The set in force with its limit ids, as front threads adopt it. */
+  const update = (): PolicySetUpdate<CompiledPolicy> => ({ policies, ids: inUse });
+  async function tellFollowers(): Promise<void> {
+    if (followers.size === 0) return;
+    const set = update();
+    await Promise.all([...followers].map((f) => f(set)));
+  }
+
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
     checkLogEntries(compiled, maxLogEntries);
+    const before = policies;
+    const result = await swap(compiled);
+    try {
+      await tellFollowers();
+    } catch (e) {
+      // a front thread did not switch: the reload fails as a whole, every thread back on the previous set
+      await swap(before);
+      await tellFollowers().catch(() => undefined);
+      throw e;
+    }
+    // past half the room, free what the sets replaced in the background, so the next reload has room at once
+    // (only now: until every front thread has switched, some still check under the replaced ids)
+    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
+    return result;
+  }
+
+  /** Makes `compiled` the set in force on this thread and the shards. */
+  async function swap(compiled: ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     checkTransition(policies, compiled, store !== null);
     checkScopes(compiled, region);
     checkLeasable(compiled, lease !== null);
@@ -148,7 +190,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       // then in force a scan later than the call, not at it)
       if (!isSluiceError(e) || e.code !== 'CONFIG' || (await reclaim()) === 0 || closing !== null) throw e;
       checkTransition(policies, compiled, store !== null);
-    checkLeasable(compiled, lease !== null);
+      checkLeasable(compiled, lease !== null);
       p = table.plan(compiled);
     }
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
@@ -165,8 +207,6 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     policies = compiled;
     version = policySetVersion(compiled);
     await shardsReady;
-    // past half the room, free what the sets replaced in the background, so the next reload has room at once
-    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
     return { version, ...result };
   }
 
@@ -218,11 +258,29 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       return closing;
     },
   };
-  // The transports' fast paths (src/engine/handle.ts); checkNow is left out with shards (it would always decline).
+  // The transports' fast paths (src/engine/handle.ts): checkNow with shards too (through their synchronous
+  // channels), and what extra HTTP front threads build on (src/server/threads.ts).
+  const frontThreads: FrontThreadSource<CompiledPolicy> | null = pool === null ? null : {
+    module, channels: link?.channels ?? (pool as ShardPool).channels, limitIds: () => inUse, current: update, wallClock: clock === Date.now,
+    follow(f) {
+      followers.add(f);
+      return () => void followers.delete(f);
+    },
+    adopt(set) {
+      // a front thread's limiter: the main thread planned the ids and told the shards the limits; this
+      // thread's kernel only hashes, so it needs none of them
+      front.flush();
+      front.setRuntimes(buildRuntimes(set.policies, set.ids, hasher, store?.prefix ?? ''));
+      inUse = set.ids;
+      policies = set.policies;
+      version = policySetVersion(set.policies);
+    },
+  };
   return bindEngine(limiter, {
-    checkNow: pool === null ? (req) => front.checkNow(req) : null,
+    checkNow: (req) => front.checkNow(req),
     checkBatch: (src, from, to, out) => front.checkBatch(src, from, to, out),
-    pool,
+    pool: link === undefined ? pool : null,
+    frontThreads,
   });
 }
 

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { checkSecret } from '../reload/announce.js';
 import { createLogger } from '../util/log.js';
@@ -44,6 +45,7 @@ export async function serve(argv: string[]): Promise<number> {
       'drain-timeout': { type: 'string' },
       'grpc-port': { type: 'string' },
       region: { type: 'string' }, 'global-redis': { type: 'string' },
+      threads: { type: 'string' },
     },
   });
   const log = createLogger();
@@ -54,6 +56,8 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
+  const threadsGiven = intArg(values.threads, '--threads', 1, 256) ?? intArg(env.SLUICE_THREADS, 'SLUICE_THREADS', 1, 256)
+    ?? config.server.threads;
   const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
     ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
@@ -86,6 +90,8 @@ export async function serve(argv: string[]): Promise<number> {
       hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
+      // front threads: one per core the shards leave free (only with shards and no Redis: see src/server/threads.ts)
+      threads: threadsGiven ?? (shards === 0 || redisOptions !== null ? 1 : Math.max(1, availableParallelism() - shards)),
     },
     reloader: { file: values.config ?? (env.SLUICE_CONFIG || null), prefix, startup: config, announceSecret },
     grpc: grpcPort === undefined ? null : { host, port: grpcPort },

@@ -11,7 +11,7 @@
 export const EXIT_USAGE = 2;
 
 export const COMMAND_USAGE = {
-  serve: `  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
+  serve: `  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--threads N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
                 [--redis-sentinel HOST:PORT,... --redis-master NAME] [--admin-port N --admin-token T [--admin-host H]] [--grpc-port N] [--region NAME [--global-redis URL]]`,
   check: '  sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]',
   replay: '  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--max-keys N] [--json] [--quiet]',

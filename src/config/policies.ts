@@ -350,6 +350,16 @@ export function compilePoliciesWith(policies: unknown, report: PolicyErrorReport
 /** Maps made by this module: createLimiter trusts a Map of policies only if it is one of these. */
 const COMPILED = new WeakSet<ReadonlyMap<string, CompiledPolicy>>();
 
+/**
+ * A structured clone of a Map that compilePolicies produced in another thread of this process (an HTTP front
+ * thread's policies, src/server/threads.ts): frozen again and trusted as that Map was.
+ */
+export function adoptCompiled(m: Map<string, CompiledPolicy>): ReadonlyMap<string, CompiledPolicy> {
+  for (const policy of m.values()) deepFreeze(policy);
+  COMPILED.add(m);
+  return m;
+}
+
 /** True for a Map that compilePolicies (or the config loader) produced. */
 export function isCompiled(m: ReadonlyMap<string, CompiledPolicy>): boolean {
   return COMPILED.has(m);

@@ -19,6 +19,7 @@
  *   admin: { port: 9090, host: 127.0.0.1 }  # the admin API (src/server/admin.ts); its token is never in the file
  *   grpcPort: 8081                     # Envoy's rate limit service over gRPC (src/grpc/), on server.host; off when absent
  *   statusPage: true                   # the status page and /v1/status (on the admin port when there is one)
+ *   threads: 4                         # 1..256 HTTP front threads (default: one per core the shards leave free)
  *   hotKeys: { capacity: 100, metrics: 10 }  # keys per policy in the hot-key sketch (0 = off); how many as metrics (0 = none)
  * redis:                               # optional; flags and env win
  *   sentinels: [10.0.0.1:26379, ...]   # Redis Sentinel addresses, with
@@ -73,6 +74,11 @@ export interface ServerConfig {
   grpcPort?: number;
   /** Serves the status page and `/v1/status` (on the admin port when one is configured). Default true. */
   statusPage?: boolean;
+  /**
+   * HTTP front threads, 1..256 (src/server/threads.ts); more than 1 needs shards and local policies. Default:
+   * one per core the shards leave free (cores − shards, at least 1), 1 without shards or with Redis.
+   */
+  threads?: number;
   /** The hot-key sketch: keys monitored per policy (0..100000, 0 = off) and how many of them become metrics (0..1000). */
   hotKeys?: { capacity?: number; metrics?: number } | null;
 }
@@ -170,6 +176,7 @@ const ServerSchema = section({
   }).nullish(),
   grpcPort: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
   statusPage: z.boolean({ error: (iss) => `must be true or false (got ${describeValue(iss.input)})` }).optional(),
+  threads: intIn(1, 256, 'must be an integer from 1 to 256').optional(),
   hotKeys: section({
     capacity: intIn(0, 100_000, 'must be an integer from 0 to 100000').optional(),
     metrics: intIn(0, 1000, 'must be an integer from 0 to 1000').optional(),

@@ -153,14 +153,16 @@ export class Front {
   }
 
   /**
-   * Decides one check at once when it can be decided on this thread (no shard pool; a policy not decided in
-   * Redis), together with whatever this turn has queued, in order, in one batch. Returns undefined when it
-   * cannot; use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no
-   * microtask, no abort handler.
+   * Decides one check at once when it can be decided now (a policy not decided in Redis: on this thread's
+   * kernel, or with shards on the owning shard through its synchronous channel, LocalDecider.dispatchNow),
+   * together with whatever this turn has queued, in order, in one batch. Returns undefined when it cannot;
+   * use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no microtask,
+   * no abort handler (and uWS, which drops a connection whose pipelined request arrives while an answer is
+   * pending, sees every answer in time).
    * @throws SluiceError what check() would reject with.
    */
   checkNow(req: CheckRequest): Decision | undefined {
-    if (this.o.pool !== null) return undefined;
+    if (this.o.pool !== null && !this.local.canDecideNow()) return undefined;
     return this.submit(req, true) as Decision | undefined;
   }
 
@@ -280,7 +282,12 @@ export class Front {
       this.q.resolves.push(this.tookNow);
       this.q.rejects.push(this.failedNow);
       if (rt.shadows !== null) this.addShadows(rt, key, cost);
-      this.flush();
+      this.local.now = true;
+      try {
+        this.flush();
+      } finally {
+        this.local.now = false;
+      }
       const d = this.nowDecision;
       const e = this.nowError;
       this.nowDecision = null;

@@ -9,13 +9,17 @@
 import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CheckBatch } from './batch.js';
 import type { ShardPool } from '../shard/pool.js';
+import type { FrontThreadSource } from '../shard/caller.js';
+import type { CompiledPolicy } from '../config/policies.js';
 
 /** A limiter's fast paths and parts, for the transports and tests of this package; not a public API. */
 export interface EngineHandle {
   /**
    * Decides a check synchronously when it can be (Front.checkNow): the decision, or undefined when the check
    * must be awaited through `check()` (a store-backed policy, say). Throws what `check()` would reject with.
-   * The HTTP front answers inside uWS's callback with it. Null with shards: a check always goes to a worker.
+   * The HTTP front answers inside uWS's callback with it; with shards, a local policy's check is decided on
+   * its shard through the synchronous channel (src/shard/channel.ts), so pipelined requests are answered in
+   * order. Null for a limiter that has no synchronous path.
    */
   readonly checkNow: ((req: CheckRequest) => Decision | undefined) | null;
   /**
@@ -25,6 +29,11 @@ export interface EngineHandle {
   readonly checkBatch: CheckBatch;
   /** The shard workers (null with shards 0): for the fault tests that kill them, not for transports. */
   readonly pool: ShardPool | null;
+  /**
+   * What extra HTTP front threads build on (src/server/threads.ts): the kernel module, the shards' channels,
+   * the policy set in force with its limit ids, and the hooks a reload waits on. Null with shards 0.
+   */
+  readonly frontThreads: FrontThreadSource<CompiledPolicy> | null;
 }
 
 const handles = new WeakMap<Limiter, EngineHandle>();

@@ -69,7 +69,7 @@
  *
  * With the region option (`limiter.region`), the reconciler's `sluice_region_*`: see src/metrics/region.ts.
  */
-import { Counter, Gauge, Registry, type Metric } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
@@ -157,8 +157,13 @@ export interface ServerMetrics {
   reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
   /** Counts a refused policy announcement (`sluice_policy_announcements_refused_total`) by reason. */
   announcementRefused(reason: RefusalReason): void;
-  /** Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. */
-  render(): Promise<string>;
+  /**
+   * Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. `others`: the
+   * metrics of the server's other front threads (prom-client `getMetricsAsJSON`): their counters and
+   * histograms are summed into this one's (prom-client's AggregatorRegistry), their gauges left out (the
+   * engine's gauges, read from the shards through this thread's limiter, already cover every thread).
+   */
+  render(others?: () => Promise<readonly unknown[]>): Promise<string>;
 }
 
 /** Creates the metrics of one server over `limiter`. */
@@ -651,7 +656,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       const c = Math.floor(status / 100) - 2;
       if (c >= 0 && c < CLASSES.length) responses[c]++;
     },
-    async render(): Promise<string> {
+    async render(others?: () => Promise<readonly unknown[]>): Promise<string> {
       // A shard that is stalled or down must not hold the scrape: past STATS_TIMEOUT_MS (or on an error) the
       // engine gauges keep their last values and the counters still render.
       let timer: NodeJS.Timeout | undefined;
@@ -665,7 +670,10 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       } finally {
         clearTimeout(timer);
       }
-      return registry.metrics();
+      if (others === undefined) return registry.metrics();
+      const [mine, theirs] = await Promise.all([registry.getMetricsAsJSON(), others()]);
+      const summed = (theirs as MetricObjectWithValues<MetricValue<string>>[][]).map((m) => m.filter((x) => String(x.type) === 'counter' || String(x.type) === 'histogram'));
+      return AggregatorRegistry.aggregate([mine, ...summed]).metrics();
     },
   };
 }

@@ -17,6 +17,14 @@ export function listenExclusive(app: TemplatedApp, host: string, port: number, c
   (app.listen as unknown as ListenWithOptions).call(app, host, port, exclusive, cb);
 }
 
+/**
+ * Listens on host:port sharing the port (SO_REUSEPORT, uWS's default without the exclusive flag): the extra
+ * HTTP front threads of one instance (src/server/threads.ts) each listen on it.
+ */
+export function listenShared(app: TemplatedApp, host: string, port: number, cb: (t: us_listen_socket | false) => void): void {
+  (app.listen as unknown as ListenWithOptions).call(app, host, port, 0, cb);
+}
+
 /** Closes every socket of the app at once (its listen sockets should be closed first). */
 export function closeApp(app: TemplatedApp): void {
   (app as unknown as { close(): void }).close();

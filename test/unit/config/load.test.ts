@@ -101,7 +101,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, hotKeys)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, threads, hotKeys)',
     'server.tls',
   ],
   'bad-server-status-page.yaml': ['server.statusPage: must be true or false (got "yes")', 'server.statusPage'],

@@ -3,7 +3,7 @@ import { createLimiter } from '../../../src/index.js';
 import { engineOf } from '../../../src/engine/handle.js';
 import type { CheckRequest, Decision, Limiter } from '../../../src/types.js';
 
-/** The synchronous path the HTTP front uses with shards 0 (Front.checkNow through the limiter's engine handle). */
+/** The synchronous path of the HTTP front (Front.checkNow through the limiter's engine handle; with shards, their channels). */
 type CheckNow = (req: CheckRequest) => Decision | undefined;
 const nowOf = (l: Limiter): CheckNow | null => engineOf(l)!.checkNow;
 
@@ -49,11 +49,16 @@ describe('checkNow (synchronous decisions for the HTTP front)', () => {
     expect(now({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ allowed: true, remaining: 5 });
   });
 
-  it('is absent with shards (the caller awaits check() instead)', async () => {
-    const l = await createLimiter({ policies: { p: { algorithm: 'token_bucket', limit: 5, period: 1_000 } }, shards: 1 });
+  it('with shards, decides on the owning shard at once, in order with the checks queued this turn', async () => {
+    const l = await createLimiter({ policies: { p: { algorithm: 'fixed_window', limit: 3, period: 60_000 } }, shards: 2, clock: () => 1_000 });
     open.push(l);
-    expect(nowOf(l)).toBeNull();
-    expect(await l.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ remaining: 5 });
+    const first = l.check({ policy: 'p', key: 'k', cost: 1 });
+    expect(nowOf(l)!({ policy: 'p', key: 'k', cost: 1 })).toMatchObject({ allowed: true, remaining: 1 });
+    expect(nowOf(l)!({ policy: 'p', key: 'k', cost: 2 })).toMatchObject({ allowed: false, remaining: 1 });
+    expect(await first).toMatchObject({ allowed: true, remaining: 2 });
+    expect(nowOf(l)!({ policy: 'p', key: 'other', cost: 3 })).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await l.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ allowed: true, remaining: 1 });
+    expect(() => nowOf(l)!({ policy: 'p', key: 'k', cost: -1 })).toThrow(/cost/);
   });
 
   it('throws CLOSED after close()', async () => {
