@@ -21,15 +21,16 @@ import { replayScenario } from './scenarios/replay.js';
 import { wsScenario } from './scenarios/ws.js';
 import { redisScenario } from './scenarios/redis.js';
 import { grpcScenario } from './scenarios/grpc.js';
+import { leaseScenario } from './scenarios/lease.js';
 
-const SCENARIOS: Scenario[] = [engine, http, wsScenario, redisScenario, replayScenario, grpcScenario];
+const SCENARIOS: Scenario[] = [engine, http, wsScenario, redisScenario, leaseScenario, replayScenario, grpcScenario];
 
 function usage(): string {
   return [
     'usage: npm run bench [-- [--quick] [--list] [filter...]]',
     '  --quick   shorter and fewer rounds (under 3 minutes here): a smoke run',
     '  --list    print the scenarios and exit',
-    '  filter    keep jobs whose id contains it, e.g. engine, 1M, engine/memory, http/wrk, http/latency, ws/, redis/, replay, grpc/',
+    '  filter    keep jobs whose id contains it, e.g. engine, 1M, engine/memory, http/wrk, http/latency, ws/, redis/, lease/, replay, grpc/',
     '',
     ...SCENARIOS.map((s) => `  ${s.name.padEnd(8)} ${s.summary}`),
   ].join('\n');

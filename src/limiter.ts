@@ -4,20 +4,36 @@ import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } 
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';
 import { LimitTable, type LimitPlan } from './engine/limits.js';
-import { CHECK_NOW, Front } from './engine/front.js';
-import { CHECK_BATCH, type CheckBatch } from './engine/batch.js';
+import { Front } from './engine/front.js';
+import { bindEngine } from './engine/handle.js';
 import { KeyAdmin } from './engine/inspect.js';
-import { DEFAULT_MAX_DELAYED, DELAY_PLACES, waitDelay } from './engine/delay.js';
+import { DEFAULT_MAX_DELAYED, waitDelay } from './engine/delay.js';
 import { Leases } from './engine/leases.js';
 import { SyncCheck } from './engine/sync-check.js';
+import { ShardCaller, type FrontThreadLink, type FrontThreadSource, type PolicyFollower, type PolicySetUpdate } from './shard/caller.js';
+import type { ShardPool } from './shard/pool.js';
 import type { Store } from './store/contract.js';
+import { LeaseDecider } from './engine/lease/decider.js';
+import { randomBytes } from 'node:crypto';
 import { configError, isSluiceError, SluiceError, closed } from './util/errors.js';
+import { checkScopes, compileRegion } from './config/regions.js';
+import { leaseRegionHooks } from './engine/regions/lease-hooks.js';
 
 /** Legs per kernel call (and keys per hash call). */
 const MAX_BATCH = 4096;
 const MAX_SHARDS = 64;
 /** How long createLimiter waits for Redis to connect, in ms. */
 const STORE_CONNECT_WAIT_MS = 2000;
+
+/**
+ * What this package's own threads pass to createLimiter beyond {@link LimiterOptions}; not a public API.
+ * `frontThread`: build the limiter of an extra HTTP front thread (src/server/front-thread.ts), whose shards are
+ * the main thread's, reached through the synchronous channels of `frontThread.channels` as thread `thread`.
+ * @internal
+ */
+export interface InternalLimiterOptions {
+  frontThread?: FrontThreadLink;
+}
 
 /**
  * Creates a limiter: compiles and checks the policies, instantiates the WASM kernel, and with `shards > 0`
@@ -29,7 +45,7 @@ const STORE_CONNECT_WAIT_MS = 2000;
  * const limiter = await createLimiter({ policies: { free: { algorithm: 'token_bucket', limit: 100, period: '1m' } } });
  * const d = await limiter.check({ policy: 'free', key: 'tenant-42', cost: 1 });
  */
-export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
+export async function createLimiter(opts: LimiterOptions, internal?: InternalLimiterOptions): Promise<Limiter> {
   if (typeof opts !== 'object' || opts === null) throw configError('createLimiter', 'options', 'must be an object');
   const shards = intOption(opts.shards, 'shards', 0, 0, MAX_SHARDS);
   const maxKeys = intOption(opts.maxKeys, 'maxKeys', 1_000_000, 1, MAX_KERNEL_KEYS);
@@ -44,6 +60,11 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   if (needsStore && opts.redis === undefined && opts.store === undefined) {
     throw configError('createLimiter', 'redis', `policy "${needsStore.name}" has consistency ${needsStore.consistency}: give the redis option`);
   }
+  const region = opts.region === undefined ? null : compileRegion(opts.region);
+  if (region !== null && opts.redis === undefined) {
+    throw configError('createLimiter', 'region', "needs the redis option: the region's own Redis holds its shares and decides every check");
+  }
+  checkScopes(policies, region);
   const initialLimits = [...policies.values()].reduce((a, p) => a + p.limits.length, 0);
   // Room for reloads to add limits with new numbers; ids no policy uses are reclaimed (see LimitTable).
   const table = new LimitTable(Math.min(MAX_LIMIT_IDS, Math.max(LIMIT_CAPACITY, 2 * initialLimits)));
@@ -67,7 +88,9 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
   // Guarded checks all go to the guard's shard (to keep the guard exact), so that shard may hold every key.
   const guarded = [...policies.values()].some((p) => p.guard !== null);
   const perShard = guarded ? maxKeys : Math.ceil(maxKeys / shards);
-  const pool = shards === 0 ? null
+  const link = internal?.frontThread;
+  const pool = link !== undefined ? new ShardCaller(link.channels, link.thread) as unknown as ShardPool
+    : shards === 0 ? null
     : await (await import('./shard/pool.js')).ShardPool.start(shards, { module, maxKeys: perShard, maxBatch: MAX_BATCH, limits, limitCapacity: table.capacity, logEntries: maxLogEntries }, {
       startTimeoutMs: intOption(opts.startTimeoutMs, 'startTimeoutMs', 5000, 1, 2 ** 31 - 1),
       recovery: {
@@ -75,15 +98,28 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         maxDelayMs: intOption(opts.shardRecovery?.maxDelayMs, 'shardRecovery.maxDelayMs', 30_000, 1, 2 ** 31 - 1),
       },
     });
-  const front = new Front({
+  // The region's reconciler (src/engine/regions/); the lease decider reports the global keys it holds to
+  // `regions.usage` and leases them from the region's share.
+  const regions = region === null || opts.redis === undefined ? null
+    : (await import('./engine/regions/start.js')).startRegion(region, opts.redis, () => policies);
+  // lease policies (src/engine/lease/): their decider, on the Redis store's connection (the in-memory store has
+  // no lease script: a lease policy needs Redis)
+  const leaseStore = store === null ? null : (await import('./store/lease.js')).LeaseStore.of(store, opts.redis?.timeoutMs);
+  const lease = leaseStore === null ? null : new LeaseDecider({
+    store: leaseStore, prefix: store!.prefix, clock, maxWaiting: maxPending, engine: () => front, instanceId: randomBytes(6).toString('hex'),
+    ...(regions === null || region === null ? {} : leaseRegionHooks(region, regions.usage)),
+  });
+  checkLeasable(policies, lease !== null);
+  const front: Front = new Front({
     runtimes, hasher, kernel, pool, store, clock, maxBatch: MAX_BATCH, maxPending, syncIntervalMs: opts.redis?.syncIntervalMs,
+    deciders: lease === null ? undefined : new Map([['lease', lease]]),
     logger: opts.logger ?? null, maxDelayed,
   });
   let closing: Promise<void> | null = null;
   let version = policySetVersion(policies);
   // concurrency policies' leases (acquire, release): not checks, so beside the front, on this thread
   const leases = new Leases({ policies: () => policies, store, clock, maxKeys, degraded: store ? front.degraded : null, closed: () => closing !== null });
-  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null });
+  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease });
   const syncCheck = new SyncCheck({ front, hasher, kernel, clock, shards, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
@@ -113,11 +149,41 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     return reclaiming;
   }
 
+  /** Extra front threads' limiters (main thread, src/server/threads.ts): each reload waits for them. */
+  const followers = new Set<PolicyFollower<CompiledPolicy>>();
+  /** The set in force with its limit ids, as front threads adopt it. */
+  const update = (): PolicySetUpdate<CompiledPolicy> => ({ policies, ids: inUse });
+  async function tellFollowers(): Promise<void> {
+    if (followers.size === 0) return;
+    const set = update();
+    await Promise.all([...followers].map((f) => f(set)));
+  }
+
   async function reload(next: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     if (closing !== null) throw closed();
     const compiled = toCompiled(next);
     checkLogEntries(compiled, maxLogEntries);
+    const before = policies;
+    const result = await swap(compiled);
+    try {
+      await tellFollowers();
+    } catch (e) {
+      // a front thread did not switch: the reload fails as a whole, every thread back on the previous set
+      await swap(before);
+      await tellFollowers().catch(() => undefined);
+      throw e;
+    }
+    // past half the room, free what the sets replaced in the background, so the next reload has room at once
+    // (only now: until every front thread has switched, some still check under the replaced ids)
+    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
+    return result;
+  }
+
+  /** Makes `compiled` the set in force on this thread and the shards. */
+  async function swap(compiled: ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult> {
     checkTransition(policies, compiled, store !== null);
+    checkScopes(compiled, region);
+    checkLeasable(compiled, lease !== null);
     let p: LimitPlan;
     try {
       p = table.plan(compiled);
@@ -126,6 +192,7 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
       // then in force a scan later than the call, not at it)
       if (!isSluiceError(e) || e.code !== 'CONFIG' || (await reclaim()) === 0 || closing !== null) throw e;
       checkTransition(policies, compiled, store !== null);
+      checkLeasable(compiled, lease !== null);
       p = table.plan(compiled);
     }
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
@@ -142,18 +209,17 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     policies = compiled;
     version = policySetVersion(compiled);
     await shardsReady;
-    // past half the room, free what the sets replaced in the background, so the next reload has room at once
-    if (2 * table.taken > table.capacity) void reclaim().catch(() => undefined);
     return { version, ...result };
   }
 
-  return {
+  const limiter: Limiter = {
     get policies() {
       return policies;
     },
     get version() {
       return version;
     },
+    ...(region === null ? {} : { region: region.name }),
     reload,
     check: (req: CheckRequest, options?: CheckOptions): Promise<Decision> =>
       options?.wait === true ? front.check(req).then((d) => waitDelay(front.delays, d, options.signal)) : front.check(req),
@@ -174,6 +240,8 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
         ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
+        ...(regions ? { region: regions.reconciler.stats() } : {}),
+        ...(lease !== null && lease.used ? { lease: lease.stats() } : {}),
       };
     },
     acquire: (req) => leases.acquire(req),
@@ -183,21 +251,51 @@ export async function createLimiter(opts: LimiterOptions): Promise<Limiter> {
     storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
+        const start = Date.now();
         await front.close(options?.drainMs);
+        await regions?.reconciler.close();
+        // unused leased tokens go back, and what was spent is reported, before the store closes
+        await lease?.close(options?.drainMs === undefined ? undefined : Math.max(0, options.drainMs - (Date.now() - start)));
         await pool?.close();
         await store?.close();
       })();
       return closing;
     },
-    // Internal: transports that hold a delayed answer free its wait place when their connection closes.
-    ...{ [DELAY_PLACES]: front.delays },
-    // Internal: fault tests reach the shard workers through this symbol.
-    ...{ [Symbol.for('sluice.pool')]: pool },
-    // Internal: the HTTP front's synchronous path (Front.checkNow), absent with shards (it would always decline).
-    ...(pool === null ? { [CHECK_NOW]: (req: CheckRequest): Decision | undefined => front.checkNow(req) } : {}),
-    // Internal: /v1/stream's batch path for binary frames (Front.checkBatch), with or without shards.
-    ...{ [CHECK_BATCH]: ((src, from, to, out) => front.checkBatch(src, from, to, out)) satisfies CheckBatch },
   };
+  // The transports' fast paths (src/engine/handle.ts): checkNow with shards too (through their synchronous
+  // channels), and what extra HTTP front threads build on (src/server/threads.ts).
+  const frontThreads: FrontThreadSource<CompiledPolicy> | null = pool === null ? null : {
+    module, channels: link?.channels ?? (pool as ShardPool).channels, limitIds: () => inUse, current: update, wallClock: clock === Date.now,
+    follow(f) {
+      followers.add(f);
+      return () => void followers.delete(f);
+    },
+    adopt(set) {
+      // a front thread's limiter: the main thread planned the ids and told the shards the limits; this
+      // thread's kernel only hashes, so it needs none of them
+      front.flush();
+      front.setRuntimes(buildRuntimes(set.policies, set.ids, hasher, store?.prefix ?? ''));
+      inUse = set.ids;
+      policies = set.policies;
+      version = policySetVersion(set.policies);
+    },
+  };
+  return bindEngine(limiter, {
+    checkNow: (req) => front.checkNow(req),
+    checkBatch: (src, from, to, out) => front.checkBatch(src, from, to, out),
+    delays: front.delays,
+    pool: link === undefined ? pool : null,
+    frontThreads,
+  });
+}
+
+/** A lease policy needs a Redis store (the lease script runs there): refused naming `consistency` otherwise. */
+function checkLeasable(policies: ReadonlyMap<string, CompiledPolicy>, canLease: boolean): void {
+  if (canLease) return;
+  const p = [...policies.values()].find((x) => x.consistency === 'lease');
+  if (p !== undefined) {
+    throw configError(`policy "${p.name}"`, 'consistency', 'is lease, but this limiter has no Redis to lease from (the redis option; an in-memory store has no lease script)');
+  }
 }
 
 function intOption(v: unknown, name: string, dflt: number, min: number, max: number): number {

@@ -191,6 +191,12 @@ export interface LimiterOptions {
    * none (the counts are still in `stats()` and the metrics).
    */
   logger?: { info(obj: object, msg: string): void };
+  /**
+   * This instance's region, the region list and share mode, and the global Redis its reconciler reports to
+   * (src/config/regions.ts, src/engine/regions/): needed by `scope: global` policies; needs `redis` (the
+   * region's own Redis, for every decision).
+   */
+  region?: import('./config/regions.js').RegionSpec;
 }
 
 /** What a reload did: the new set's version and the policy names it added, removed and changed. */
@@ -244,6 +250,18 @@ export interface LimitState {
   remaining: number;
   /** What a cost-0 check reports now: ms until this limit is back to full. */
   resetAfterMs: number;
+  /** Lease policies: the key's leases in Redis and what this instance holds of them. */
+  lease?: LeaseLimitState;
+}
+
+/** One limit of a lease policy's key (inspect): src/engine/lease/. Counts in tokens, times Unix ms. */
+export interface LeaseLimitState {
+  /** Tokens granted by live leases and not yet reported used or returned, over every instance. */
+  outstanding: number;
+  /** Each instance's lease of the key: its id, outstanding tokens, and when it expires (unless renewed). */
+  leases: Array<{ id: string; count: number; expiresAt: number }>;
+  /** This instance's lease id, the tokens it may still spend, and those spent and not yet reported; null: none. */
+  here: { leaseId: string; held: number; unreported: number } | null;
 }
 
 /** One key's state under every limit of its policy (not its guard's), read at one instant. */
@@ -253,7 +271,7 @@ export interface KeyState {
   key: string;
   /** The policy's version: part of every key's identity. */
   version: string;
-  /** Where the state was read: this instance's kernel (`local`, `sync`), or Redis (`strict`). */
+  /** Where the state was read: this instance's kernel (`local`, `sync`), or Redis (`strict`, `lease`). */
   source: 'local' | 'redis';
   /** Sync policies: ms since this instance last merged with Redis (how old its view of the others' spending is). */
   stalenessMs?: number;
@@ -276,6 +294,12 @@ export interface DelayStats {
 export interface LimiterStats {
   /** onLimit: delay: places held by delayed admissions, reserved by checks in flight, the bound, and checks refused a place. */
   delayed: DelayStats;
+  /**
+   * Lease policies (present once one was checked): counts by policy since start (leases granted and their
+   * tokens, unused tokens returned, other instances' expired leases found, tokens voided here past a lease's
+   * end, checks that waited on Redis), and now: legs holding tokens, tokens held; lease calls made and failed.
+   */
+  lease?: LeaseStats;
   shards: number;
   keys: number;
   evictions: number;
@@ -323,9 +347,49 @@ export interface LimiterStats {
   degraded?: Record<string, { open: number; closed: number; local: number }>;
   /** Per policy whose allow or deny list has matched since start: checks admitted by the allow list, refused by the deny list. */
   lists?: Record<string, { allow: number; deny: number }>;
+  /** With the region option: the region's reconciler (src/engine/regions/reconciler.ts). */
+  region?: RegionStats;
+}
+
+/** Per `scope: global` policy, over the keys the region's reconciler watches (`sluice_region_*`). */
+export interface RegionPolicyStats {
+  policy: string;
+  /** The policy's (first) limit, tokens per period: what the global usage is measured against. */
+  limit: number;
+  /** Keys watched. */
+  keys: number;
+  /** This region's share, summed over the watched keys, tokens per period. */
+  share: number;
+  /** This region's usage, summed over the watched keys, tokens per period. */
+  usage: number;
+  /** The highest global usage of one key (every region's last report), tokens per period. */
+  globalUsage: number;
+}
+
+/** The region's reconciler, as this instance sees it. */
+export interface RegionStats {
+  region: string;
+  /** This instance is the region's reconciler (elected through the region's Redis). */
+  leader: boolean;
+  /** Keys watched, and keys not watched because the set was full. */
+  activeKeys: number;
+  overflow: number;
+  /** Rounds done as leader. */
+  rounds: number;
+  /** Failed calls to the region's Redis and to the global Redis. */
+  regionErrors: number;
+  globalErrors: number;
+  /** ms since the last round in which every watched key reached the global Redis (-1: never). */
+  lagMs: number;
+  /** Tokens of limit this region took from the global pool, and gave to it (cumulative, as leader). */
+  took: number;
+  gave: number;
+  policies: RegionPolicyStats[];
 }
 
 export interface Limiter {
+  /** This instance's region (the region option), absent without one. */
+  readonly region?: string;
   /**
    * Decides one check. Rejects with a SluiceError: INVALID_ARGUMENT / UNKNOWN_POLICY naming the field,
    * OVERLOADED when queues are full, SHARD_FAILED if the owning worker died, CLOSED after close(),
@@ -411,4 +475,33 @@ export interface Limiter {
    * checks in flight.
    */
   close(options?: { drainMs?: number }): Promise<void>;
+}
+
+/** Lease mode's counts since start for one policy (LimiterStats.lease, the metrics `sluice_lease_*`). */
+export interface LeasePolicyCounts {
+  /** Lease calls that were granted tokens, and the tokens granted. */
+  acquired: number;
+  acquiredTokens: number;
+  /** Unused tokens given back to Redis (idle keys, close). */
+  returnedTokens: number;
+  /** Other instances' leases this one found expired in Redis (their tokens counted as used). */
+  expired: number;
+  /** Tokens this instance held past its lease's end, unspent (voided here, counted as used in Redis). */
+  lapsedTokens: number;
+  /** Checks that waited for a lease call (their tokens were not held here). */
+  waits: number;
+}
+
+/** Lease policies on this instance: see LimiterStats.lease. */
+export interface LeaseStats {
+  policies: Record<string, LeasePolicyCounts>;
+  /** Legs (a limit of a key) holding tokens now, and the tokens held. */
+  leases: number;
+  tokensHeld: number;
+  /** Tokens held now, by policy. */
+  heldByPolicy: Record<string, number>;
+  /** Lease calls made, failed, on their way now. */
+  calls: number;
+  failedCalls: number;
+  callsInFlight: number;
 }

@@ -14,6 +14,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { tmpdir } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -38,6 +39,8 @@ const KEYS = 10_000;
 
 interface SluiceSpec {
   shards: number;
+  /** HTTP front threads (src/server/threads.ts). Default 1. */
+  threads?: number;
   /** Default 0: any free port. */
   port?: number;
   /**
@@ -52,7 +55,9 @@ if (isChildEntry(import.meta.url)) {
     const cfg = defaultConfig();
     const limiter = await createLimiter({ policies: cfg.policies, shards: spec.shards, maxKeys: cfg.engine.maxKeys });
     const on = spec.activity !== false;
-    const srv = await startServer({ limiter, host: '127.0.0.1', port: spec.port ?? 0, statusPage: on, ...(on ? {} : { activity: false as const }) });
+    const srv = await startServer({
+      limiter, host: '127.0.0.1', port: spec.port ?? 0, statusPage: on, threads: spec.threads, ...(on ? {} : { activity: false as const }),
+    });
     const poll = on ? setInterval(() => void srv.status.statusJson(), 2000) : null;
     return {
       port: srv.port,
@@ -69,6 +74,7 @@ if (isChildEntry(import.meta.url)) {
 
 const SLUICE_S0 = 'sluice, shards 0';
 const SLUICE_S1 = 'sluice, shards 1';
+const SLUICE_S1_T2 = 'sluice, shards 1, 2 front threads';
 const SLUICE_PLAIN = 'sluice, shards 0, no status page / hot keys';
 const BARE = 'bare uWS (fixed JSON)';
 const UWSRLF = 'uWS + rlf';
@@ -84,6 +90,7 @@ interface Target {
 const TARGETS: Target[] = [
   { tag: 'sluice-s0', subject: SLUICE_S0, file: FILE, spec: { shards: 0 } satisfies SluiceSpec },
   { tag: 'sluice-s1', subject: SLUICE_S1, file: FILE, spec: { shards: 1 } satisfies SluiceSpec },
+  { tag: 'sluice-s1-t2', subject: SLUICE_S1_T2, file: FILE, spec: { shards: 1, threads: 2 } satisfies SluiceSpec },
   { tag: 'sluice-s0-plain', subject: SLUICE_PLAIN, file: FILE, spec: { shards: 0, activity: false } satisfies SluiceSpec },
   { tag: 'bare-uws', subject: BARE, file: BARE_UWS, spec: {} },
   { tag: 'uws-rlf', subject: UWSRLF, file: UWS_RLF, spec: {} },
@@ -338,6 +345,40 @@ async function wrkLoad(srv: ServerChild, seconds: number, lua: string, keys: num
   };
 }
 
+/**
+ * Builds bench/latency/fixed-rate.c (the coordinated-omission-corrected fixed-rate load generator) into the
+ * OS temp directory; null when no C compiler is at hand (the section is then skipped, and says so).
+ */
+function buildFixedRate(root: string): string | null {
+  const out = join(tmpdir(), `sluice-fixed-rate-${process.pid}`);
+  const r = spawnSync('cc', ['-O2', '-o', out, join(root, 'bench', 'latency', 'fixed-rate.c')], { encoding: 'utf8', timeout: 60_000 });
+  return r.status === 0 ? out : null;
+}
+
+/** One corrected fixed-rate run: `rate` req/s over `connections`, latency from each request's intended send time. */
+async function correctedLoad(bin: string, srv: ServerChild, rate: number, connections: number, seconds: number, keys: number): Promise<LoadResult> {
+  const c0 = await srv.cpu();
+  const t0 = performance.now();
+  const r = await new Promise<string>((resolve, reject) => {
+    const p = spawn(bin, ['127.0.0.1', String(srv.port), String(rate), String(seconds), String(connections), String(keys), '0.2'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const timer = setTimeout(() => p.kill('SIGKILL'), (seconds + 20) * 1000);
+    p.on('error', (e) => { clearTimeout(timer); reject(e); });
+    p.on('close', (code) => { clearTimeout(timer); code === 0 ? resolve(out) : reject(new Error(`fixed-rate exited ${code}: ${err}`)); });
+  });
+  const wallMs = performance.now() - t0;
+  const c1 = await srv.cpu();
+  const j = JSON.parse(r) as { intended: number; answered: number; p50: number; p99: number; p999: number; max: number };
+  const serverCpu = cpuMicros(c0, c1);
+  return {
+    rps: j.answered / seconds, p50: j.p50, p99: j.p99, p999: j.p999, max: j.max, cpu: serverCpu / Math.max(1, j.answered),
+    responses: j.answered, serverCores: serverCpu / 1000 / wallMs, clientCores: null, errors: j.intended - j.answered, non2xx: 0, sent: null,
+  };
+}
+
 /** A row from the alternated runs of one target: medians, with the req/s range over the runs. */
 function row(id: string, kase: string, subject: string, runs: LoadResult[], inFlight: number): Row {
   const med = (f: (r: LoadResult) => number): number => median(runs.map(f).sort((a, b) => a - b));
@@ -423,22 +464,30 @@ export const http: Scenario = {
     const acJobs = acCases.map((c) => ({
       c, jobs: TARGETS.map((t) => ({ id: `http/autocannon-${c.tag}/${t.tag}`, kase: c.label, target: t })).filter((j) => ctx.want(j.id)),
     }));
-    const wrkKeysets = q ? KEYSETS.slice(0, 1) : KEYSETS;
-    const wrkJobs = wrkKeysets.map((k) => ({
-      k, jobs: TARGETS.filter((t) => !(q && t.tag === 'sluice-s1'))
+    // both key sets in quick runs too: the HTTP targets (issue #17) are for 10k keys and for one hot key; the
+    // front-thread subjects (1 and 2 front threads, shards 1) on 10k keys only
+    const wrkJobs = KEYSETS.map((k, ki) => ({
+      k, jobs: TARGETS.filter((t) => !(ki > 0 && t.tag.startsWith('sluice-s1')))
         .map((t) => ({ id: `http/wrk-${k.tag}/${t.tag}`, kase: `wrk -t1 -c100, ${k.label}`, target: t }))
         .filter((j) => ctx.want(j.id)),
     }));
     const rates = q ? [5_000] : [2_000, 8_000];
     // Latency: sluice shards 0 against the two uWS baselines; node:http + rlf too in a full run.
-    const latTargets = TARGETS.filter((t) => t.tag !== 'sluice-s1' && t.tag !== 'sluice-s0-plain' && !(q && t.tag === 'node-rlf'));
+    const latTargets = TARGETS.filter((t) => !t.tag.startsWith('sluice-s1') && t.tag !== 'sluice-s0-plain' && !(q && t.tag === 'node-rlf'));
     const latJobs = KEYSETS.flatMap((k) => rates.map((rate) => ({
       k, rate,
       jobs: latTargets.map((t) => ({
         id: `http/latency-${k.tag}-${rate / 1000}k/${t.tag}`, kase: `${rate.toLocaleString('en')} req/s, ${k.label}`, target: t,
       })).filter((j) => ctx.want(j.id)),
     })));
-    const wantedTags = new Set([...acJobs, ...wrkJobs, ...latJobs].flatMap((x) => x.jobs.map((j) => j.target.tag)));
+    // Corrected latency (issue #17): sluice shards 0 and bare uWS at half of sluice's own wrk peak of the run.
+    const coJobs = KEYSETS.map((k) => ({
+      k,
+      jobs: TARGETS.filter((t) => t.tag === 'sluice-s0' || t.tag === 'bare-uws')
+        .map((t) => ({ id: `http/co-${k.tag}/${t.tag}`, kase: `half of sluice's peak, ${k.label}`, target: t }))
+        .filter((j) => ctx.want(j.id)),
+    }));
+    const wantedTags = new Set([...acJobs, ...wrkJobs, ...latJobs, ...coJobs].flatMap((x) => x.jobs.map((j) => j.target.tag)));
     if (wantedTags.size === 0) return [];
 
     const notes: string[] = [];
@@ -544,6 +593,47 @@ export const http: Scenario = {
           (srv, w) => fixedRateLoad(srv, rate, latConnections, w ? 1 : latSeconds, k.keys), warmed);
       }
       if (latJobs.some((x) => x.jobs.length > 0)) sections.push(lat);
+
+      const coConnections = 50;
+      const coSeconds = q ? 2 : 5;
+      const co: Section = {
+        scenario: 'http',
+        id: 'http-corrected',
+        title: 'HTTP: latency at half of sluice\'s peak rate, corrected for coordinated omission (bench/latency/fixed-rate.c)',
+        method: `bench/latency/fixed-rate.c (C, epoll, the wrk2 model): ${coConnections} connections, one request in flight ` +
+          'each; connection c sends its k-th request at the intended time t0 + (k·C + c) ÷ rate and every latency is ' +
+          'taken from that intended time, so a stall is charged for every request it held back. The rate is half of ' +
+          'sluice shards 0\'s median wrk req/s for the same key set in this run (20,000 req/s when wrk did not run). ' +
+          `${coSeconds} s per run after 0.2 s unrecorded, ${reps} runs per target alternately; every latency kept and ` +
+          'sorted (exact percentiles), medians over runs.',
+        metrics: [
+          { key: 'rps', label: 'req/s done', higherIsBetter: true },
+          { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
+          { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
+          { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
+          { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
+        ],
+        baselines: [BASELINES[1]],
+        ratioMetrics: ['p50', 'p99', 'p999', 'cpu'],
+        rows: [],
+        notes: [],
+      };
+      if (coJobs.some((x) => x.jobs.length > 0)) {
+        const bin = buildFixedRate(ctx.root);
+        if (bin === null) co.notes.push('no C compiler (cc): the corrected fixed-rate runs are skipped.');
+        else {
+          for (const { k, jobs } of coJobs) {
+            if (jobs.length === 0) continue;
+            const peak = wrk.rows.find((r) => r.id === `http/wrk-${k.tag}/sluice-s0`)?.values.rps;
+            const rate = Math.round((peak !== undefined && Number.isFinite(peak) ? peak / 2 : 20_000) / 100) * 100;
+            co.notes.push(`${k.label}: ${rate.toLocaleString('en')} req/s (${peak !== undefined ? 'half of sluice shards 0\'s wrk median' : 'no wrk figure'}).`);
+            for (const j of jobs) j.kase = `${rate.toLocaleString('en')} req/s, ${k.label}`;
+            await runCase(ctx, co, servers, jobs, reps, coConnections, `corrected ${rate} req/s, ${k.label}, ${coSeconds} s`,
+              (srv, w) => correctedLoad(bin, srv, rate, coConnections, w ? 1 : coSeconds, k.keys), warmed);
+          }
+        }
+        sections.push(co);
+      }
     } finally {
       await Promise.all([...servers.values()].map((s) => s.stop()));
     }

@@ -258,7 +258,7 @@ if (isChildEntry(import.meta.url)) roundMain<Spec, RoundQ, RoundR>(setup);
 
 // ---------------------------------------------------------------------------------------------- runner
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
@@ -269,7 +269,7 @@ function freePort(): Promise<number> {
   });
 }
 
-interface OwnRedis {
+export interface OwnRedis {
   port: number;
   pid: number;
   /** Its CPU time so far, µs (from /proc: 10 ms resolution). */
@@ -279,7 +279,7 @@ interface OwnRedis {
 }
 
 /** Starts redis-server on a free loopback port, no persistence; resolves once it accepts connections. */
-async function startRedis(): Promise<OwnRedis> {
+export async function startRedis(): Promise<OwnRedis> {
   const port = await freePort();
   const p: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
     { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -333,7 +333,7 @@ const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
   { kind: 'local', subject: 'sluice local (no Redis)' },
 ];
 
-function hasRedisServer(): boolean {
+export function hasRedisServer(): boolean {
   return spawnSync('redis-server', ['--version'], { timeout: 5_000 }).error === undefined;
 }
 

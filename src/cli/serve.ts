@@ -1,15 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
+import { availableParallelism } from 'node:os';
 import { parseArgs } from 'node:util';
 import { checkSecret } from '../reload/announce.js';
-import { createLimiter } from '../limiter.js';
-import { startServer } from '../server/http.js';
-import { startAdminServer, type AdminServer } from '../server/admin.js';
-import { startGrpcServer, type SluiceGrpcServer } from '../grpc/server.js';
-import { PolicyReloader } from '../reload/reloader.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
+import { compose } from './compose.js';
 import { adminTokenProblem } from '../server/admin.js';
+import { regionFromSources, regionSpec } from '../config/regions.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
@@ -29,6 +27,9 @@ import { adminTokenProblem } from '../server/admin.js';
  * `--admin-host` / SLUICE_ADMIN_HOST / `server.admin.host` (default 127.0.0.1); it needs `--admin-token` or
  * SLUICE_ADMIN_TOKEN, and refuses to start without one. `--grpc-port N` (or SLUICE_GRPC_PORT, or
  * `server.grpcPort`) serves Envoy's rate limit service over gRPC on `host` (src/grpc/server.ts).
+ * `--region NAME` (SLUICE_REGION, `region:`) names this instance's region, one of the file's `regions.names`;
+ * `--global-redis URL` (SLUICE_GLOBAL_REDIS, `globalRedis:`) is the Redis its region's reconciler reports to
+ * (src/engine/regions/), never used on a check; `--redis` stays the region's own Redis.
  */
 export async function serve(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -43,6 +44,8 @@ export async function serve(argv: string[]): Promise<number> {
       'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
       'drain-timeout': { type: 'string' },
       'grpc-port': { type: 'string' },
+      region: { type: 'string' }, 'global-redis': { type: 'string' },
+      threads: { type: 'string' },
     },
   });
   const log = createLogger();
@@ -53,6 +56,8 @@ export async function serve(argv: string[]): Promise<number> {
   const shards = intArg(values.shards, '--shards', 0, 64) ?? intArg(env.SLUICE_SHARDS, 'SLUICE_SHARDS', 0, 64)
     ?? config.engine.shards ?? 0;
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
+  const threadsGiven = intArg(values.threads, '--threads', 1, 256) ?? intArg(env.SLUICE_THREADS, 'SLUICE_THREADS', 1, 256)
+    ?? config.server.threads;
   const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
     ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)
@@ -66,74 +71,34 @@ export async function serve(argv: string[]): Promise<number> {
     ?? intArg(env.SLUICE_DRAIN_TIMEOUT_MS, 'SLUICE_DRAIN_TIMEOUT_MS', 0, 3_600_000) ?? DRAIN_MS;
   const grpcPort = intArg(values['grpc-port'], '--grpc-port', 0, 65535) ?? intArg(env.SLUICE_GRPC_PORT, 'SLUICE_GRPC_PORT', 0, 65535)
     ?? config.server.grpcPort;
-  // The store is built here, once: the limiter decides through it and the reloader announces through it.
+  const region = regionFromSources({ region: values.region, globalRedis: values['global-redis'] }, env, config.regions, 'sluice serve');
+  // Built in one place (src/cli/compose.ts), torn down there in the reverse order.
   // (ioredis is loaded only with Redis: alone it adds ~20 MB to a process's RSS.)
   const redisOptions = redis ? { ...redis, timeoutMs, syncIntervalMs, prefix } : null;
-  const store = redisOptions === null ? null : (await import('../store/redis.js')).RedisStore.create(redisOptions);
-  let limiter: Awaited<ReturnType<typeof createLimiter>>;
-  try {
-    limiter = await createLimiter({
+  const app = await compose({
+    logger: log,
+    store: redisOptions === null ? null : async () => (await import('../store/redis.js')).RedisStore.create(redisOptions),
+    limiter: {
       policies: config.policies, shards, maxKeys: config.engine.maxKeys, maxLogEntries: config.engine.maxLogEntries,
-      maxDelayed: config.engine.maxDelayed, logger: log,
-      ...(redisOptions !== null && store !== null ? { redis: redisOptions, store } : {}),
-    });
-  } catch (e) {
-    await store?.close();
-    throw e;
-  }
-  let server: Awaited<ReturnType<typeof startServer>>;
-  try {
-    server = await startServer({
-      limiter, host, port, logger: log,
+      maxDelayed: config.engine.maxDelayed,
+      ...(redisOptions !== null ? { redis: redisOptions } : {}),
+      ...(region ? { region: regionSpec(region) } : {}),
+    },
+    server: {
+      host, port,
       statusPage: admin === null && config.server.statusPage !== false,
       activity: { hotKeys: config.server.hotKeys?.capacity },
       hotKeyMetrics: config.server.hotKeys?.metrics,
       maxBodyBytes: config.server.maxBodyBytes, authDenyStatus: config.server.authDenyStatus,
       stream: config.server.stream ?? undefined,
-    });
-  } catch (e) {
-    await limiter.close(); // its shard workers would keep the process alive
-    throw e;
-  }
-  // Hot reload: watching before "sluice serving" is logged, so a change made after that line is seen.
-  const reloader = new PolicyReloader({
-    limiter, file: values.config ?? (env.SLUICE_CONFIG || null), logger: log, metrics: server.metrics, pubsub: store, prefix, startup: config,
-    announceSecret,
+      // front threads: one per core the shards leave free (only with shards and no Redis: see src/server/threads.ts)
+      threads: threadsGiven ?? (shards === 0 || redisOptions !== null ? 1 : Math.max(1, availableParallelism() - shards)),
+    },
+    reloader: { file: values.config ?? (env.SLUICE_CONFIG || null), prefix, startup: config, announceSecret },
+    grpc: grpcPort === undefined ? null : { host, port: grpcPort },
+    admin: admin === null ? null : { ...admin, status: config.server.statusPage !== false },
   });
-  try {
-    await reloader.start();
-  } catch (e) {
-    await reloader.close();
-    await server.close();
-    await limiter.close();
-    throw e;
-  }
-  let grpcServer: SluiceGrpcServer | null = null;
-  if (grpcPort !== undefined) {
-    try {
-      grpcServer = await startGrpcServer({ limiter, host, port: grpcPort, metrics: server.metrics, logger: log });
-    } catch (e) {
-      await reloader.close();
-      await server.close();
-      await limiter.close();
-      throw e;
-    }
-  }
-  let adminServer: AdminServer | null = null;
-  if (admin !== null) {
-    try {
-      adminServer = await startAdminServer({
-        limiter, ...admin, logger: log, applyPolicies: (doc) => reloader.apply(doc as string | object, 'api'),
-        ...(config.server.statusPage === false ? {} : { status: server.status }),
-      });
-    } catch (e) {
-      await grpcServer?.close();
-      await reloader.close();
-      await server.close();
-      await limiter.close();
-      throw e;
-    }
-  }
+  const { limiter, server, grpc: grpcServer } = app;
   log.info({ host, port: server.port, ...(grpcServer ? { grpcPort: grpcServer.port } : {}), shards, policies: [...config.policies.keys()], version: limiter.version }, 'sluice serving');
   return new Promise<number>((resolve) => {
     const stop = (signal: string): void => {
@@ -145,10 +110,9 @@ export async function serve(argv: string[]): Promise<number> {
         process.exit(1);
       }, drainMs + HARD_GRACE_MS);
       hard.unref();
-      // Stop accepting first (the listener closes and /readyz answers 503 at once), while the admin API and
-      // the reloader close beside it; then the limiter merges sync deltas until the deadline.
-      Promise.all([server.close(), adminServer?.close(), reloader.close(), grpcServer?.close()])
-        .then(() => limiter.close({ drainMs: Math.max(0, drainMs - (Date.now() - started)) }))
+      // Stop accepting first (every listener closes at once, the reloader beside them); then the limiter
+      // merges sync deltas until the deadline; then the store closes (compose.ts).
+      app.close({ drainMs })
         .then(() => {
           log.info({ ms: Date.now() - started }, 'stopped');
           return 0;

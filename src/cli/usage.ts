@@ -11,8 +11,8 @@
 export const EXIT_USAGE = 2;
 
 export const COMMAND_USAGE = {
-  serve: `  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
-                [--redis-sentinel HOST:PORT,... --redis-master NAME] [--admin-port N --admin-token T [--admin-host H]] [--grpc-port N]`,
+  serve: `  sluice serve  [--config FILE] [--port N] [--host H] [--shards N] [--threads N] [--redis URL | --redis-cluster HOST:PORT,...] [--redis-prefix P] [--redis-timeout MS] [--sync-interval MS]
+                [--redis-sentinel HOST:PORT,... --redis-master NAME] [--admin-port N --admin-token T [--admin-host H]] [--grpc-port N] [--region NAME [--global-redis URL]]`,
   check: '  sluice check  --policy P (--key K | --descriptor name=value ...) [--cost N] [--url URL]',
   replay: '  sluice replay TRACE.csv [--config FILE] [--compare FILE] [--policy P ...] [--key-column C] [--top N] [--shards N] [--max-keys N] [--json] [--quiet]',
   validate: '  sluice validate FILE ...',
@@ -20,7 +20,7 @@ export const COMMAND_USAGE = {
 
 export type CommandName = keyof typeof COMMAND_USAGE;
 
-const ENVIRONMENT = 'environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_GRPC_PORT, REDIS_SENTINELS, REDIS_MASTER, SLUICE_URL, LOG_LEVEL';
+const ENVIRONMENT = 'environment: SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES, REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, SLUICE_ADMIN_PORT, SLUICE_ADMIN_HOST, SLUICE_ADMIN_TOKEN, SLUICE_GRPC_PORT, SLUICE_REGION, SLUICE_GLOBAL_REDIS, REDIS_SENTINELS, REDIS_MASTER, SLUICE_URL, LOG_LEVEL';
 
 /** Every command's usage, then `--version`, the exit codes and the environment. */
 export const USAGE = `usage:

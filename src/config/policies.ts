@@ -75,9 +75,12 @@ export interface PolicySpec {
   guard?: string;
   /**
    * Where the state lives: `local` (this instance; the default), `strict` (Redis, one atomic script per
-   * decision) or `sync` (decided locally, consumed deltas merged into Redis every syncIntervalMs).
+   * decision), `sync` (decided locally, consumed deltas merged into Redis every syncIntervalMs) or `lease`
+   * (decided locally from tokens leased from Redis in atomic steps: never over the limit; see {@link LeaseSpec}).
    */
   consistency?: Consistency;
+  /** Lease settings of a `consistency: lease` policy (see {@link LeaseSpec}); refused with any other consistency. */
+  lease?: LeaseSpec;
   /** What a Redis-backed policy does when Redis fails or times out: `open`, `closed` or `local` (the default). */
   onStoreError?: StoreErrorRule;
   /**
@@ -130,6 +133,12 @@ export interface PolicySpec {
    * over gRPC by domain = policy name, entries = its descriptors.
    */
   rls?: RlsRouteSpec;
+  /**
+   * `global`: one limit for all regions (consistency lease, token_bucket / gcra only): each region holds a
+   * share of it in its own Redis, moved between regions by the reconciler (src/engine/regions/). Needs the
+   * limiter's `region` option with a global Redis. Default `local`: the limit is per region.
+   */
+  scope?: Scope;
 }
 
 /** See {@link PolicySpec.rls}. */
@@ -147,9 +156,43 @@ export interface CompiledRlsRoute {
   unlimited: boolean;
 }
 
-export type Consistency = 'local' | 'strict' | 'sync';
+export type Consistency = 'local' | 'strict' | 'sync' | 'lease';
 /** See {@link PolicySpec.onLimit}. */
 export type OnLimit = 'deny' | 'delay';
+/** `local`: one limit per region (each region's Redis on its own); `global`: one limit across regions (a share each). */
+export type Scope = 'local' | 'global';
+
+/** A `consistency: lease` policy's settings (`lease:` in a policy). Durations: integer ms or strings such as "2s". */
+export interface LeaseSpec {
+  /**
+   * How long a lease lives without a renewal, in ms (default {@link DEFAULT_LEASE_TTL_MS}): what an instance that
+   * dies strands (its leases count as all used until they expire), and the longest an instance decides from
+   * tokens Redis last saw it take. 10 ms to 10 min.
+   */
+  ttlMs?: number | string;
+  /** A key unchecked for this long (ms) gives its unused tokens back (default {@link DEFAULT_LEASE_IDLE_MS}); at most ttlMs. */
+  idleMs?: number | string;
+  /**
+   * The largest lease one instance asks for, as a fraction of the limit's capacity (burst for buckets, limit for
+   * windows), in (0, 1] (default {@link DEFAULT_LEASE_MAX_SHARE}). While other instances hold leases of the key,
+   * Redis grants at most half of what is left to any one.
+   */
+  maxShare?: number;
+}
+
+/** Default lease time to live, in ms. */
+export const DEFAULT_LEASE_TTL_MS = 2000;
+/** Default idle time after which a key's unused leased tokens go back, in ms. */
+export const DEFAULT_LEASE_IDLE_MS = 1000;
+/** Default largest lease, as a fraction of the capacity. */
+export const DEFAULT_LEASE_MAX_SHARE = 0.25;
+
+/** A compiled {@link LeaseSpec}: every value set. */
+export interface LeaseSettings {
+  ttlMs: number;
+  idleMs: number;
+  maxShare: number;
+}
 export type StoreErrorRule = 'open' | 'closed' | 'local';
 
 /**
@@ -202,6 +245,8 @@ export interface CompiledPolicy {
   /** Name of the policy every check of this one is also charged to (the aggregate guard), or null. */
   guard: string | null;
   consistency: Consistency;
+  /** Lease settings, for `consistency: lease` (else null). */
+  lease: LeaseSettings | null;
   onStoreError: StoreErrorRule;
   /** True when the spec gave `version`; false when it is the content hash. */
   versionGiven: boolean;
@@ -223,6 +268,8 @@ export interface CompiledPolicy {
   authCost: number | 'query';
   /** The Envoy RLS route this policy answers, or null (see {@link PolicySpec.rls}). */
   rls: CompiledRlsRoute | null;
+  /** See {@link PolicySpec.scope}; `local` unless the spec says `global`. */
+  scope: Scope;
 }
 
 /** Policy, limit and descriptor names: 1 to 64 of `A-Z a-z 0-9 _ . -`. */
@@ -247,9 +294,10 @@ type Obj = Record<string, unknown>;
 
 const ALGORITHMS = Object.keys(ALGORITHM_CODES) as Algorithm[];
 const INLINE_KEYS = ['algorithm', 'limit', 'period', 'burst', 'timeZone', 'leaseTtl'] as const;
-const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'onStoreError', 'carryOver',
-  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls', 'onLimit', 'maxDelayMs'];
-const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync'];
+const POLICY_KEYS = [...INLINE_KEYS, 'limits', 'descriptors', 'version', 'guard', 'consistency', 'lease', 'onStoreError', 'carryOver',
+  'shadow', 'shadowOf', 'allow', 'deny', 'authCost', 'rls', 'scope', 'onLimit', 'maxDelayMs'];
+const SCOPES: readonly Scope[] = ['local', 'global'];
+const CONSISTENCIES: readonly Consistency[] = ['local', 'strict', 'sync', 'lease'];
 const STORE_ERROR_RULES: readonly StoreErrorRule[] = ['open', 'closed', 'local'];
 /** Redis's Lua keeps numbers as doubles: B·P (or L·P) up to 2^51 keeps every sum and product exact. */
 const MAX_LUA = 2n ** 51n;
@@ -318,6 +366,16 @@ export function compilePoliciesWith(policies: unknown, report: PolicyErrorReport
 /** Maps made by this module: createLimiter trusts a Map of policies only if it is one of these. */
 const COMPILED = new WeakSet<ReadonlyMap<string, CompiledPolicy>>();
 
+/**
+ * A structured clone of a Map that compilePolicies produced in another thread of this process (an HTTP front
+ * thread's policies, src/server/threads.ts): frozen again and trusted as that Map was.
+ */
+export function adoptCompiled(m: Map<string, CompiledPolicy>): ReadonlyMap<string, CompiledPolicy> {
+  for (const policy of m.values()) deepFreeze(policy);
+  COMPILED.add(m);
+  return m;
+}
+
 /** True for a Map that compilePolicies (or the config loader) produced. */
 export function isCompiled(m: ReadonlyMap<string, CompiledPolicy>): boolean {
   return COMPILED.has(m);
@@ -339,6 +397,8 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   if (consistency === 'sync' && limits.some((l) => l.algorithm === 'sliding_log')) {
     fail('consistency', 'sliding_log cannot be merged in consistency sync (a log is not a sum of deltas): use local or strict');
   }
+  if (consistency === 'lease') checkLeasable(limits, own(raw, 'limits') !== undefined, fail);
+  const lease = readLease(own(raw, 'lease'), consistency, fail);
   const carryOver = readCarryOver(own(raw, 'carryOver'), consistency, limits, fail);
   const shadow = readShadow(own(raw, 'shadow'), guard, fail);
   const shadowOf = readShadowOf(own(raw, 'shadowOf'), shadow, fail);
@@ -346,10 +406,11 @@ function compilePolicy(name: string, raw: unknown, fail: Fail): CompiledPolicy {
   const deny = readList(own(raw, 'deny'), 'deny', fail);
   const authCost = readAuthCost(own(raw, 'authCost'), fail);
   const rls = readRlsRoute(own(raw, 'rls'), descriptors, fail);
+  const scope = readScope(own(raw, 'scope'), consistency, limits, fail);
   const maxDelayMs = readOnLimit(own(raw, 'onLimit'), own(raw, 'maxDelayMs'), limits, descriptors, consistency, shadow, fail);
   const compiled: CompiledPolicy = {
-    name, version, limits, descriptors, guard, consistency, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
-    shadow, shadowOf, allow, deny, authCost, rls,
+    name, version, limits, descriptors, guard, consistency, lease, onStoreError, versionGiven: own(raw, 'version') !== undefined, carryOver,
+    shadow, shadowOf, allow, deny, authCost, rls, scope,
   };
   // only on a policy that delays, so every other compiled policy keeps its shape (and its set's version)
   if (maxDelayMs > 0) Object.assign(compiled, { onLimit: 'delay', maxDelayMs });
@@ -365,7 +426,9 @@ const MAX_DEBT_LOCAL = 2n ** 62n;
  * `onLimit` and `maxDelayMs` (see {@link PolicySpec.onLimit}). Refused where a delay cannot be exact: the
  * window algorithms (a reservation would have to live in a future window, which their state does not hold:
  * a fixed window's count is one window's, a sliding window's estimate and a sliding log's entries are the
- * past), sync mode (another instance's spending, merged later, would move a wait already promised) and
+ * past), sync mode (another instance's spending, merged later, would move a wait already promised), lease
+ * mode (an instance decides from its own leased tokens: a wait promised from them ignores the other
+ * instances' leases and their returns, so it would not be exact; scope global is lease mode) and
  * shadow policies (they never deny, so there is nothing to delay).
  */
 /** Returns maxDelayMs, or 0 for onLimit: deny (the default). */
@@ -391,6 +454,9 @@ function readOnLimit(v: unknown, max: unknown, limits: CompiledLimit[], descript
   }
   if (descriptors.some((d) => d.name === 'wait')) fail('onLimit', 'delay reads the query parameter "wait" as its flag (wait=0: answer at once): rename the descriptor "wait"');
   if (consistency === 'sync') fail('onLimit', 'delay cannot be exact in consistency sync (other instances\' spending, merged later, would move a promised wait): use local or strict');
+  if (consistency === 'lease') {
+    fail('onLimit', 'delay cannot be exact in consistency lease (an instance decides from its leased tokens only: a wait promised from them would ignore what other instances hold and return): use local or strict');
+  }
   if (shadow) fail('onLimit', 'a shadow policy never denies: there is nothing to delay');
   const bound = consistency === 'local' ? MAX_DEBT_LOCAL : MAX_LUA;
   for (const l of limits) {
@@ -418,6 +484,25 @@ function checkConcurrencyPolicy(raw: Obj, limits: CompiledLimit[], consistency: 
   }
   if (consistency === 'sync') fail('consistency', 'concurrency cannot be exact in consistency sync (a lease held on one instance would be unknown to the others until a merge): use local or strict');
   if (own(raw, 'onStoreError') === 'local') fail('onStoreError', 'concurrency takes open or closed (the default): local would hand out leases Redis does not know of');
+}
+
+/**
+ * `scope: global` (one limit across regions, src/engine/regions/) needs a lease policy: each region's
+ * instances lease from the share its Redis holds, and a share can be lowered and raised between two leases.
+ * Windows are refused: a window's share could not move mid-window without knowing the window's count in
+ * every region, so tokens moved would be spendable twice in one window.
+ */
+function readScope(v: unknown, consistency: Consistency, limits: CompiledLimit[], fail: Fail): Scope {
+  const scope = readChoice(v, 'scope', SCOPES, 'local', fail);
+  if (scope === 'local') return scope;
+  if (consistency !== 'lease') {
+    fail('scope', `global applies to consistency lease only (got consistency ${consistency}): a region decides from its share through leases`);
+  }
+  const window = limits.find((l) => l.algorithm !== 'token_bucket' && l.algorithm !== 'gcra');
+  if (window !== undefined) {
+    fail('scope', `global works for token_bucket and gcra only (got ${window.algorithm}): a window's share cannot move between regions mid-window`);
+  }
+  return scope;
 }
 
 function readAuthCost(v: unknown, fail: Fail): number | 'query' {
@@ -514,6 +599,48 @@ function checkSyncable(limits: CompiledLimit[], listed: boolean, fail: Fail): vo
     fail(listed ? joinPath(joinPath('limits', i), 'period') : 'period',
       `calendar period ${describeValue(calendarText(l.calendar.unit))} cannot be merged in consistency sync (its merge aligns windows to the epoch): use local or strict`);
   });
+}
+
+/**
+ * Lease mode leases token buckets, GCRA, and epoch-aligned fixed and sliding windows exactly (lua/lease.lua).
+ * A sliding log cannot be: a leased token would be logged when granted, so it would leave the trailing period
+ * before the spend it stands for, and Redis would admit again while one exact limiter would not. Calendar
+ * windows are not aligned to the epoch, which lease windows are.
+ */
+function checkLeasable(limits: CompiledLimit[], listed: boolean, fail: Fail): void {
+  limits.forEach((l, i) => {
+    const at = (k: string): string => (listed ? joinPath(joinPath('limits', i), k) : k);
+    if (l.algorithm === 'concurrency') {
+      fail(at('algorithm'), 'concurrency is not a rate: its leases are acquire and release (src/engine/leases.ts), not consistency lease');
+    }
+    if (l.algorithm === 'sliding_log') {
+      fail(at('algorithm'), 'sliding_log cannot be leased exactly (a leased token would be logged when granted and leave the trailing period before the spend it stands for): use token_bucket, gcra, fixed_window or sliding_window, or consistency strict');
+    }
+    if (l.calendar !== undefined) {
+      fail(at('period'), `calendar period ${describeValue(calendarText(l.calendar.unit))} cannot be leased (lease windows are aligned to the epoch): use a period in ms, or consistency strict`);
+    }
+  });
+}
+
+function readLease(v: unknown, consistency: Consistency, fail: Fail): LeaseSettings | null {
+  if (v !== undefined && consistency !== 'lease') fail('lease', `applies to consistency lease only (got consistency ${consistency})`);
+  if (consistency !== 'lease') return null;
+  if (v === undefined || v === null) return { ttlMs: DEFAULT_LEASE_TTL_MS, idleMs: DEFAULT_LEASE_IDLE_MS, maxShare: DEFAULT_LEASE_MAX_SHARE };
+  if (!isPlainObject(v)) fail('lease', `must be an object {ttlMs, idleMs, maxShare} (got ${describeValue(v)})`);
+  rejectUnknownKeys(v, ['ttlMs', 'idleMs', 'maxShare'], 'lease', 'the lease settings', fail);
+  const ms = (k: 'ttlMs' | 'idleMs', dflt: number, min: number, max: number): number => {
+    const raw = own(v, k);
+    if (raw === undefined) return dflt;
+    const n = readPeriod(raw, `lease.${k}`, fail);
+    if (n < min || n > max) fail(`lease.${k}`, `must be from ${min} ms to ${max} ms (got ${describeValue(raw)})`);
+    return n;
+  };
+  const ttlMs = ms('ttlMs', DEFAULT_LEASE_TTL_MS, 10, 600_000);
+  const idleMs = ms('idleMs', Math.min(DEFAULT_LEASE_IDLE_MS, ttlMs), 1, 600_000);
+  if (idleMs > ttlMs) fail('lease.idleMs', `must be at most lease.ttlMs (${ttlMs} ms; got ${idleMs} ms)`);
+  const share = own(v, 'maxShare') ?? DEFAULT_LEASE_MAX_SHARE;
+  if (typeof share !== 'number' || !(share > 0 && share <= 1)) fail('lease.maxShare', `must be a number in (0, 1] (got ${describeValue(share)})`);
+  return { ttlMs, idleMs, maxShare: share };
 }
 
 function calendarText(unit: CalendarUnit): string {
@@ -808,6 +935,7 @@ function canonicalPolicy(p: CompiledPolicy): unknown[] {
     out.push(p.descriptors.map((d) => d.from), p.authCost, p.rls);
   }
   if (p.onLimit !== undefined) out.push(p.onLimit, p.maxDelayMs);
+  if (p.scope !== 'local') out.push(p.scope);
   return out;
 }
 
@@ -900,6 +1028,7 @@ function deepFreeze(policy: CompiledPolicy): void {
     Object.freeze(limit);
   }
   for (const descriptor of policy.descriptors) Object.freeze(descriptor);
+  if (policy.lease !== null) Object.freeze(policy.lease);
   if (policy.rls !== null) {
     for (const e of policy.rls.entries) Object.freeze(e);
     Object.freeze(policy.rls.entries);

@@ -20,10 +20,17 @@
  *   admin: { port: 9090, host: 127.0.0.1 }  # the admin API (src/server/admin.ts); its token is never in the file
  *   grpcPort: 8081                     # Envoy's rate limit service over gRPC (src/grpc/), on server.host; off when absent
  *   statusPage: true                   # the status page and /v1/status (on the admin port when there is one)
+ *   threads: 4                         # 1..256 HTTP front threads (default: one per core the shards leave free)
  *   hotKeys: { capacity: 100, metrics: 10 }  # keys per policy in the hot-key sketch (0 = off); how many as metrics (0 = none)
  * redis:                               # optional; flags and env win
  *   sentinels: [10.0.0.1:26379, ...]   # Redis Sentinel addresses, with
  *   master: mymaster                   # the master's name as the sentinels know it
+ * region: eu                           # optional: this instance's region (--region, SLUICE_REGION win)
+ * globalRedis: redis://global:6379     # the reconciler's global Redis (--global-redis, SLUICE_GLOBAL_REDIS win)
+ * regions:                             # the region list and share mode: see src/config/regions.ts
+ *   names: [eu, us, ap]
+ *   shares: adaptive                   # or weights { eu: 2, us: 1, ap: 1 }
+ *   reconcileIntervalMs: 1000
  * ```
  */
 import * as z from 'zod';
@@ -31,6 +38,7 @@ import { configError, SluiceError } from '../util/errors.js';
 import { describeValue } from './duration.js';
 import { compilePoliciesWith, joinPath, type CompiledPolicy, type PolicyErrorSite } from './policies.js';
 import { isEnvoyRateLimitDocument, policiesFromEnvoyRateLimit } from './envoy-ratelimit.js';
+import { compileRegion } from './regions.js';
 
 /** `engine:` section. Absent keys are left absent: the engine applies its own defaults. */
 export interface EngineConfig {
@@ -69,6 +77,11 @@ export interface ServerConfig {
   grpcPort?: number;
   /** Serves the status page and `/v1/status` (on the admin port when one is configured). Default true. */
   statusPage?: boolean;
+  /**
+   * HTTP front threads, 1..256 (src/server/threads.ts); more than 1 needs shards and local policies. Default:
+   * one per core the shards leave free (cores − shards, at least 1), 1 without shards or with Redis.
+   */
+  threads?: number;
   /** The hot-key sketch: keys monitored per policy (0..100000, 0 = off) and how many of them become metrics (0..1000). */
   hotKeys?: { capacity?: number; metrics?: number } | null;
 }
@@ -81,12 +94,21 @@ export interface RedisConfig {
   master?: string;
 }
 
+/** `region:`, `globalRedis:` and `regions:` (validated by src/config/regions.ts once flags are merged in). */
+export interface RegionFileConfig {
+  region?: string;
+  globalRedis?: string;
+  /** The `regions:` mapping as written: names, shares, reconcileIntervalMs, maxActiveKeys. */
+  regions?: Record<string, unknown>;
+}
+
 /** A validated configuration file. */
 export interface SluiceConfig {
   policies: Map<string, CompiledPolicy>;
   engine: EngineConfig;
   server: ServerConfig;
   redis: RedisConfig;
+  regions: RegionFileConfig;
   /** The parsed document, as plain data. */
   raw: unknown;
 }
@@ -158,6 +180,7 @@ const ServerSchema = section({
   }).nullish(),
   grpcPort: intIn(0, 65_535, 'must be an integer from 0 to 65535').optional(),
   statusPage: z.boolean({ error: (iss) => `must be true or false (got ${describeValue(iss.input)})` }).optional(),
+  threads: intIn(1, 256, 'must be an integer from 1 to 256').optional(),
   hotKeys: section({
     capacity: intIn(0, 100_000, 'must be an integer from 0 to 100000').optional(),
     metrics: intIn(0, 1000, 'must be an integer from 0 to 1000').optional(),
@@ -177,6 +200,9 @@ const DocumentSchema = section({
   engine: EngineSchema.nullish(),
   server: ServerSchema.nullish(),
   redis: RedisSchema.nullish(),
+  region: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
+  globalRedis: z.string({ error: nonEmptyString }).min(1, { error: nonEmptyString }).optional(),
+  regions: z.record(z.string(), z.unknown(), { error: (iss) => `must be a mapping (got ${describeValue(iss.input)})` }).optional(),
 });
 
 /**
@@ -195,7 +221,7 @@ export function configFromDocument(raw: unknown, file: string): SluiceConfig {
     const policies = compilePoliciesWith(policiesFromEnvoyRateLimit(raw as Record<string, unknown>, file), (site, why) => {
       throw configError(file, policyPath(site), why);
     });
-    return { policies, engine: {}, server: {}, redis: {}, raw };
+    return { policies, engine: {}, server: {}, redis: {}, regions: {}, raw };
   }
   const parsed = DocumentSchema.safeParse(raw);
   if (!parsed.success) throw zodError(parsed.error.issues[0], file);
@@ -203,7 +229,18 @@ export function configFromDocument(raw: unknown, file: string): SluiceConfig {
   const policies = compilePoliciesWith(parsed.data.policies, (site, why) => {
     throw configError(file, policyPath(site), why);
   });
-  return { policies, engine: parsed.data.engine ?? {}, server: parsed.data.server ?? {}, redis: parsed.data.redis ?? {}, raw };
+  const { region, globalRedis, regions } = parsed.data;
+  if (regions !== undefined) {
+    // the list on its own terms now (`regions.names[1]: ...`); the name may still come from a flag
+    const names = Array.isArray(regions.names) ? regions.names : [];
+    compileRegion({ ...regions, name: region ?? names[0], ...(globalRedis === undefined ? {} : { globalRedis }) }, file, 'regions', 'region');
+  } else if (region !== undefined || globalRedis !== undefined) {
+    throw configError(file, region !== undefined ? 'region' : 'globalRedis', 'needs regions.names: the list of every region');
+  }
+  return {
+    policies, engine: parsed.data.engine ?? {}, server: parsed.data.server ?? {}, redis: parsed.data.redis ?? {},
+    regions: { region, globalRedis, regions }, raw,
+  };
 }
 
 /** `policies`, `policies.free`, `policies.free.limits[1].period`, `policies["a.b"].burst`. */

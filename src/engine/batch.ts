@@ -14,9 +14,6 @@ import { GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RES
 import { BOUND_DENIED, BOUND_NEVER, badLegError, bindingLeg, neverReason } from './decision.js';
 import { isSluiceError, shardFailed } from '../util/errors.js';
 
-/** The key of a limiter's `checkBatch` (internal, not part of the Limiter interface): {@link Front.checkBatch}. */
-export const CHECK_BATCH = Symbol.for('sluice.checkBatch');
-
 /**
  * The checks of a batch, as parallel arrays (one index per check). Keys come as UTF-8 bytes, so that a check
  * decided in the kernel needs no string: key i is keyLen[i] bytes of keyBytes at keyAt[i], well-formed UTF-8
@@ -158,7 +155,7 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
  * places are settled per check: src/engine/delay.ts). Others take the front's queue.
  */
 export function isDirect(rt: PolicyRuntime): boolean {
-  return !rt.stored && !rt.synced && !rt.shadow && rt.shadows === null && rt.delayed === null;
+  return !rt.stored && !rt.synced && !rt.leased && !rt.shadow && rt.shadows === null && rt.delayed === null;
 }
 
 /**

@@ -15,9 +15,6 @@ import type { PolicyRuntime } from './runtime.js';
 /** The script's per-leg group-length argument carries the leg's maxDelayMs above the group length (lua/check.lua). */
 export const SCRIPT_DELAY_SHIFT = 65536;
 
-/** The key of a limiter's {@link DelayPlaces} (internal, not part of the Limiter interface): the transports'. */
-export const DELAY_PLACES = Symbol.for('sluice.delayPlaces');
-
 /** Default bound on checks waiting at once per limiter (library option `maxDelayed`, file `engine.maxDelayed`). */
 export const DEFAULT_MAX_DELAYED = 10_000;
 

@@ -16,28 +16,13 @@ import { StrictCache } from './strict-cache.js';
 import { DegradedCounts } from './degraded.js';
 import { emptyBatch, push, TurnQueue, type Batch, type Reject, type Resolve } from './queue.js';
 import { checkCost, policyOf, runtimeNamed } from './validate.js';
-import { Flight, type Decider } from './decider.js';
+import { Flight, type Decider, type LocalFallback } from './decider.js';
 import { LocalDecider } from './deciders/local.js';
 import { StrictDecider } from './deciders/strict.js';
 import { WriteBehind } from './deciders/write-behind.js';
 import { DEFAULT_MAX_DELAYED, DelayPlaces } from './delay.js';
 
 const RESOLVED = Promise.resolve();
-
-/**
- * Strict checks per script call when more are queued: the turn's checks go out in calls of this many, each
- * written to the socket as soon as it is full (the client does not auto-pipeline), so Redis runs one while
- * this thread still issues the next, and answers come back staggered (a pipeline, not client and Redis taking
- * turns). Each key's checks still reach Redis in order: one connection, answered in order. 64: smaller calls
- * cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
- */
-const STORE_CHUNK = 64;
-
-/**
- * The key of a limiter's `checkNow(req)` (internal, not part of the Limiter interface): {@link Front.checkNow}
- * for callers that can answer synchronously (the HTTP front).
- */
-export const CHECK_NOW = Symbol.for('sluice.checkNow');
 
 /** The resolve and reject of a candidate's internal check (shadowOf): its outcome is only counted. */
 const IGNORE = (): void => {};
@@ -75,7 +60,7 @@ export interface FrontOptions {
  * kernel call, reads the clock once, and hands each check to its consistency mode's {@link Decider}: the
  * local decider (deciders/local.ts, with the write-behind of deciders/write-behind.ts for `sync`), the
  * strict decider (deciders/strict.ts), or one registered in {@link FrontOptions.deciders}. A batch also goes
- * out early when it reaches the kernel's batch size (or STORE_CHUNK store-backed checks).
+ * out early when it reaches the kernel's batch size (or the store's checksPerCall store-backed checks).
  */
 export class Front {
   private readonly o: FrontOptions;
@@ -90,6 +75,8 @@ export class Front {
   private readonly local: LocalDecider;
   /** The deciders of store-backed modes, by consistency (`strict`, and those given in FrontOptions.deciders). */
   private readonly routed = new Map<string, Decider>();
+  /** Store-backed checks that fill one store call (Store.checksPerCall); a batch that has them is flushed. */
+  private readonly checksPerCall: number;
   /** Write-behind for `sync` policies; null until a policy set has one. */
   private sync: WriteBehind | null = null;
   /** The policies checks are decided under; replaced whole by {@link setRuntimes}. */
@@ -106,6 +93,7 @@ export class Front {
   constructor(o: FrontOptions) {
     this.o = o;
     this.delays = new DelayPlaces(o.maxDelayed ?? DEFAULT_MAX_DELAYED, o.clock);
+    this.checksPerCall = o.store?.checksPerCall ?? Number.POSITIVE_INFINITY;
     this.counters = new PolicyCounters(o.logger ?? null);
     this.q = new TurnQueue(o.hasher);
     this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
@@ -120,6 +108,11 @@ export class Front {
     for (const [mode, d] of o.deciders ?? []) this.routed.set(mode, d);
     this.runtimes = o.runtimes;
     this.startSync();
+  }
+
+  /** Where a store-backed mode's checks go when the store failed and their policy says `local` (the kernels). */
+  get localFallback(): LocalFallback {
+    return this.local;
   }
 
   /**
@@ -166,14 +159,16 @@ export class Front {
   }
 
   /**
-   * Decides one check at once when it can be decided on this thread (no shard pool; a policy not decided in
-   * Redis), together with whatever this turn has queued, in order, in one batch. Returns undefined when it
-   * cannot; use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no
-   * microtask, no abort handler.
+   * Decides one check at once when it can be decided now (a policy not decided in Redis: on this thread's
+   * kernel, or with shards on the owning shard through its synchronous channel, LocalDecider.dispatchNow),
+   * together with whatever this turn has queued, in order, in one batch. Returns undefined when it cannot;
+   * use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no microtask,
+   * no abort handler (and uWS, which drops a connection whose pipelined request arrives while an answer is
+   * pending, sees every answer in time).
    * @throws SluiceError what check() would reject with.
    */
   checkNow(req: CheckRequest): Decision | undefined {
-    if (this.o.pool !== null) return undefined;
+    if (this.o.pool !== null && !this.local.canDecideNow()) return undefined;
     return this.submit(req, true) as Decision | undefined;
   }
 
@@ -182,7 +177,7 @@ export class Front {
 
   /**
    * Decides checks [from, to) of `src` in order, writing check i's outcome into `out` at i − from: the batch
-   * path of a binary `/v1/stream` frame (the limiter's CHECK_BATCH). With no shard pool, a check on a local
+   * path of a binary `/v1/stream` frame (the limiter's EngineHandle.checkBatch, src/engine/handle.ts). With no shard pool, a check on a local
    * policy with no shadows and no sync bookkeeping goes to the kernel in a chunk, from the arrays to the
    * kernel's input and from its output rows to `out`, with no promise, object or closure per check. Every
    * other check is queued as check() queues it (one closure for its outcome) and decided with the turn's
@@ -297,7 +292,12 @@ export class Front {
       this.q.rejects.push(this.failedNow);
       if (use !== rt) this.delays.track(this.q.resolves, this.q.rejects);
       if (rt.shadows !== null) this.addShadows(rt, key, cost);
-      this.flush();
+      this.local.now = true;
+      try {
+        this.flush();
+      } finally {
+        this.local.now = false;
+      }
       const d = this.nowDecision;
       const e = this.nowError;
       this.nowDecision = null;
@@ -324,7 +324,7 @@ export class Front {
 
   /** Flushes now when the batch is full, else makes sure a flush is scheduled. */
   private schedule(): void {
-    if (this.o.hasher.full || this.q.legs + MAX_GROUP > this.o.maxBatch || this.q.routed >= STORE_CHUNK) this.flush();
+    if (this.o.hasher.full || this.q.legs + MAX_GROUP > this.o.maxBatch || this.q.routed >= this.checksPerCall) this.flush();
     else if (!this.scheduled) {
       this.scheduled = true;
       // In-thread decisions are answered before this turn ends: a caller's synchronous burst still forms

@@ -9,6 +9,7 @@
  * its guard's) reports per limit now (remaining, resetAfterMs), which changes nothing.
  */
 import type { Front } from './front.js';
+import type { LeaseDecider } from './lease/decider.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Hasher } from '../keys/hasher.js';
 import type { Kernel } from '../shard/kernel.js';
@@ -39,6 +40,8 @@ export interface KeyAdminDeps {
   clock: () => number;
   /** True once the limiter is closing. */
   closed: () => boolean;
+  /** Lease policies' decider (their leases are read and dropped through it); null without one. */
+  lease?: LeaseDecider | null;
 }
 
 /** One key of one policy, located: its runtime, key, hash and owner. */
@@ -65,6 +68,13 @@ export class KeyAdmin {
     const { rt } = at;
     const now = readClock(this.d.clock);
     const own = rt.saltLo.length;
+    if (rt.leased) {
+      try {
+        return await this.d.lease!.inspect(rt, at.key, now);
+      } catch (e) {
+        throw storeFailed(e);
+      }
+    }
     const out: KeyState = { policy: rt.policy.name, key: at.key, version: rt.policy.version, source: 'local', limits: [] };
     let rows: ArrayLike<number>;
     let raw: Array<[held: boolean, w0: number, w1: number, last: number]>;
@@ -145,7 +155,16 @@ export class KeyAdmin {
     const { rt } = at;
     const own = rt.saltLo.length;
     let removed = 0;
-    if ((rt.stored || rt.synced) && this.d.store !== null) {
+    if (rt.leased && this.d.store !== null) {
+      // the key's lease states (every instance's leases of it go with them) and what this instance holds
+      const keys = this.d.lease!.forget(rt, at.key);
+      try {
+        removed += await this.d.store.remove(keys, null);
+      } catch (e) {
+        throw storeFailed(e);
+      }
+    }
+    if ((rt.stored || rt.synced) && !rt.leased && this.d.store !== null) {
       const keys = Array.from({ length: own }, (_, j) => storeKey(this.d.store!.prefix, rt.policy.name, rt.policy.version, at.key, j));
       const sync = this.d.front.syncWriter;
       if (sync !== null) await sync.forget(keys);

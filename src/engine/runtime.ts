@@ -25,10 +25,12 @@ export interface PolicyRuntime {
   legLimits: CompiledLimit[];
   /** Guard legs' fixed hashes (lo, hi interleaved), or null. */
   guardHashes: Uint32Array | null;
-  /** Decided in the store (consistency strict). */
+  /** Routed to a store-backed mode's decider (consistency strict or lease). */
   stored: boolean;
   /** Decided locally and merged into the store behind (consistency sync). */
   synced: boolean;
+  /** Decided on the front thread from tokens leased from the store (consistency lease: src/engine/lease/). */
+  leased: boolean;
   /** The guard legs' Redis keys, for a store-backed guarded policy. */
   guardStoreKeys: string[] | null;
   /** A shadow policy: its decisions are counted and turned into admissions (see PolicyCounters.shadowed). */
@@ -161,12 +163,14 @@ export function buildRuntimes(
       }
     }
     const [seedLo, seedHi] = seeds.get(name)!;
-    const stored = p.consistency === 'strict';
+    // strict and lease checks are routed to their mode's decider (src/engine/decider.ts)
+    const stored = p.consistency === 'strict' || p.consistency === 'lease';
     const synced = p.consistency === 'sync';
+    const quotaLeased = p.consistency === 'lease';
     const rt: PolicyRuntime = {
-      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced,
+      policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced, leased: quotaLeased,
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
-      guardStoreKeys: (stored || synced) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
+      guardStoreKeys: (stored || synced || quotaLeased) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
       shadow: p.shadow,
       lists: buildLists(p.allow, p.deny, p.descriptors.length),
       shadows: null,

@@ -57,12 +57,24 @@
  * | sluice_sync_dropped_total | counter | deltas dropped because too many keys were waiting |
  * | sluice_sync_pending_keys | gauge | keys waiting to be merged |
  * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
+ *
+ * and lease mode's (lease policies, once one was checked; `limiter.stats().lease`), each by policy:
+ *
+ * | sluice_lease_acquired_total, sluice_lease_acquired_tokens_total | counter | lease calls granted tokens; the tokens |
+ * | sluice_lease_returned_tokens_total | counter | unused tokens given back (idle keys, close) |
+ * | sluice_lease_expired_total | counter | other instances' leases found expired in Redis |
+ * | sluice_lease_lapsed_tokens_total | counter | tokens held here past their lease's end, unspent |
+ * | sluice_lease_waits_total | counter | checks that waited for a lease call |
+ * | sluice_lease_tokens_held | gauge | tokens held now |
+ *
+ * With the region option (`limiter.region`), the reconciler's `sluice_region_*`: see src/metrics/region.ts.
  */
-import { Counter, Gauge, Registry, type Metric } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats, RefusalReason, ReloadSource } from '../types.js';
+import { AggregatorRegistry, Counter, Gauge, Registry, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';
+import { registerRegionMetrics } from './region.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
@@ -145,8 +157,13 @@ export interface ServerMetrics {
   reloaded(source: ReloadSource, result: 'ok' | 'rejected'): void;
   /** Counts a refused policy announcement (`sluice_policy_announcements_refused_total`) by reason. */
   announcementRefused(reason: RefusalReason): void;
-  /** Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. */
-  render(): Promise<string>;
+  /**
+   * Reads `limiter.stats()` into the gauges and renders every metric as Prometheus text. `others`: the
+   * metrics of the server's other front threads (prom-client `getMetricsAsJSON`): their counters and
+   * histograms are summed into this one's (prom-client's AggregatorRegistry), their gauges left out (the
+   * engine's gauges, read from the shards through this thread's limiter, already cover every thread).
+   */
+  render(others?: () => Promise<readonly unknown[]>): Promise<string>;
 }
 
 /** Creates the metrics of one server over `limiter`. */
@@ -301,6 +318,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
   shardGauge('sluice_shard_up', '1 while a shard has a worker; 0 while it is down (its checks fail at once with SHARD_FAILED, restarts are attempted).', (st) => (st.up ? 1 : 0));
   shardCounter('sluice_shard_downs_total', 'Times a shard went down: its worker died and could not be replaced.', (st) => st.downs);
   shardCounter('sluice_shard_recoveries_total', 'Times a shard that was down came back with a fresh worker (an empty table).', (st) => st.recoveries);
+  if (limiter.region !== undefined) registerRegionMetrics(registers, () => stats?.region);
   if (limiter.storeStatus() !== 'none') {
     const store = (): NonNullable<LimiterStats['store']> | undefined => stats?.store;
     new Counter({
@@ -410,6 +428,35 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
         collect() {
           const sy = store()?.sync;
           if (sy != null) this.set(sy.pendingKeys);
+        },
+      });
+      // lease policies (read from limiter.stats().lease, present once a lease policy was checked)
+      const leaseCounter = (name: string, help: string, read: (c: LeasePolicyCounts) => number): void => {
+        new Counter({
+          name, help, labelNames: ['policy'], registers,
+          collect() {
+            const le = stats?.lease;
+            if (le === undefined) return;
+            this.reset();
+            for (const [policy, c] of Object.entries(le.policies)) this.inc({ policy }, read(c));
+          },
+        });
+      };
+      leaseCounter('sluice_lease_acquired_total', 'Lease calls that were granted tokens (lease policies).', (c) => c.acquired);
+      leaseCounter('sluice_lease_acquired_tokens_total', 'Tokens granted to this instance by lease calls.', (c) => c.acquiredTokens);
+      leaseCounter('sluice_lease_returned_tokens_total', 'Unused leased tokens given back to Redis (idle keys, close).', (c) => c.returnedTokens);
+      leaseCounter('sluice_lease_expired_total', 'Other instances\' leases this instance found expired in Redis (their tokens counted as used).', (c) => c.expired);
+      leaseCounter('sluice_lease_lapsed_tokens_total', 'Leased tokens this instance held unspent past their lease\'s end (counted as used).', (c) => c.lapsedTokens);
+      leaseCounter('sluice_lease_waits_total', 'Lease-policy checks that waited for a lease call (their tokens were not held here).', (c) => c.waits);
+      new Gauge({
+        name: 'sluice_lease_tokens_held',
+        help: 'Leased tokens this instance holds now, by policy.',
+        labelNames: ['policy'], registers,
+        collect() {
+          const le = stats?.lease;
+          if (le === undefined) return;
+          this.reset();
+          for (const policy of Object.keys(le.policies)) this.set({ policy }, le.heldByPolicy[policy] ?? 0);
         },
       });
     }
@@ -609,7 +656,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       const c = Math.floor(status / 100) - 2;
       if (c >= 0 && c < CLASSES.length) responses[c]++;
     },
-    async render(): Promise<string> {
+    async render(others?: () => Promise<readonly unknown[]>): Promise<string> {
       // A shard that is stalled or down must not hold the scrape: past STATS_TIMEOUT_MS (or on an error) the
       // engine gauges keep their last values and the counters still render.
       let timer: NodeJS.Timeout | undefined;
@@ -623,7 +670,10 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       } finally {
         clearTimeout(timer);
       }
-      return registry.metrics();
+      if (others === undefined) return registry.metrics();
+      const [mine, theirs] = await Promise.all([registry.getMetricsAsJSON(), others()]);
+      const summed = (theirs as MetricObjectWithValues<MetricValue<string>>[][]).map((m) => m.filter((x) => String(x.type) === 'counter' || String(x.type) === 'histogram'));
+      return AggregatorRegistry.aggregate([mine, ...summed]).metrics();
     },
   };
 }

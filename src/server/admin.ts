@@ -26,6 +26,7 @@ import { problemOf, type Problem } from './problem.js';
 import { invalidArgument, isSluiceError, SluiceError, conflict, methodNotAllowed, notFound, tooLarge, unauthorized, unsupportedMediaType, badSetting, listenFailed } from '../util/errors.js';
 import { readBody } from './body.js';
 import { refuseAmbiguousFraming } from './framing.js';
+import { closeApp, listenExclusive } from './uws.js';
 import type { StatusSource } from './status.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
@@ -278,7 +279,7 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
       uWS.us_listen_socket_close(token);
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
       await new Promise<void>((r) => setImmediate(r));
-      (app as unknown as { close(): void }).close();
+      closeApp(app);
     },
   };
 }
@@ -322,6 +323,7 @@ export function policySpecOf(p: CompiledPolicy): PolicySpec {
   if (p.versionGiven) spec.version = p.version;
   if (p.guard !== null) spec.guard = p.guard;
   if (p.consistency !== 'local') spec.consistency = p.consistency;
+  if (p.lease !== null) spec.lease = { ...p.lease };
   if (p.onStoreError !== 'local') spec.onStoreError = p.onStoreError;
   if (p.carryOver) spec.carryOver = true;
   if (p.shadow) spec.shadow = true;
@@ -342,10 +344,8 @@ function decode(part: string, field: 'policy' | 'key'): string {
 
 /** Listens with an exclusive port (as the public server does: no silent SO_REUSEPORT sharing). */
 function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
-  type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
   return new Promise((resolve, reject) => {
-    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-    (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
+    listenExclusive(app, host, port, (token) => {
       if (!token) reject(listenFailed(`admin API: cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
     });

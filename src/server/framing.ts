@@ -1,6 +1,7 @@
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { invalidArgument } from '../util/errors.js';
 import { problemOf } from './problem.js';
+import { replaceRoute } from './uws.js';
 
 /**
  * Refuses requests whose body length is ambiguous before any route sees them (request smuggling, RFC 9112
@@ -21,8 +22,8 @@ import { problemOf } from './problem.js';
 export function refuseAmbiguousFraming(app: TemplatedApp): TemplatedApp {
   for (const m of ['get', 'post', 'put', 'del', 'patch', 'options', 'head', 'any'] as const) {
     const register = app[m].bind(app) as (pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void) => TemplatedApp;
-    (app as unknown as Record<string, unknown>)[m] = (pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): TemplatedApp =>
-      register(pattern, (res, req) => (ambiguous(req) ? refuse(res) : handler(res, req)));
+    replaceRoute(app, m, (pattern: string, handler: (res: HttpResponse, req: HttpRequest) => void): TemplatedApp =>
+      register(pattern, (res, req) => (ambiguous(req) ? refuse(res) : handler(res, req))));
   }
   return app;
 }

@@ -1,4 +1,5 @@
 import uWS from 'uWebSockets.js';
+import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../types.js';
@@ -9,15 +10,17 @@ import { errorItem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
 import { invalidArgument, serverDraining, methodNotAllowed, notFound, tooLarge, unsupportedMediaType, listenFailed } from '../util/errors.js';
-import { CHECK_NOW } from '../engine/front.js';
-import { DELAY_PLACES, type DelayPlaces } from '../engine/delay.js';
+import { engineOf } from '../engine/handle.js';
+import type { DelayPlaces } from '../engine/delay.js';
 import { takeWait } from '../wire/delay.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { readBody } from './body.js';
 import { registerLeaseRoutes } from './leases.js';
 import { refuseAmbiguousFraming } from './framing.js';
+import { closeApp, listenExclusive, listenShared } from './uws.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { createStatusSource, type StatusSource } from './status.js';
+import { startFrontThreads, type FrontThreads } from './threads.js';
 import { STATUS_PAGE_HEADERS, STATUS_PAGE_HTML, STATUS_PAGE_TYPE } from './status-page.js';
 
 export interface ServerOptions {
@@ -47,6 +50,19 @@ export interface ServerOptions {
    * Default false: `sluice serve` turns it on when no admin port is configured (else the admin API serves it).
    */
   statusPage?: boolean;
+  /**
+   * HTTP front threads, this one included: each further one is a worker thread with its own uWS app on the
+   * same port (SO_REUSEPORT) whose checks go to the owning shard through shared memory (src/server/threads.ts).
+   * More than 1 needs a limiter with shards and local policies; at most the machine's cores. Default 1.
+   */
+  threads?: number;
+  /** Internal (front threads): listen with SO_REUSEPORT, beside the other front threads, not exclusively. */
+  reusePort?: boolean;
+  /**
+   * Internal (front threads): renders `GET /metrics` elsewhere (an extra thread asks the main thread, which
+   * sums every thread's counters), since a scrape lands on whichever thread the kernel hands the connection.
+   */
+  scrape?: () => Promise<string>;
 }
 
 export interface SluiceServer {
@@ -212,7 +228,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
    * The limiter's synchronous path, when it has one (shards 0: see Front.checkNow): a check decided there is
    * answered inside uWS's callback, with no promise, microtask, abort handler or exchange.
    */
-  const checkNow = (raw as unknown as { [CHECK_NOW]?: (req: CheckRequest) => Decision | undefined })[CHECK_NOW];
+  const checkNow = engineOf(raw)?.checkNow ?? null;
 
   /**
    * Decides `req` and answers it (`auth`: see {@link answer}), counting the check in the metrics. `x` null:
@@ -246,7 +262,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       places?.release(d);
     };
   };
-  const places = (raw as unknown as { [DELAY_PLACES]?: DelayPlaces })[DELAY_PLACES];
+  const places: DelayPlaces | null = engineOf(raw)?.delays ?? null;
 
   const runCheck = (res: HttpResponse, x: Exchange | null, req: CheckRequest, auth = 0): void => {
     if (x === null ? draining : x.late) return refuseDraining(res, x);
@@ -257,7 +273,7 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       return x === null ? failNow(res, e) : fail(x, e);
     }
     const set = raw.policies; // the set this check is decided under (a reload after this line does not apply to it)
-    if (checkNow !== undefined) {
+    if (checkNow !== null) {
       const begun = metrics.now();
       let d: Decision | undefined;
       try {
@@ -393,7 +409,8 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
 
   app.get('/metrics', (res) => {
     const x = begin(res);
-    metrics.render().then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
+    // with front threads, every thread's counters (its decisions, its responses) summed here
+    (o.scrape?.() ?? metrics.render(fronts === null ? undefined : fronts.metrics)).then((text) => reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => fail(x, e));
   });
 
   app.get('/readyz', (res) => {
@@ -436,8 +453,25 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     reply(x, (r) => writeProblem(r, problemOf(notFound(url))));
   });
 
-  const { token, port } = await listen(app, o.host ?? '0.0.0.0', o.port ?? 8080);
-  log?.info({ port }, 'listening');
+  const threads = o.threads ?? 1;
+  if (!Number.isInteger(threads) || threads < 1) throw invalidArgument('threads', `must be an integer >= 1 (got ${String(threads)})`);
+  // Linux does not let a second SO_REUSEPORT socket join one bound to port 0: the threads get a port picked first
+  const wanted = threads > 1 && o.port === 0 ? await freePort(o.host ?? '0.0.0.0') : o.port ?? 8080;
+  const { token, port } = await listen(app, o.host ?? '0.0.0.0', wanted, threads > 1 || o.reusePort === true);
+  let fronts: FrontThreads | null = null;
+  if (threads > 1) {
+    try {
+      fronts = await startFrontThreads(raw, threads - 1, {
+        host: o.host ?? '0.0.0.0', port, maxBodyBytes: o.maxBodyBytes, maxBatchItems: o.maxBatchItems, authDenyStatus: o.authDenyStatus,
+        stream: o.stream !== false, statusPage: o.statusPage, activity: o.activity !== false, hotKeyMetrics: o.hotKeyMetrics,
+      }, () => metrics.render(fronts?.metrics));
+    } catch (e) {
+      uWS.us_listen_socket_close(token);
+      closeApp(app);
+      throw e;
+    }
+  }
+  log?.info({ port, threads }, 'listening');
 
   return {
     metrics,
@@ -449,12 +483,13 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
       draining = true;
       activity?.close();
       uWS.us_listen_socket_close(token);
+      await fronts?.close();
       await stream?.close();
       if (inFlight > 0) await new Promise<void>((r) => (drained = r));
       // The last answer may have been written inside uWS's own dispatch, still corked: let the loop turn
       // finish (and uWS flush it) before closing the sockets.
       await new Promise<void>((r) => setImmediate(r));
-      (app as unknown as { close(): void }).close();
+      closeApp(app);
     },
   };
 
@@ -509,16 +544,28 @@ function policyHeaderTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<s
 
 /**
  * Listens with an exclusive port: uWS would otherwise set SO_REUSEPORT, and a second instance started on the
- * same port by mistake would silently take half the connections, each with its own counters.
+ * same port by mistake would silently take half the connections, each with its own counters. Front threads
+ * (`threads` > 1) need SO_REUSEPORT; then that guard is gone (Linux still lets only the same user join).
  * (The (host, port, options, cb) form exists at run time; the bundled d.ts lacks it.)
  */
-function listen(app: TemplatedApp, host: string, port: number): Promise<{ token: us_listen_socket; port: number }> {
-  type Listen = (host: string, port: number, options: number, cb: (t: us_listen_socket | false) => void) => void;
+function listen(app: TemplatedApp, host: string, port: number, reusePort: boolean): Promise<{ token: us_listen_socket; port: number }> {
   return new Promise((resolve, reject) => {
-    const exclusive = (uWS as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }).LIBUS_LISTEN_EXCLUSIVE_PORT;
-    (app.listen as unknown as Listen).call(app, host, port, exclusive, (token) => {
+    // front threads share the port (SO_REUSEPORT)
+    (reusePort ? listenShared : listenExclusive)(app, host, port, (token) => {
       if (!token) reject(listenFailed(`cannot listen on ${host}:${port} (in use?)`));
       else resolve({ token, port: uWS.us_socket_local_port(token) });
+    });
+  });
+}
+
+/** A port free on `host` now (bound and released by node:net), for front threads to share. */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createNetServer();
+    srv.once('error', reject);
+    srv.listen(0, host, () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
     });
   });
 }

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
+import { availableParallelism } from 'node:os';
+import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
@@ -98,6 +100,43 @@ export class ShardPool {
     this.restartTimer = fill(null);
     this.trying = fill(null);
     this.pools = Array.from({ length: n }, (_, s) => this.spawn(s));
+    const mem = init.channels!;
+    this.links = Array.from({ length: n }, (_, s) => new ShardLink(mem, s, 0));
+  }
+
+  /** This thread's synchronous channel to each shard. */
+  private readonly links: ShardLink[];
+
+  /** Every front thread's channels to the shards (thread 0 is this one's): handed to other front threads. */
+  get channels(): ChannelMemory {
+    return this.init.channels!;
+  }
+
+  /** Where {@link callNow} reads shard `s`'s legs from: write them here first (LEG_IN f64s per leg). */
+  legsFor(s: number): Float64Array {
+    return this.links[s].legs;
+  }
+
+  /** Legs one {@link callNow} takes. */
+  get maxCallLegs(): number {
+    return this.links[0]?.maxLegs ?? 0;
+  }
+
+  /**
+   * Decides legs [0, n) of {@link legsFor}(s) on shard `s` at `now` and returns its output rows (LEG_OUT f64s
+   * per leg, valid until the next call), blocking this thread until the shard answers: the synchronous path
+   * of the HTTP front (src/shard/channel.ts). `seq`, `ack`: as ShardTask's (0 without sync policies).
+   * @throws SluiceError SHARD_FAILED if the shard is down, failed, or took the call and has not finished it
+   *   within {@link CHANNEL_TIMEOUT_MS}; OVERLOADED if it did not take the call in that time (nothing decided).
+   */
+  callNow(s: number, n: number, now: number, seq: number, ack: number): Float64Array {
+    if (this.dead[s] !== null) throw this.downError(s);
+    const link = this.links[s];
+    const r = link.call(n, now, seq, ack, CHANNEL_TIMEOUT_MS);
+    if (r === 'done') return link.out;
+    if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
+    if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
+    throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
   }
 
   /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */
@@ -109,6 +148,9 @@ export class ShardPool {
       maxThreads: 1,
       idleTimeout: Infinity,
       concurrentTasksPerWorker: 16,
+      // piscina's default ('sync') parks an idle worker in a blocking Atomics.wait, where the worker's own
+      // waitAsync on its channels' doorbell (src/shard/channel.ts) would never resolve
+      atomics: 'async',
       maxQueue: MAX_QUEUED_BATCHES,
       workerData: this.init,
       env: { ...process.env, SLUICE_SHARD: String(s) },
@@ -197,6 +239,7 @@ export class ShardPool {
     const filename = import.meta.url.endsWith('.ts')
       ? pathToFileURL(join(packageRoot(), 'dist', 'src', 'shard', 'worker.js')).href
       : new URL('./worker.js', import.meta.url).href;
+    init.channels ??= channelMemory(n, Math.max(1, availableParallelism()), CHANNEL_LEGS);
     const pool = new ShardPool(filename, init, n, o);
     const failures = await Promise.all(pool.pools.map((p) => started(p, pool.startTimeoutMs)));
     const failed = failures.findIndex((f) => f !== null);

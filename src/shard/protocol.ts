@@ -4,6 +4,7 @@
  * in ./abi.ts and are re-exported here for the modules that speak to shards.
  */
 import type { CalendarPeriod } from '../util/calendar.js';
+import type { ChannelMemory } from './channel.js';
 export { LEG_IN, LEG_OUT, GROUP_SHIFT, GROUP_SPAN, DELAY_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
 
 /** One shard's work for one turn. `legs` is transferred, not copied. The reply is a Float64Array of n output rows. */
@@ -74,6 +75,8 @@ export interface ShardInit {
   limitCapacity: number;
   /** Entries per sliding-log key (KernelOptions.logEntries). */
   logEntries?: number;
+  /** The synchronous channels from the front threads to every shard (src/shard/channel.ts); shared, not copied. */
+  channels?: ChannelMemory;
 }
 
 /** A limit as the kernel takes it: algorithm code, L (tokens per period), P (ms), B (tokens). */

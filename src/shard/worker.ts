@@ -7,6 +7,7 @@ import { move } from 'piscina';
 import { Kernel } from './kernel.js';
 import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
 import { AdmissionLog } from './admissions.js';
+import { serveChannels } from './channel.js';
 
 const init = workerData as ShardInit;
 const kernel = new Kernel(init.module, {
@@ -14,6 +15,16 @@ const kernel = new Kernel(init.module, {
   logEntries: init.logEntries,
 });
 const admitted = new AdmissionLog();
+
+// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings.
+if (init.channels !== undefined) {
+  serveChannels(init.channels, Number(process.env.SLUICE_SHARD), (legs, n, now, seq, ack, out) => {
+    kernel.legIn.set(legs.subarray(0, n * LEG_IN));
+    kernel.decide(n, now);
+    if (seq !== 0) admitted.record(seq, ack, n, legs, kernel.legOut);
+    out.set(kernel.legOut.subarray(0, n * LEG_OUT));
+  });
+}
 
 export default function handle(req: ShardRequest): unknown {
   switch (req.kind) {

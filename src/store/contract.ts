@@ -97,6 +97,11 @@ export interface Store extends PubSub {
   readonly overLimitCache: boolean;
   /** True once connected. */
   readonly ready: boolean;
+  /**
+   * Store-backed checks per call when more are queued: the engine flushes a turn's checks in calls of this
+   * many, so the store can run one while the next is built (a pipeline, not client and store taking turns).
+   */
+  readonly checksPerCall: number;
 
   /**
    * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm

@@ -96,6 +96,13 @@ export class RedisStore implements Store {
   readonly useRedisTime: boolean;
   /** {@link RedisOptions.overLimitCache}. */
   readonly overLimitCache: boolean;
+  /**
+   * Strict checks per script call: each call is written to the socket as soon as it is full (the client does
+   * not auto-pipeline), so Redis runs one while this thread still issues the next, and answers come back
+   * staggered. Each key's checks still reach Redis in order: one connection, answered in order. 64: smaller
+   * calls cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
+   */
+  readonly checksPerCall = 64;
   private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
@@ -194,7 +201,7 @@ export class RedisStore implements Store {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout,
-      // each script call is written when it is made: the front sizes them (src/engine/front.ts STORE_CHUNK),
+      // each script call is written when it is made: they are sized by checksPerCall,
       // and a call written at once runs in Redis while the next is being built
       enableAutoPipelining: false,
       connectTimeout: 1000,

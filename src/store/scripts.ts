@@ -30,3 +30,11 @@ export function leaseScript(): string {
   lease ??= ['lib.lua', 'concurrency.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
   return lease;
 }
+
+let quotaLease: string | undefined;
+
+/** The quota lease script (consistency lease): `lua/lib.lua`, `lua/sliding_window.lua` (its helpers), `lua/lease.lua`. */
+export function quotaLeaseScript(): string {
+  quotaLease ??= ['lib.lua', 'sliding_window.lua', 'lease.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  return quotaLease;
+}

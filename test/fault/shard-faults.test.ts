@@ -245,7 +245,7 @@ describe('a worker that hangs while starting', () => {
     writeFileSync(path.join(root, 'dist', 'src', 'shard', 'faults.json'),
       JSON.stringify({ real: pathToFileURL(path.join(PROJECT_ROOT, 'dist', 'src', 'shard', 'worker.js')).href, loadHangFlag: hang }));
     // restarts are far off, so the shard stays down for the whole test
-    const l = await limiter({ startTimeoutMs: 500, shardRecovery: { minDelayMs: 60_000 } });
+    const l = await limiter({ startTimeoutMs: 2000, shardRecovery: { minDelayMs: 60_000 } });
     const pool = poolOf(l);
     const [s0, s1] = KEYS;
     expect((await check(l, s0[0])).allowed).toBe(true);
@@ -256,7 +256,7 @@ describe('a worker that hangs while starting', () => {
     const queued = await settleWithin(s0.slice(1, 11).map((k) => check(l, k)), 10_000);
     expect(tally(queued)).toStrictEqual({ SHARD_FAILED: 10 });
     expect((queued[0] as { error: Error }).error.message)
-      .toBe('shard 0 is down: its replacement worker did not start within 500 ms; it is being restarted');
+      .toBe('shard 0 is down: its replacement worker did not start within 2000 ms; it is being restarted');
     const st = (await l.stats()).perShard;
     expect(st.map((x) => [x.up, x.downs, x.recoveries, x.queuedChecks])).toStrictEqual([[false, 1, 0, 0], [true, 0, 0, 0]]);
     // later checks fail at once; shard 1 answers

@@ -14,6 +14,7 @@ import { Hasher } from '../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
 import { shardOf } from '../../src/shard/router.js';
 import type { ShardPool } from '../../src/shard/pool.js';
+import { engineOf } from '../../src/engine/handle.js';
 import { PROJECT_ROOT } from '../helpers/server.js';
 
 /** `perShard` keys of `policy` owned by each of `shards` shards. */
@@ -73,7 +74,7 @@ export async function until(cond: () => boolean, ms: number, what: string): Prom
 }
 
 /** The limiter's shard pool (internal: reached through a symbol for fault tests). */
-export const poolOf = (l: Limiter): ShardPool => (l as unknown as Record<symbol, ShardPool>)[Symbol.for('sluice.pool')];
+export const poolOf = (l: Limiter): ShardPool => engineOf(l)!.pool!;
 
 /** OS threads of this process (Linux: /proc/self/task); worker threads are OS threads. */
 export async function osThreads(): Promise<number> {

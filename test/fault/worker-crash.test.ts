@@ -1,7 +1,7 @@
 /**
  * Shard workers dying under load, shutdown, and overload, through the public limiter (`shards: 2`).
  *
- * Killing: the pool is reached through `limiter[Symbol.for('sluice.pool')]`; `pool.threads(s)` lists shard s's
+ * Killing: the pool is reached through the limiter's engine handle (`engineOf(limiter).pool`); `pool.threads(s)` lists shard s's
  * piscina worker thread, and `worker.terminate()` kills it. A batch the front posts to that worker after
  * terminate() (in the same synchronous turn: the front flushes synchronously once a batch reaches 4081
  * legs) is certainly held by the dying worker, so every check in it must reject with SHARD_FAILED.
@@ -16,6 +16,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Worker } from 'node:worker_threads';
 import { createLimiter, isSluiceError, SluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import type { ShardPool } from '../../src/shard/pool.js';
+import { engineOf } from '../../src/engine/handle.js';
 import { keysByShard, settleWithin, type Settled } from './support.js';
 
 const POLICIES: Record<string, PolicySpec> = {
@@ -47,7 +48,7 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<voi
   }
 }
 
-const poolOf = (l: Limiter): ShardPool => (l as unknown as Record<symbol, ShardPool>)[Symbol.for('sluice.pool')];
+const poolOf = (l: Limiter): ShardPool => engineOf(l)!.pool!;
 const check = (l: Limiter, key: string): Promise<Decision> => l.check({ policy: 'hourly', key, cost: 1 });
 
 let open: Limiter[] = [];

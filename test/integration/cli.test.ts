@@ -305,6 +305,15 @@ describe('bad config files', () => {
     });
   });
 
+  it('serve --region without regions.names in the file, and a region not listed, exit 1 naming the flag', async () => {
+    const plain = writeTmp('no-regions.yaml', 'policies:\n  free: { algorithm: token_bucket, limit: 1, period: 1s }\n');
+    const r = await runSluice(['serve', '--config', plain, '--host', '127.0.0.1', '--port', '0', '--region', 'eu']);
+    expect(r).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: 'sluice: sluice serve: --region: needs regions.names in the policies file: the list of every region\n' });
+    const listed = writeTmp('regions.yaml', 'policies:\n  free: { algorithm: token_bucket, limit: 1, period: 1s }\nregions: { names: [eu, us] }\n');
+    const bad = await runSluice(['serve', '--config', listed, '--host', '127.0.0.1', '--port', '0'], { env: { SLUICE_REGION: 'ap' } });
+    expect(bad).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: 'sluice: sluice serve: SLUICE_REGION: must be one of the region names eu, us (got "ap")\n' });
+  });
+
   it('replay exits 1 naming the file and the path; SLUICE_CONFIG is read the same way', async () => {
     const file = writeTmp('bad-burst.yaml', 'policies:\n  w:\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 9\n');
     const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', file]);

@@ -21,8 +21,8 @@ function facts(a: Answer): Record<string, unknown> {
   return { status: a.status, json: a.json ?? null, delay: a.headers.get('sluice-delay-ms'), ...checkedRateHeaders(a.headers) };
 }
 
-async function start(): Promise<TestServer> {
-  return pool.start({ policies: { fast, slow } as never });
+async function start(shards = 0): Promise<TestServer> {
+  return pool.start({ policies: { fast, slow } as never, shards });
 }
 
 async function waitingIs(s: TestServer, n: number): Promise<void> {
@@ -34,8 +34,9 @@ async function waitingIs(s: TestServer, n: number): Promise<void> {
 }
 
 describe('/v1/check', () => {
-  it('holds a delayed answer until its delay has passed; wait=0 answers at once with the delay', async () => {
-    const s = await start();
+  // shards 2: decided on the shard through its synchronous channel (Front.checkNow), the delay and wait place carried
+  it.each([0, 2])('holds a delayed answer until its delay has passed; wait=0 answers at once with the delay (shards %i)', async (shards) => {
+    const s = await start(shards);
     await send(`${s.url}/v1/check?policy=fast&key=a&cost=10`);
     const held = await send(`${s.url}/v1/check?policy=fast&key=a`);
     expect(facts(held)).toStrictEqual({

@@ -11,7 +11,7 @@ function pipelined(port: number, requests: string[], count: number): Promise<{ s
     const socket = net.connect(port, '127.0.0.1');
     let text = '';
     const statuses = (): number[] => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`timed out with: ${text}`)); }, 5000);
+    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`timed out with: ${text.slice(-500)}`)); }, 10_000);
     socket.on('connect', () => socket.write(requests.join('')));
     socket.on('data', (b) => {
       text += b.toString('latin1');
@@ -38,5 +38,49 @@ describe('HTTP/1.1 pipelining (shards 0 answers within the turn)', () => {
     const req = 'GET /v1/auth?policy=p&key=a HTTP/1.1\r\nHost: x\r\n\r\n';
     const r = await pipelined(s.port, [req, req, req], 3);
     expect(r).toStrictEqual({ statuses: [200, 200, 429], closed: false });
+  });
+});
+
+describe('HTTP/1.1 pipelining with shards (decided on the owning shard through its synchronous channel)', () => {
+  // Before the channel, a check with shards was answered in a later turn: uWS closed the connection at the
+  // second pipelined request, with nothing written (issue #20, item 8).
+  it('2,000 pipelined checks on one connection with 2 shards get 2,000 answers, in order, decided exactly', async () => {
+    const s = await pool.start({ shards: 2, policies: { p: { algorithm: 'token_bucket', limit: 1500, period: 60_000 } } });
+    const keys = ['a', 'b', 'c', 'd'];
+    const reqs = Array.from({ length: 2000 }, (_, i) => `GET /v1/auth?policy=p&key=${keys[i % 4]} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const r = await pipelined(s.port, reqs, 2000);
+    expect(r.closed).toBe(false);
+    // 500 per key, all admitted: 2,000 x 200
+    expect(r.statuses).toStrictEqual(Array(2000).fill(200));
+    const hot = Array.from({ length: 2000 }, () => 'GET /v1/auth?policy=p&key=a HTTP/1.1\r\nHost: x\r\n\r\n');
+    const h = await pipelined(s.port, hot, 2000);
+    // key a had 1,000 left: the first 1,000 admitted, then 429s, in order
+    expect(h).toStrictEqual({ statuses: [...Array(1000).fill(200), ...Array(1000).fill(429)], closed: false });
+  });
+
+  it('pipelined /v1/check with 2 shards and a guarded policy answers every request with the decision a single thread makes', async () => {
+    const policies = {
+      g: { algorithm: 'fixed_window' as const, limit: 30, period: 60_000 },
+      p: { algorithm: 'fixed_window' as const, limit: 5, period: 60_000, guard: 'g' },
+    };
+    const reqs = Array.from({ length: 60 }, (_, i) => `GET /v1/check?policy=p&key=k${i % 7} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const bodies = async (shards: number): Promise<boolean[]> => {
+      const s = await pool.start({ shards, policies });
+      const socket = net.connect(s.port, '127.0.0.1');
+      let text = '';
+      await new Promise<void>((resolve, reject) => {
+        socket.on('connect', () => socket.write(reqs.join('')));
+        socket.on('data', (b) => {
+          text += b.toString('latin1');
+          if ((text.match(/"allowed":/g) ?? []).length === reqs.length) resolve();
+        });
+        socket.on('close', () => reject(new Error(`closed after: ${text.slice(-300)}`)));
+      });
+      socket.destroy();
+      return [...text.matchAll(/"allowed":(true|false)/g)].map((m) => m[1] === 'true');
+    };
+    const one = await bodies(0);
+    expect(one.filter(Boolean).length).toBe(30);
+    expect(await bodies(2)).toStrictEqual(one);
   });
 });

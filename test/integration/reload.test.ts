@@ -18,7 +18,7 @@ import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { ManualClock } from '../helpers/clock.js';
 import { createLimiter, type Limiter } from '../../src/index.js';
 import { startServer } from '../../src/server/http.js';
-import { CHECK_NOW } from '../../src/engine/front.js';
+import { bindEngine, engineOf } from '../../src/engine/handle.js';
 
 let tmp: string;
 beforeAll(() => {
@@ -179,16 +179,20 @@ describe.each([0, 2])('a check in flight across a reload (shards %i, in-process 
     // The reload happens right after the first check is issued, before it is decided and answered: the window
     // the load test above can only hit by chance (a check in flight at the moment of the reload), made certain.
     let reloading: Promise<unknown> | null = null;
-    // With shards 0 the server decides in uWS's callback through the limiter's synchronous CHECK_NOW; the
-    // reload then comes after the decision, before the answer is written.
-    const now = (real as unknown as Record<symbol, ((req: unknown) => unknown) | undefined>)[CHECK_NOW];
+    // With shards 0 the server decides in uWS's callback through the limiter's synchronous checkNow (its
+    // engine handle, bound to the wrapper too); the reload then comes after the decision, before the answer is written.
+    const handle = engineOf(real)!;
+    const now = handle.checkNow;
     const limiter = Object.assign(Object.create(real) as Limiter, {
       check(req: Parameters<Limiter['check']>[0]) {
         const decided = real.check(req);
         reloading ??= real.reload(parseConfig(NEW, 'new').policies);
         return decided;
       },
-      [CHECK_NOW]: now === undefined ? undefined : (req: unknown) => {
+    });
+    bindEngine(limiter, {
+      ...handle,
+      checkNow: now === null ? null : (req) => {
         const decided = now(req);
         reloading ??= real.reload(parseConfig(NEW, 'new').policies);
         return decided;

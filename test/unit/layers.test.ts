@@ -111,6 +111,18 @@ describe('layers', () => {
     expect(circles).toEqual([]);
   });
 
+  it('leaves the transports no hidden door: the Limiter interface and the engine handle are the contract', () => {
+    // transports reach engine internals only through src/engine/handle.ts (engineOf), never a cast; the only
+    // casts left are uWS's own undeclared calls, typed once in server/uws.ts
+    const transports = sourceFiles(SRC).map((f) => relative(SRC, f))
+      .filter((f) => ['server', 'grpc', 'middleware', 'client'].includes(room(f)) && f !== 'server/uws.ts');
+    expect(transports.filter((f) => readFileSync(join(SRC, f), 'utf8').includes('as unknown as'))).toEqual([]);
+    // no symbol-keyed property carries an internal any more; the symbols left are error brands and fastify's
+    const symbols = sourceFiles(SRC).flatMap((f) =>
+      [...readFileSync(f, 'utf8').matchAll(/Symbol\.for\('([^']+)'\)/g)].map((m) => m[1])).sort();
+    expect(symbols).toEqual(['fastify.display-name', 'skip-override', 'sluice.client-error', 'sluice.error']);
+  });
+
   it('keeps ioredis and uWebSockets.js in their rooms', () => {
     const outside = (pkg: string, rooms: string[]): string[] =>
       sourceFiles(SRC)

@@ -36,7 +36,71 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
 
   decide(b: Batch, now: number): void {
     if (this.o.pool === null) this.decideHere(b, now);
+    else if (this.now) this.dispatchNow(this.o.pool, b, now);
     else this.dispatch(this.o.pool, b, now);
+  }
+
+  /** Set by the front while checkNow() flushes: with shards, the batch goes through their synchronous channels. */
+  now = false;
+
+  /**
+   * Whether a batch can be decided now on the shards (see {@link dispatchNow}): always, but with sync policies
+   * while a batch is unanswered on some shard (its admissions must be settled in order).
+   */
+  canDecideNow(): boolean {
+    if (this.writeBehind === null) return true;
+    for (let s = 0; s < this.shardSent.length; s++) if (this.shardSent[s] !== this.shardSettled[s]) return false;
+    return true;
+  }
+
+  /**
+   * {@link dispatch}, but each shard's part of the batch is decided through the shard's synchronous channel
+   * (ShardPool.callNow: shared memory, this thread sleeps until the shard answers; src/shard/channel.ts) and
+   * settled before this returns, so the HTTP front answers inside uWS's callback with shards too. The legs
+   * are written straight into the channel: nothing is allocated. With sync policies, a shard's call is
+   * numbered like its batches and settled at once, which keeps the numbers settled in order because the
+   * front decides this way only when {@link canDecideNow}.
+   */
+  private dispatchNow(pool: ShardPool, b: Batch, now: number): void {
+    const shards = pool.size;
+    const room = pool.maxCallLegs;
+    for (let s = 0; s < shards; s++) {
+      const legs = pool.legsFor(s);
+      let used = 0;
+      let from = 0;
+      for (let i = 0; i < b.n; i++) {
+        if (routeOf(b, i, shards) !== s) continue;
+        if (used + b.rts[i].legCount > room) {
+          this.callNow(pool, s, used, from, i, b, now);
+          used = 0;
+          from = i;
+        }
+        writeLegs(legs, used, b, i);
+        used += b.rts[i].legCount;
+      }
+      if (used > 0) this.callNow(pool, s, used, from, b.n, b, now);
+    }
+  }
+
+  /** One call of {@link dispatchNow}: shard `s`'s checks among [from, to) of `b`, `used` legs written. */
+  private callNow(pool: ShardPool, s: number, used: number, from: number, to: number, b: Batch, now: number): void {
+    const shards = pool.size;
+    const seq = this.writeBehind === null ? 0 : this.shardSeq(s);
+    let out: Float64Array;
+    try {
+      out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
+    } catch (e) {
+      for (let i = from; i < to; i++) if (routeOf(b, i, shards) === s) b.rejects[i](e as Error);
+      return;
+    } finally {
+      if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+    }
+    let base = 0;
+    for (let i = from; i < to; i++) {
+      if (routeOf(b, i, shards) !== s) continue;
+      this.settleLocal(out, base, b, i, s, now);
+      base += b.rts[i].legCount;
+    }
   }
 
   seed(b: Batch, i: number, rows: number[], now: number): void {
@@ -163,4 +227,10 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     }
     return ++this.shardSent[s];
   }
+}
+
+/** The shard that owns check i of `b`: its key's, or for a guarded policy its guard's (the shared leg). */
+function routeOf(b: Batch, i: number, shards: number): number {
+  const rt = b.rts[i];
+  return shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], shards);
 }

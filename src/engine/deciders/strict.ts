@@ -1,6 +1,6 @@
 /**
  * The strict decider: one atomic script call (lua/check.lua) decides every strict check of the turn, in
- * calls of STORE_CHUNK checks written as they fill (front.ts), but for the checks the over-limit cache answers
+ * calls of the store's checksPerCall checks written as they fill (front.ts), but for the checks the over-limit cache answers
  * (src/engine/strict-cache.ts). When the call fails, or some of its legs come back unanswered (a Cluster slot
  * lost, an unreadable state), those checks take the failure rule (src/engine/failure.ts); under `local` the
  * kernel that decides them is first seeded with the key's state last learned from Redis.

@@ -10,7 +10,7 @@ const FIXTURES = path.resolve(process.cwd(), 'test/fixtures/config');
 const fixture = (name: string): string => path.join(FIXTURES, name);
 
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls, onLimit, maxDelayMs';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls, scope, onLimit, maxDelayMs';
 const NAME_RULE = 'must be 1 to 64 characters of A-Z a-z 0-9 _ . -';
 
 async function loadError(file: string): Promise<SluiceError> {
@@ -37,7 +37,7 @@ function parseError(text: string, file = 'policies.yaml'): SluiceError {
 
 /** fixture -> [message after "<file>: ", the error's field (the document path; undefined for YAML errors)] */
 const BAD: Record<string, [string, string | undefined]> = {
-  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server, redis)', 'logging'],
+  'bad-unknown-top-key.yaml': ['logging: unknown key (accepted: policies, engine, server, redis, region, globalRedis, regions)', 'logging'],
   'bad-unknown-policy-key.yaml': [`policies.free.perid: unknown key (a policy accepts ${POLICY_KEYS})`, 'policies.free.perid'],
   'bad-period.yaml': [`policies.free.period: ${PERIOD_RULE} (got "0s")`, 'policies.free.period'],
   'bad-limit.yaml': ['policies.free.limit: must be a non-negative safe integer (got "100")', 'policies.free.limit'],
@@ -101,7 +101,7 @@ const BAD: Record<string, [string, string | undefined]> = {
   'bad-server-max-body-bytes.yaml': ['server.maxBodyBytes: must be a positive safe integer (got 1.5)', 'server.maxBodyBytes'],
   'bad-server-auth-deny-status.yaml': ['server.authDenyStatus: must be 429 or 403 (got 401)', 'server.authDenyStatus'],
   'bad-server-unknown-key.yaml': [
-    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, hotKeys)',
+    'server.tls: unknown key (accepted: port, host, maxBodyBytes, authDenyStatus, stream, admin, grpcPort, statusPage, threads, hotKeys)',
     'server.tls',
   ],
   'bad-server-status-page.yaml': ['server.statusPage: must be true or false (got "yes")', 'server.statusPage'],
@@ -144,6 +144,7 @@ describe('loadConfigFile: basic.yaml', () => {
       ],
       guard: 'global',
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: false,
       carryOver: false,
@@ -153,6 +154,7 @@ describe('loadConfigFile: basic.yaml', () => {
       deny: [],
       authCost: 1,
       rls: null,
+      scope: 'local',
     });
     expect(config.policies.get('paid')).toEqual({
       name: 'paid',
@@ -167,6 +169,7 @@ describe('loadConfigFile: basic.yaml', () => {
       ],
       guard: 'global',
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
@@ -176,6 +179,7 @@ describe('loadConfigFile: basic.yaml', () => {
       deny: [],
       authCost: 1,
       rls: null,
+      scope: 'local',
     });
     expect(config.policies.get('global')).toEqual({
       name: 'global',
@@ -184,6 +188,7 @@ describe('loadConfigFile: basic.yaml', () => {
       descriptors: [],
       guard: null,
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: true,
       carryOver: false,
@@ -193,6 +198,7 @@ describe('loadConfigFile: basic.yaml', () => {
       deny: [],
       authCost: 1,
       rls: null,
+      scope: 'local',
     });
     expect(config.engine).toEqual({ shards: 2, maxKeys: 1_000_000 });
     expect(config.server).toEqual({ port: 8080, host: '127.0.0.1', maxBodyBytes: 65_536, authDenyStatus: 403 });
@@ -291,9 +297,9 @@ describe('the built-in default', () => {
     ];
     const hex8 = expect.stringMatching(/^[0-9a-f]{8}$/);
     expect([...config.policies.values()]).toEqual([
-      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
-      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
-      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null },
+      { name: 'free', version: hex8, limits: [tb(100, 100, 'free')], descriptors: tenantAction, guard: 'global', consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null, scope: 'local' },
+      { name: 'paid', version: hex8, limits: [tb(10_000, 2000, 'paid')], descriptors: tenantAction, guard: 'global', consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null, scope: 'local' },
+      { name: 'global', version: hex8, limits: [tb(200_000, 20_000, 'global')], descriptors: [], guard: null, consistency: 'local', lease: null, onStoreError: 'local', versionGiven: false, carryOver: false, shadow: false, shadowOf: null, allow: [], deny: [], authCost: 1, rls: null, scope: 'local' },
     ]);
     expect(config.engine).toEqual({});
     expect(config.server).toEqual({});

@@ -13,7 +13,7 @@ const ALGORITHMS: Algorithm[] = ['token_bucket', 'gcra', 'fixed_window', 'slidin
 const PERIOD_RULE = 'must be a positive integer of ms or a duration string such as "1m"';
 const COUNT_RULE = 'must be a non-negative safe integer';
 const ALGO_LIST = 'token_bucket, gcra, fixed_window, sliding_window, sliding_log, concurrency';
-const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls, onLimit, maxDelayMs';
+const POLICY_KEYS = 'algorithm, limit, period, burst, timeZone, leaseTtl, limits, descriptors, version, guard, consistency, lease, onStoreError, carryOver, shadow, shadowOf, allow, deny, authCost, rls, scope, onLimit, maxDelayMs';
 
 /** The error compilePolicies throws (fails the test when it does not throw). */
 function configErrorOf(policies: unknown): SluiceError {
@@ -92,6 +92,7 @@ describe('compilePolicies: one inline limit', () => {
       descriptors: [],
       guard: null,
       consistency: 'local',
+      lease: null,
       onStoreError: 'local',
       versionGiven: false,
       carryOver: false,
@@ -101,6 +102,7 @@ describe('compilePolicies: one inline limit', () => {
       deny: [],
       authCost: 1,
       rls: null,
+      scope: 'local',
     });
   });
 

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/index.js';
 import { compilePolicies } from '../../../src/config/policies.js';
-import { DELAY_PLACES, type DelayPlaces } from '../../../src/engine/delay.js';
+import { engineOf } from '../../../src/engine/handle.js';
 import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
 import { manualClock } from '../../helpers/clock.js';
 
@@ -77,7 +77,7 @@ describe('the bound on checks waiting (maxDelayed)', () => {
     expect(await limiter.check({ policy: 'free', key: 'a', cost: 1 })).toMatchObject({ allowed: false, retryAfterMs: 300 });
     expect((await limiter.stats()).delayed).toStrictEqual({ waiting: 2, reserved: 0, max: 2, full: 1 });
     // a transport whose connection closed frees its place early (the tokens stay spent)
-    const places = (limiter as unknown as Record<symbol, DelayPlaces>)[DELAY_PLACES];
+    const places = engineOf(limiter)!.delays;
     expect(places.release(a3)).toBe(true);
     expect(places.release(a3)).toBe(false);
     expect(await limiter.check({ policy: 'free', key: 'a', cost: 1 })).toMatchObject({ allowed: true, delayMs: 300 });
@@ -139,7 +139,7 @@ describe('checkSync', () => {
     expect(limiter.checkSync({ policy: 'free', key: 'a', cost: 1 })).toStrictEqual(
       { allowed: false, limit: 10, remaining: 0, resetAfterMs: 1100, retryAfterMs: 200, policy: 'free' });
     // the decision checkSync returned is the one a transport frees early
-    const places = (limiter as unknown as Record<symbol, DelayPlaces>)[DELAY_PLACES];
+    const places = engineOf(limiter)!.delays;
     expect(places.release(d)).toBe(true);
     expect(limiter.checkSync({ policy: 'free', key: 'a', cost: 1 })).toMatchObject({ allowed: true, delayMs: 200 });
     clock.advance(200);
@@ -191,6 +191,8 @@ describe('refused at load, naming the field', () => {
     [{ limits: [{ algorithm: 'token_bucket', limit: 1, period: 1000 }, { algorithm: 'sliding_window', limit: 5, period: 1000 }], onLimit: 'delay', maxDelayMs: 5 }, 'onLimit', 'got algorithm sliding_window'],
     [{ algorithm: 'concurrency', limit: 2, leaseTtl: '1m', onLimit: 'delay', maxDelayMs: 5 }, 'onLimit', 'got algorithm concurrency): a lease is held until released'],
     [{ ...bucket, consistency: 'sync' }, 'onLimit', 'consistency sync'],
+    [{ ...bucket, consistency: 'lease' }, 'onLimit', 'delay cannot be exact in consistency lease'],
+    [{ ...bucket, consistency: 'lease', scope: 'global' }, 'onLimit', 'delay cannot be exact in consistency lease'],
     [{ ...bucket, shadow: true }, 'onLimit', 'shadow policy never denies'],
     [{ ...bucket, limit: 2 ** 40, burst: 1, period: 1000, maxDelayMs: 2 ** 23 }, 'maxDelayMs', 'at most 2^62'],
     [{ ...bucket, consistency: 'strict', limit: 2 ** 30, burst: 1, period: 1, maxDelayMs: 2 ** 22 }, 'maxDelayMs', 'at most 2^51'],

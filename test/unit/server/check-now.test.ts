@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../../src/index.js';
-import { CHECK_NOW } from '../../../src/engine/front.js';
+import { engineOf } from '../../../src/engine/handle.js';
 import type { CheckRequest, Decision, Limiter } from '../../../src/types.js';
 
-/** The synchronous path the HTTP front uses with shards 0 (Front.checkNow through the limiter's CHECK_NOW). */
+/** The synchronous path of the HTTP front (Front.checkNow through the limiter's engine handle; with shards, their channels). */
 type CheckNow = (req: CheckRequest) => Decision | undefined;
-const nowOf = (l: Limiter): CheckNow => (l as unknown as Record<symbol, CheckNow>)[CHECK_NOW];
+const nowOf = (l: Limiter): CheckNow | null => engineOf(l)!.checkNow;
 
 const open: Limiter[] = [];
 afterEach(async () => {
@@ -17,8 +17,8 @@ describe('checkNow (synchronous decisions for the HTTP front)', () => {
     const l = await createLimiter({ policies: { p: { algorithm: 'fixed_window', limit: 2, period: 60_000 } }, clock: () => 1_000 });
     open.push(l);
     const first = l.check({ policy: 'p', key: 'k', cost: 1 });
-    const second = nowOf(l)({ policy: 'p', key: 'k', cost: 1 });
-    const third = nowOf(l)({ policy: 'p', key: 'k', cost: 1 });
+    const second = nowOf(l)!({ policy: 'p', key: 'k', cost: 1 });
+    const third = nowOf(l)!({ policy: 'p', key: 'k', cost: 1 });
     expect(second).toMatchObject({ allowed: true, remaining: 0 });
     expect(third).toMatchObject({ allowed: false, remaining: 0 });
     expect(await first).toMatchObject({ allowed: true, remaining: 1 });
@@ -28,7 +28,7 @@ describe('checkNow (synchronous decisions for the HTTP front)', () => {
   it('throws what check() rejects with, and changes nothing', async () => {
     const l = await createLimiter({ policies: { p: { algorithm: 'token_bucket', limit: 5, period: 1_000 } }, clock: () => 0 });
     open.push(l);
-    const now = nowOf(l);
+    const now = nowOf(l)!;
     for (const req of [
       { policy: 'nope', key: 'k', cost: 1 },
       { policy: 'p', key: '', cost: 1 },
@@ -49,16 +49,21 @@ describe('checkNow (synchronous decisions for the HTTP front)', () => {
     expect(now({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ allowed: true, remaining: 5 });
   });
 
-  it('is absent with shards (the caller awaits check() instead)', async () => {
-    const l = await createLimiter({ policies: { p: { algorithm: 'token_bucket', limit: 5, period: 1_000 } }, shards: 1 });
+  it('with shards, decides on the owning shard at once, in order with the checks queued this turn', async () => {
+    const l = await createLimiter({ policies: { p: { algorithm: 'fixed_window', limit: 3, period: 60_000 } }, shards: 2, clock: () => 1_000 });
     open.push(l);
-    expect(nowOf(l)).toBeUndefined();
-    expect(await l.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ remaining: 5 });
+    const first = l.check({ policy: 'p', key: 'k', cost: 1 });
+    expect(nowOf(l)!({ policy: 'p', key: 'k', cost: 1 })).toMatchObject({ allowed: true, remaining: 1 });
+    expect(nowOf(l)!({ policy: 'p', key: 'k', cost: 2 })).toMatchObject({ allowed: false, remaining: 1 });
+    expect(await first).toMatchObject({ allowed: true, remaining: 2 });
+    expect(nowOf(l)!({ policy: 'p', key: 'other', cost: 3 })).toMatchObject({ allowed: true, remaining: 0 });
+    expect(await l.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ allowed: true, remaining: 1 });
+    expect(() => nowOf(l)!({ policy: 'p', key: 'k', cost: -1 })).toThrow(/cost/);
   });
 
   it('throws CLOSED after close()', async () => {
     const l = await createLimiter({ policies: { p: { algorithm: 'token_bucket', limit: 5, period: 1_000 } } });
     await l.close();
-    expect(() => nowOf(l)({ policy: 'p', key: 'k', cost: 1 })).toThrow(/closed/);
+    expect(() => nowOf(l)!({ policy: 'p', key: 'k', cost: 1 })).toThrow(/closed/);
   });
 });

@@ -1,0 +1,88 @@
+import type { CompiledLimit, LeaseSettings } from '../../config/policies.js';
+import type { PolicyRuntime } from '../runtime.js';
+
+/** A check waiting for a lease call (its tokens were not held here). */
+export interface Waiter {
+  rt: PolicyRuntime;
+  key: string;
+  cost: number;
+  legs: Holding[];
+  resolve: (d: import('../../types.js').Decision) => void;
+  reject: (e: Error) => void;
+  /** The key's hash under the policy's seed (for the kernel, if Redis fails and onStoreError is `local`). */
+  hashLo: number;
+  hashHi: number;
+}
+
+/**
+ * What this instance holds of one leg's key (one limit of one key, or of a guard): a lease's tokens, spent
+ * locally. The lease in Redis has `held + unreported` outstanding tokens (+ what a call in flight reports):
+ * `unreported` were spent here since the last call, `held` can still be. Times are the limiter's clock (ms).
+ */
+export class Holding {
+  /** Tokens this instance may still spend, until {@link deadline}. */
+  held = 0;
+  /** Tokens spent since the last lease call was sent (reported by the next). */
+  unreported = 0;
+  /** Local time after which {@link held} is void: the lease's end, measured from when the call was sent. */
+  deadline = 0;
+  /** A lease call in flight. */
+  inFlight = false;
+  /** Checks waiting for tokens of this leg, in arrival order. */
+  readonly waiters: Waiter[] = [];
+  /** Redis had nothing to grant: checks that need more than {@link held} are denied until this local time. */
+  deniedUntil = 0;
+  /** Tokens Redis had left at the last call, and the local time the key was to be full again. */
+  remote = 0;
+  resetAt = 0;
+  /** Local time of the last check that touched this leg. */
+  lastUse = 0;
+  /** Adaptive size: tokens spent since {@link sizedAt}, the spend rate (tokens per ms, smoothed), the last target. */
+  spent = 0;
+  sizedAt = -1;
+  rate = 0;
+  size = 0;
+
+  /** Forgotten by the decider (idle, nothing held): a check's legs holding it are looked up again. */
+  gone = false;
+
+  constructor(
+    /** The policy whose limit this leg is (a guard leg: the guard's), for counts. */
+    readonly policy: string,
+    /** The leg's lease state key in Redis (src/engine/lease/keys.ts). */
+    readonly stateKey: string,
+    readonly limit: CompiledLimit,
+    readonly settings: LeaseSettings,
+    /** Unique per instance and holding: an id no other instance uses. */
+    readonly leaseId: string,
+  ) {}
+
+  /** The most tokens one lease of this leg may hold (maxShare of the capacity, at least 1). */
+  get maxLease(): number {
+    const capacity = this.limit.algorithm === 'token_bucket' || this.limit.algorithm === 'gcra' ? this.limit.burst : this.limit.limit;
+    return Math.max(1, Math.floor(capacity * this.settings.maxShare));
+  }
+
+  /** Tokens spendable at `now`: none past the deadline (the lease may have expired in Redis). */
+  spendable(now: number): number {
+    return now < this.deadline ? this.held : 0;
+  }
+
+  /**
+   * The tokens to ask for at `now` when `need` more are needed (0: a renewal): what this key spends here in
+   * half a lease's life at its recent rate, less what is held, at least `need`, at most {@link maxLease}.
+   * A key's first call asks for `need` only (cold keys strand little).
+   */
+  want(now: number, need: number): number {
+    // spends within the same ms count as over 1 ms (a rate is never measured as infinite)
+    if (this.sizedAt >= 0 && (now > this.sizedAt || this.spent > 0)) {
+      const inst = this.spent / Math.max(1, now - this.sizedAt);
+      this.rate = this.rate === 0 ? inst : (this.rate + inst) / 2;
+    }
+    this.spent = 0;
+    this.sizedAt = now;
+    const target = Math.ceil(this.rate * this.settings.ttlMs / 2);
+    this.size = Math.min(this.maxLease, Math.max(need, target));
+    return Math.max(need, Math.min(this.maxLease, target) - this.spendable(now));
+  }
+}

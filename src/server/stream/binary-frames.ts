@@ -1,0 +1,250 @@
+/**
+ * `/v1/stream` binary frames, the versioned format of src/wire/binary.ts: a frame's checks are read straight
+ * into a column segment (a record that cannot be read is answered at once), queued as one run, handed to the
+ * engine's batch path a run at a time, and answered straight from the outcome arrays into the connection's
+ * answers frame. A frame of another version or type closes the connection with 1002, one of more than
+ * `maxChecksPerFrame` records with 1009.
+ */
+import type { Logger } from 'pino';
+import {
+  ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED,
+  readCheckColumns, readHeader, readUnsubscribe,
+} from '../../wire/binary.js';
+import { BatchOutcomes, OUTCOME_ALLOWED, OUTCOME_ERROR, type CheckBatch } from '../../engine/batch.js';
+import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../../util/errors.js';
+import { BinSeg, type Conn } from './state.js';
+import { HeldAnswers } from '../held.js';
+import type { DelayPlaces } from '../../engine/delay.js';
+import { degradedFlags, type StreamConnections } from './conn.js';
+import type { Subscriptions } from './subscriptions.js';
+import { CLOSE_POLICY_VIOLATION, CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
+
+/** The binary side of one `/v1/stream` route. */
+export class BinaryFrames {
+  /** Outcome arrays by size class (2^k entries), reused: a batch decided at once gives its own back before the next. */
+  private readonly spareOutcomes: BatchOutcomes[][] = [];
+
+  /**
+   * @param batch the engine's batch path (or a fallback through check() per check)
+   * @param metrics where binary checks are counted, per batch; null when the limiter given counts them itself
+   */
+  constructor(
+    private readonly o: StreamBounds,
+    private readonly out: StreamConnections,
+    private readonly subs: Subscriptions,
+    private readonly batch: CheckBatch,
+    private readonly metrics: StreamEngine['metrics'] | null,
+    /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
+    private readonly places: DelayPlaces | null,
+    private readonly log?: Logger,
+  ) {}
+
+  onBinary(c: Conn, data: ArrayBuffer): void {
+    const out = this.out;
+    const o = this.o;
+    const bytes = new Uint8Array(data);
+    const h = readHeader(bytes);
+    if (!h.ok) {
+      out.closedProtocol++;
+      const why = h.violation === 'short' ? 'binary frame: shorter than its 4-byte header'
+        : h.violation === 'version' ? `binary frame: unsupported version ${bytes[0]} (this server speaks 1)`
+          : `binary frame: unknown type ${bytes[1]}`;
+      return out.end(c, CLOSE_PROTOCOL_ERROR, why);
+    }
+    if (h.type === FRAME_ANSWERS) {
+      out.closedProtocol++;
+      return out.end(c, CLOSE_PROTOCOL_ERROR, 'binary frame: type 2 (answers) goes from server to client');
+    }
+    if (h.count > o.maxChecksPerFrame) {
+      out.closedTooBig++;
+      return out.end(c, CLOSE_TOO_BIG, `frame: more than ${o.maxChecksPerFrame} records`);
+    }
+    if (h.type === FRAME_UNSUBSCRIBE) {
+      const ids = readUnsubscribe(bytes, h.count);
+      if (typeof ids === 'string') return out.answerError(c, true, null, null, invalidArgument('frame', ids));
+      for (const id of ids) {
+        const had = this.subs.cancel(c, 'b' + id);
+        out.answered++;
+        out.writer(c).answer(id, KIND_ENDED, had ? ANSWER_SUBSCRIBED : 0, 0, 0, 0, 0, 0, '', '', '');
+      }
+      return out.scheduleFlush(c);
+    }
+    // The frame's checks go straight into columns (a record that cannot be read is answered at once), then
+    // into the queue as one run; the pump hands them to the engine as batches.
+    const seg = this.segFor(c, h.count);
+    const at = seg.n;
+    const used = seg.used;
+    const got = readCheckColumns(bytes, h.count, seg, at, seg.copy(bytes),
+      (id, field, detail) => out.answerError(c, true, id, null, invalidArgument(field, detail)));
+    if (typeof got === 'string') {
+      seg.used = used;
+      out.answerError(c, true, null, null, invalidArgument('frame', got));
+      return this.spareIfIdle(c, seg);
+    }
+    this.admit(c, seg, at, got);
+  }
+
+  /** Hands checks [from, to) of a binary segment to the engine as one batch. */
+  decide(c: Conn, seg: BinSeg, from: number, to: number): void {
+    const k = to - from;
+    this.out.took(c, k);
+    seg.inFlight += k;
+    const out = this.takeOutcomes(k);
+    const started = this.metrics === null ? 0 : this.metrics.now();
+    let p: Promise<void> | null;
+    try {
+      p = this.batch(seg, from, to, out);
+    } catch (e) {
+      for (let j = 0; j < k; j++) out.fail(j, e as Error);
+      p = null;
+    }
+    if (p === null) this.decided(c, seg, from, to, out, started);
+    else {
+      p.then(() => this.decided(c, seg, from, to, out, started), (e: unknown) => {
+        for (let j = 0; j < k; j++) out.fail(j, e as Error);
+        this.decided(c, seg, from, to, out, started);
+      });
+    }
+  }
+
+  /** A segment with room for `count` more checks: the queue's last one, the connection's spare, or a new one. */
+  private segFor(c: Conn, count: number): BinSeg {
+    const q = c.queue;
+    const tail = q.length > c.head ? q[q.length - 1] : undefined;
+    if (tail instanceof BinSeg && tail.capacity - tail.n >= count) return tail;
+    const spare = c.spare;
+    if (spare !== null && spare.capacity >= count) {
+      c.spare = null;
+      spare.reset();
+      return spare;
+    }
+    return new BinSeg(count <= 16 ? 16 : 2 ** (32 - Math.clz32(count - 1)));
+  }
+
+  /** Keeps a segment that holds nothing waiting or in flight for the connection's next frame. */
+  private spareIfIdle(c: Conn, seg: BinSeg): void {
+    if (!seg.inQueue && seg.inFlight === 0 && !c.closed && (c.spare === null || c.spare.capacity < seg.capacity)) {
+      seg.reset();
+      c.spare = seg;
+    }
+  }
+
+  /**
+   * Queues the `m` checks just read into `seg` at `at`, within the connection's bound: past it, OVERLOADED
+   * answers for the excess, or, on a paused connection, a close with 1008. While the server closes: CLOSED.
+   */
+  private admit(c: Conn, seg: BinSeg, at: number, m: number): void {
+    const out = this.out;
+    const o = this.o;
+    let keep = m;
+    if (out.closing) {
+      const shutdown = shuttingDown();
+      for (let i = at; i < at + m; i++) out.answerError(c, true, seg.ids[i], null, shutdown);
+      keep = 0;
+    } else if (c.queued + m > o.maxQueued) {
+      if (c.paused) {
+        out.closedBackpressure++;
+        out.end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
+        return;
+      }
+      keep = Math.max(0, o.maxQueued - c.queued);
+      const over = overloaded(`more than ${o.maxQueued} checks queued on this connection`);
+      for (let i = at + keep; i < at + m; i++) out.answerError(c, true, seg.ids[i], null, over);
+    }
+    seg.n = at + keep;
+    if (keep === 0) return this.spareIfIdle(c, seg);
+    c.queued += keep;
+    if (!seg.inQueue) {
+      seg.inQueue = true;
+      c.queue.push(seg);
+    }
+  }
+
+  /**
+   * A binary batch's outcomes: counted in the metrics (per run of one policy), then answered straight from the
+   * outcome arrays into the connection's answers frame, arming the subscriptions asked for.
+   */
+  private decided(c: Conn, seg: BinSeg, from: number, to: number, out: BatchOutcomes, started: number): void {
+    const conns = this.out;
+    const metrics = this.metrics;
+    const k = to - from;
+    const ended = metrics === null ? 0 : metrics.now();
+    conns.landed(c, k);
+    seg.inFlight -= k;
+    const w = c.closed ? null : conns.writer(c);
+    let run: string | null = null;
+    let allowed = 0, denied = 0, never = 0;
+    let decisions = 0;
+    for (let i = from; i < to; i++) {
+      const j = i - from;
+      const code = out.code[j];
+      const policy = seg.policies[i];
+      if (code === OUTCOME_ERROR) {
+        const e = out.error[j]!;
+        metrics?.failed(policy, e, started, ended);
+        if (w === null) continue;
+        if (!isSluiceError(e) || e.status >= 500) this.log?.warn({ err: e }, 'stream check failed');
+        conns.answerError(c, true, seg.ids[i], null, e);
+        continue;
+      }
+      const retry = out.retryAfterMs[j];
+      if (metrics !== null) {
+        if (policy !== run) {
+          if (run !== null) metrics.tally(run, allowed, denied, never, started, ended);
+          run = policy;
+          allowed = denied = never = 0;
+        }
+        if (code === OUTCOME_ALLOWED) allowed++;
+        else if (retry < 0) never++;
+        else denied++;
+        if (metrics.activity !== null) {
+          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] === 1, out.remaining[j], out.limit[j]);
+        }
+      }
+      if (w === null) continue;
+      let flags = degradedFlags(out.degraded[j]);
+      const delay = out.delayMs[j];
+      if (delay > 0) {
+        flags |= ANSWER_DELAYED;
+        if ((seg.flags[i] & CHECK_NO_WAIT) === 0) {
+          this.hold(c, seg.ids[i], flags, out, j, delay);
+          continue;
+        }
+      }
+      if ((seg.flags[i] & CHECK_SUBSCRIBE) !== 0 && code !== OUTCOME_ALLOWED && retry >= 0
+        && this.subs.arm(c, true, seg.ids[i], '', policy, seg.key(i), undefined, seg.costs[i], retry)) flags |= ANSWER_SUBSCRIBED;
+      w.decision(seg.ids[i], code === OUTCOME_ALLOWED ? KIND_ALLOWED : KIND_DENIED, flags, out.limit[j], out.remaining[j],
+        out.resetAfterMs[j], delay > 0 ? delay : retry < 0 ? null : retry, out.name[j], out.reason[j]);
+      decisions++;
+    }
+    if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
+    this.giveOutcomes(out);
+    conns.answered += decisions;
+    if (decisions > 0) conns.scheduleFlush(c);
+    if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.spare = seg;
+    conns.settled();
+  }
+
+  /** Holds a binary delayed admission (outcome j of `out`, copied: `out` is reused) until it is due. */
+  private hold(c: Conn, id: number, flags: number, out: BatchOutcomes, j: number, delay: number): void {
+    const limit = out.limit[j], remaining = out.remaining[j], reset = out.resetAfterMs[j], name = out.name[j];
+    const conns = this.out;
+    (c.held ??= new HeldAnswers(this.places ?? undefined)).hold(delay, out.delayed[j], () => {
+      if (c.closed) return;
+      conns.answered++;
+      conns.writer(c).decision(id, KIND_ALLOWED, flags, limit, remaining, reset, delay, name, '');
+      conns.scheduleFlush(c);
+    });
+  }
+
+  private takeOutcomes(n: number): BatchOutcomes {
+    const k = 32 - Math.clz32(n - 1);
+    const list = this.spareOutcomes[k];
+    return list !== undefined && list.length > 0 ? list.pop()! : new BatchOutcomes(2 ** k);
+  }
+
+  private giveOutcomes(out: BatchOutcomes): void {
+    const list = (this.spareOutcomes[31 - Math.clz32(out.capacity)] ??= []);
+    if (list.length < 4) list.push(out);
+  }
+}

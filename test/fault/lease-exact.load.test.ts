@@ -1,0 +1,72 @@
+/**
+ * Lease mode admits exactly the limit under load (issue #14's test): 4 `sluice serve` instances on one Redis,
+ * 200 concurrent HTTP clients (50 per instance) sending 5,000 checks on one key of a lease token bucket of
+ * 1,000 a day (burst 1,000), released together. Every one of 10 repetitions (a fresh key each) admits exactly
+ * 1,000 and denies 4,000, none degraded: the instances decide from leased tokens, Redis never grants more than
+ * the bucket holds, and every token leased is spent (each instance keeps receiving checks after the bucket is
+ * empty, so nothing stays stranded). Then SIGTERM: each instance gives back what it still holds.
+ *
+ * A load test: it runs the BUILT CLI (dist/), so `npm run build` first.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { send, serveStrict, type ServeProcess } from '../helpers/server.js';
+
+const INSTANCES = 4;
+const CLIENTS_PER_INSTANCE = 50;
+const CHECKS = 5000;
+const LIMIT = 1000;
+const REPETITIONS = 10;
+
+describe('lease: 4 instances, 200 clients, 5,000 checks on a limit of 1,000', () => {
+  let r: TestRedis;
+  let dir: string;
+  let procs: ServeProcess[] = [];
+
+  beforeAll(async () => {
+    r = await startRedis();
+    dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-lease-'));
+    const file = path.join(dir, 'policies.yaml');
+    writeFileSync(file, JSON.stringify({
+      policies: {
+        day: { algorithm: 'token_bucket', limit: LIMIT, period: '1d', burst: LIMIT, consistency: 'lease', lease: { ttlMs: 30_000, idleMs: 10_000 } },
+        warm: { algorithm: 'token_bucket', limit: 1_000_000, period: '1s', consistency: 'strict' },
+      },
+    }));
+    procs = await serveStrict(INSTANCES, ['--config', file, '--redis', r.url]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.kill()));
+    await r?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it(`admits exactly ${LIMIT} in each of ${REPETITIONS} repetitions, none degraded`, async () => {
+    const runs: string[] = [];
+    for (let rep = 0; rep < REPETITIONS; rep++) {
+      const key = `k${rep}`;
+      const t = { admitted: 0, denied: 0, degraded: 0, other: 0 };
+      const per = CHECKS / (INSTANCES * CLIENTS_PER_INSTANCE);
+      let release!: () => void;
+      const barrier = new Promise<void>((res) => (release = res));
+      const clients = procs.flatMap((proc) => Array.from({ length: CLIENTS_PER_INSTANCE }, async () => {
+        await barrier;
+        for (let i = 0; i < per; i++) {
+          const a = await send(`${proc.url}/v1/check?policy=day&key=${key}&cost=1`);
+          if (a.status !== 200) t.other++;
+          else if (a.json.degraded === true) t.degraded++;
+          else if (a.json.allowed === true) t.admitted++;
+          else t.denied++;
+        }
+      }));
+      release();
+      await Promise.all(clients);
+      runs.push(JSON.stringify(t));
+      expect(t, `repetition ${rep + 1}: ${runs.join(' | ')}`).toStrictEqual({ admitted: LIMIT, denied: CHECKS - LIMIT, degraded: 0, other: 0 });
+    }
+  }, 240_000);
+});

@@ -1,0 +1,88 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy on 127.0.0.1 that delays every chunk, each way, by a delay drawn in [minMs, maxMs] (order kept:
+ * a chunk never overtakes the one before it), standing in for a cross-region link. `cut()` drops every
+ * connection and refuses new ones (connections are reset at once, so callers fail fast) until `restore()`.
+ */
+export interface DelayProxy {
+  port: number;
+  url: string;
+  /** Drops every connection through the proxy and refuses new ones. */
+  cut(): void;
+  /** Accepts connections again. */
+  restore(): void;
+  /** Connections accepted so far. */
+  readonly accepted: number;
+  close(): Promise<void>;
+}
+
+export interface DelayOptions {
+  minMs: number;
+  maxMs: number;
+  /** A uniform [0, 1) source (default Math.random); pass a seeded one (test/helpers/prng.ts) for a replayable run. */
+  random?: () => number;
+}
+
+export async function startDelayProxy(targetPort: number, o: DelayOptions, targetHost = '127.0.0.1'): Promise<DelayProxy> {
+  const random = o.random ?? Math.random;
+  const sockets = new Set<net.Socket>();
+  let cut = false;
+  let accepted = 0;
+  const delay = (): number => o.minMs + random() * (o.maxMs - o.minMs);
+  /** Forwards from `a` to `b`, each chunk delayed, never reordered. */
+  const pipe = (a: net.Socket, b: net.Socket): void => {
+    let last = 0;
+    a.on('data', (chunk) => {
+      const at = Math.max(last, Date.now() + delay());
+      last = at;
+      setTimeout(() => {
+        if (!b.destroyed) b.write(chunk);
+      }, at - Date.now());
+    });
+    a.on('end', () => setTimeout(() => b.end(), Math.max(0, last - Date.now())));
+  };
+  const server = net.createServer((client) => {
+    if (cut) {
+      client.resetAndDestroy();
+      return;
+    }
+    accepted++;
+    const upstream = net.connect(targetPort, targetHost);
+    sockets.add(client);
+    sockets.add(upstream);
+    const drop = (): void => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    pipe(client, upstream);
+    pipe(upstream, client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    get accepted() {
+      return accepted;
+    },
+    cut() {
+      cut = true;
+      for (const s of sockets) s.resetAndDestroy();
+      sockets.clear();
+    },
+    restore() {
+      cut = false;
+    },
+    close: () => new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
