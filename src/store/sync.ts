@@ -488,7 +488,11 @@ export class SyncWriter {
     for (;;) {
       const left = end - Date.now();
       if (left <= 0) break;
-      await this.flush(left);
+      // bounded by the deadline even when a merge the timer started before close() (with its own, longer
+      // deadline) is still running: past the deadline its batch is still queued, so it is counted as lost
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.flush(left), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
+      clearTimeout(timer);
       if (this.pending.length === 0 && this.queue.length === 0) break;
       const wait = Math.min(this.retryDelay(), end - Date.now());
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
