@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
-import { send, serveStrict, type ServeProcess } from '../helpers/server.js';
+import { hammerOneKey, serveStrict, type ServeProcess } from '../helpers/server.js';
 
 const INSTANCES = 4;
 const CLIENTS_PER_INSTANCE = 50;
@@ -48,23 +48,7 @@ describe('lease: 4 instances, 200 clients, 5,000 checks on a limit of 1,000', ()
   it(`admits exactly ${LIMIT} in each of ${REPETITIONS} repetitions, none degraded`, async () => {
     const runs: string[] = [];
     for (let rep = 0; rep < REPETITIONS; rep++) {
-      const key = `k${rep}`;
-      const t = { admitted: 0, denied: 0, degraded: 0, other: 0 };
-      const per = CHECKS / (INSTANCES * CLIENTS_PER_INSTANCE);
-      let release!: () => void;
-      const barrier = new Promise<void>((res) => (release = res));
-      const clients = procs.flatMap((proc) => Array.from({ length: CLIENTS_PER_INSTANCE }, async () => {
-        await barrier;
-        for (let i = 0; i < per; i++) {
-          const a = await send(`${proc.url}/v1/check?policy=day&key=${key}&cost=1`);
-          if (a.status !== 200) t.other++;
-          else if (a.json.degraded === true) t.degraded++;
-          else if (a.json.allowed === true) t.admitted++;
-          else t.denied++;
-        }
-      }));
-      release();
-      await Promise.all(clients);
+      const t = await hammerOneKey(procs, { policy: 'day', key: `k${rep}`, checks: CHECKS, clientsPerInstance: CLIENTS_PER_INSTANCE });
       runs.push(JSON.stringify(t));
       expect(t, `repetition ${rep + 1}: ${runs.join(' | ')}`).toStrictEqual({ admitted: LIMIT, denied: CHECKS - LIMIT, degraded: 0, other: 0 });
     }

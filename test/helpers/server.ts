@@ -268,3 +268,30 @@ export async function serveStrict(n: number, args: string[]): Promise<ServeProce
   }
   return procs;
 }
+
+/** What {@link hammerOneKey} counted: 200 answers admitted, denied or degraded, and anything else. */
+export interface HammerTally { admitted: number; denied: number; degraded: number; other: number }
+
+/**
+ * Sends `checks` checks of cost 1 on one key of `policy` through every instance at once: `clientsPerInstance`
+ * sequential HTTP clients per instance, released together by one barrier (the herd the exactness tests need).
+ */
+export async function hammerOneKey(procs: ServeProcess[], o: { policy: string; key: string; checks: number; clientsPerInstance: number }): Promise<HammerTally> {
+  const t: HammerTally = { admitted: 0, denied: 0, degraded: 0, other: 0 };
+  const per = o.checks / (procs.length * o.clientsPerInstance);
+  let release!: () => void;
+  const barrier = new Promise<void>((res) => (release = res));
+  const clients = procs.flatMap((proc) => Array.from({ length: o.clientsPerInstance }, async () => {
+    await barrier;
+    for (let i = 0; i < per; i++) {
+      const a = await send(`${proc.url}/v1/check?policy=${o.policy}&key=${o.key}&cost=1`);
+      if (a.status !== 200) t.other++;
+      else if (a.json.degraded === true) t.degraded++;
+      else if (a.json.allowed === true) t.admitted++;
+      else t.denied++;
+    }
+  }));
+  release();
+  await Promise.all(clients);
+  return t;
+}
