@@ -29,11 +29,13 @@ export function takeWait(req: CheckRequest, policies: ReadonlyMap<string, Compil
     if (v === 1 || v === true) return true;
     throw invalidArgument(WAIT_FIELD, `must be 0 (answer at once with delayMs) or 1 (hold the answer until the delay has passed) (got ${describe(v)})`);
   }
-  const d = req.descriptors;
-  if (d === undefined || !Object.hasOwn(d, WAIT_FIELD) || policies.get(req.policy)?.onLimit !== 'delay') return true;
-  const v = d[WAIT_FIELD];
-  delete d[WAIT_FIELD];
-  if (Object.keys(d).length === 0) delete req.descriptors;
+  const d = req.descriptors as unknown;
+  // not an object (null, a string...): the check's validation refuses it, naming `descriptors`
+  if (typeof d !== 'object' || d === null || Array.isArray(d) || !Object.hasOwn(d, WAIT_FIELD) || policies.get(req.policy)?.onLimit !== 'delay') return true;
+  const values = d as Record<string, string>;
+  const v = values[WAIT_FIELD];
+  delete values[WAIT_FIELD];
+  if (Object.keys(values).length === 0) delete req.descriptors;
   if (v === '0') return false;
   if (v === '1') return true;
   throw invalidArgument(WAIT_FIELD, `must be 0 (answer at once with delayMs) or 1 (hold the answer until the delay has passed) (got ${describe(v)})`);

@@ -64,6 +64,13 @@ describe('/v1/check', () => {
     expect(batch.json.results.map((r: { delayMs?: number; remaining: number }) => [r.delayMs ?? 0, r.remaining])).toStrictEqual([[200, 0], [0, 9]]);
   });
 
+  // found by the mass fuzz: the wait flag was looked for in descriptors before they were validated (a 500)
+  it.each([null, 'x', 7, [['wait', '0']]])('POST with descriptors %j: a 400 naming descriptors, not a 500', async (descriptors) => {
+    const s = await start();
+    const a = await postJson(`${s.url}/v1/check`, { policy: 'fast', cost: 1, descriptors });
+    expect([a.status, a.json?.field]).toStrictEqual([400, 'descriptors']);
+  });
+
   it('a client that leaves frees its wait place; its tokens stay spent', async () => {
     const s = await start();
     await send(`${s.url}/v1/check?policy=slow&key=k`);
