@@ -168,7 +168,6 @@ export class Front {
    * @throws SluiceError what check() would reject with.
    */
   checkNow(req: CheckRequest): Decision | undefined {
-    if (this.o.pool !== null && !this.local.canDecideNow()) return undefined;
     return this.submit(req, true) as Decision | undefined;
   }
 

@@ -1,6 +1,8 @@
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ServerPool } from '../helpers/server.js';
+import { keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
+import { readState } from '../helpers/state.js';
 
 const pool = new ServerPool();
 afterEach(() => pool.closeAll());
@@ -82,5 +84,86 @@ describe('HTTP/1.1 pipelining with shards (decided on the owning shard through i
     const one = await bodies(0);
     expect(one.filter(Boolean).length).toBe(30);
     expect(await bodies(2)).toStrictEqual(one);
+  });
+});
+
+/**
+ * {@link pipelined}, the requests written `perWrite` at a time on one connection; `before` runs ahead of
+ * each write (and its turn ends first), without waiting for the answers to the previous writes.
+ */
+function pipelinedInWrites(port: number, requests: string[], perWrite: number, before: () => void): Promise<{ statuses: number[]; closed: boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let text = '';
+    let done = false;
+    const statuses = (): number[] => [...text.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    const finish = (closed: boolean): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve({ statuses: statuses(), closed });
+    };
+    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`timed out with: ${text.slice(-500)}`)); }, 20_000);
+    const write = (from: number): void => {
+      if (from >= requests.length || done) return;
+      before();
+      setImmediate(() => {
+        socket.write(requests.slice(from, from + perWrite).join(''));
+        setImmediate(() => write(from + perWrite));
+      });
+    };
+    socket.on('connect', () => write(0));
+    socket.on('data', (b) => {
+      text += b.toString('latin1');
+      if (statuses().length === requests.length) {
+        socket.end();
+        finish(false);
+      }
+    });
+    socket.on('close', () => finish(true));
+    socket.on('error', reject);
+  });
+}
+
+describe('HTTP/1.1 pipelining with shards and sync policies (decided locally through the channel; the merge is write-behind)', () => {
+  let redis: SharedRedis;
+  beforeAll(async () => {
+    redis = await sharedRedis();
+  });
+  afterAll(() => redis?.stop());
+
+  // Before: a sync policy's check took the synchronous channel only while no batch of the turn path was
+  // unanswered on a shard (its admissions had to settle in order); otherwise it was answered in a later turn
+  // and uWS closed the connection at the next pipelined request (issue #20, item 8).
+  it('2,000 pipelined checks of a sync policy with 2 shards, with batches of other checks in flight on the shards, get 2,000 exact answers in order', async () => {
+    const s = await pool.start({
+      shards: 2, maxPending: 1_000_000, redis: { url: redis.url, prefix: 'pipe-sync:', syncIntervalMs: 5 },
+      policies: { p: { algorithm: 'fixed_window', limit: 1500, period: 3_600_000, consistency: 'sync' } },
+    });
+    // checks of the turn path (check(): batches sent to the shards' queues, answered in a later turn), on
+    // other keys, queued before each write: the pipelined requests meet them unanswered on the shards
+    const others: Array<Promise<unknown>> = [];
+    let n = 0;
+    const busy = (): void => {
+      for (let i = 0; i < 2000; i++) others.push(s.limiter.check({ policy: 'p', key: `other${n++ % 4000}`, cost: 1 }));
+    };
+    const keys = ['a', 'b', 'c', 'd'];
+    const reqs = Array.from({ length: 2000 }, (_, i) => `GET /v1/auth?policy=p&key=${keys[i % 4]} HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const r = await pipelinedInWrites(s.port, reqs, 100, busy);
+    expect(r).toStrictEqual({ statuses: Array(2000).fill(200), closed: false });
+    const hot = Array.from({ length: 2000 }, () => 'GET /v1/auth?policy=p&key=a HTTP/1.1\r\nHost: x\r\n\r\n');
+    const h = await pipelinedInWrites(s.port, hot, 100, busy);
+    // key a had 1,000 left (merges into Redis in between give nothing back: one instance)
+    expect(h).toStrictEqual({ statuses: [...Array(1000).fill(200), ...Array(1000).fill(429)], closed: false });
+    // 80,000 other checks on 4,000 keys: 20 each, all admitted
+    const decided = await Promise.all(others);
+    expect(decided.filter((d) => (d as { allowed: boolean }).allowed).length).toBe(80_000);
+    // every admitted token reaches Redis (close merges what is pending): 1,500 on a, 500 each on b, c, d, 20 on each other key
+    await s.close();
+    const counts = new Map<string, number>();
+    for (const k of await keysUnder(redis.client, 'pipe-sync:{')) counts.set(k.replace(/^pipe-sync:\{p:[0-9a-f]+:([^}]+)\}:0$/, '$1'), Number((await readState(redis.client, k))!.split(' ')[0]));
+    expect([counts.get('a'), counts.get('b'), counts.get('c'), counts.get('d')]).toStrictEqual([1500, 500, 500, 500]);
+    expect(counts.size).toBe(4004);
+    expect([...counts].filter(([k]) => k.startsWith('other')).every(([, v]) => v === 20)).toBe(true);
   });
 });
