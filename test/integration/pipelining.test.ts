@@ -219,3 +219,29 @@ describe('HTTP/1.1 pipelining behind a check that waits for Redis (a documented 
     expect(results.map((d) => [d.policy, d.remaining])).toStrictEqual([['t', 99], ['p', 99], ['t', 98], ['p', 98]]);
   });
 });
+
+describe('HTTP/1.1 pipelining behind lease checks (decided from tokens held here, or waiting for Redis)', () => {
+  let redis: SharedRedis;
+  beforeAll(async () => {
+    redis = await sharedRedis();
+  });
+  afterAll(() => redis?.stop());
+
+  // Before: a lease check always took the turn path, so with shards (a turn is a setImmediate away) uWS
+  // closed the connection at the next pipelined request even when the check was decided from tokens held.
+  it.each([0, 2])('pipelined lease hits are answered, in order (shards %i); a miss still closes the connection', async (shards) => {
+    const s = await pool.start({
+      shards, redis: { url: redis.url, prefix: `pipe-lease${shards}:` },
+      policies: { l: { algorithm: 'token_bucket', limit: 1000, period: 3_600_000, consistency: 'lease', lease: { ttlMs: 60_000, idleMs: 60_000, maxShare: 0.1 } } },
+    });
+    // on the manual clock: the first check leases 1 token; the second, its rate seen, the most a lease holds
+    // (maxShare: 100 of 1,000), and spends 1: 99 held
+    for (let i = 0; i < 2; i++) expect((await fetch(`${s.url}/v1/auth?policy=l&key=a`)).status).toBe(200);
+    const hit = 'GET /v1/auth?policy=l&key=a HTTP/1.1\r\nHost: x\r\n\r\n';
+    const r = await pipelined(s.port, Array.from({ length: 60 }, () => hit), 60);
+    expect(r).toStrictEqual({ statuses: Array(60).fill(200), closed: false });
+    // 39 held: a check costing 50 waits for Redis, and uWS closes the connection at the request behind it
+    const miss = 'GET /v1/check?policy=l&key=a&cost=50 HTTP/1.1\r\nHost: x\r\n\r\n';
+    expect(await pipelined(s.port, [miss, hit], 2)).toStrictEqual({ statuses: [], closed: true });
+  });
+});
