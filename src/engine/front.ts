@@ -75,6 +75,8 @@ export class Front {
   private readonly local: LocalDecider;
   /** The deciders of store-backed modes, by consistency (`strict`, and those given in FrontOptions.deciders). */
   private readonly routed = new Map<string, Decider>();
+  /** Whether some store-backed mode's decider can decide a check now (Decider.decideNow): else checkNow skips them at once. */
+  private readonly decidesStoredNow: boolean;
   /** Store-backed checks that fill one store call (Store.checksPerCall); a batch that has them is flushed. */
   private readonly checksPerCall: number;
   /** Write-behind for `sync` policies; null until a policy set has one. */
@@ -106,6 +108,7 @@ export class Front {
       }));
     }
     for (const [mode, d] of o.deciders ?? []) this.routed.set(mode, d);
+    this.decidesStoredNow = [...this.routed.values()].some((d) => d.decideNow !== undefined);
     this.runtimes = o.runtimes;
     this.startSync();
   }
@@ -270,7 +273,7 @@ export class Front {
       if (this.closed) throw closed();
       rt = policyOf(this.runtimes, req, 'check');
       // a store-backed check is decided now only by a decider that can without waiting (lease hits)
-      if (now && rt.stored && (rt.delayed !== null || this.routed.get(rt.policy.consistency)?.decideNow === undefined)) return undefined;
+      if (now && rt.stored && (!this.decidesStoredNow || rt.delayed !== null || this.routed.get(rt.policy.consistency)!.decideNow === undefined)) return undefined;
       // read once: a getter must not hand the kernel a value other than the one validated
       cost = checkCost((req as { cost?: unknown }).cost);
       key = keyOf(rt.policy, req.key, req.descriptors);
