@@ -41,6 +41,13 @@ export interface Decider {
   decide(b: Batch, now: number): void;
   /** The policy set changed (a reload): what the decider learned of the old one may not hold. Optional. */
   setRuntimes?(runtimes: ReadonlyMap<string, PolicyRuntime>): void;
+  /**
+   * Decides one validated check at `now` when it can without waiting (a lease hit: from tokens held here),
+   * else returns undefined, having settled nothing (the check then takes {@link decide}). Optional. The
+   * front's synchronous path (Front.checkNow) uses it, so the HTTP front answers such a check inside uWS's
+   * callback with shards too (uWS closes a connection whose pipelined request finds an answer pending).
+   */
+  decideNow?(rt: PolicyRuntime, key: string, cost: number, now: number): Decision | undefined;
 }
 
 /** Where a store-backed decider sends checks its policy decides locally when the store failed (`local`). */

@@ -75,6 +75,8 @@ export class Front {
   private readonly local: LocalDecider;
   /** The deciders of store-backed modes, by consistency (`strict`, and those given in FrontOptions.deciders). */
   private readonly routed = new Map<string, Decider>();
+  /** Whether some store-backed mode's decider can decide a check now (Decider.decideNow): else checkNow skips them at once. */
+  private readonly decidesStoredNow: boolean;
   /** Store-backed checks that fill one store call (Store.checksPerCall); a batch that has them is flushed. */
   private readonly checksPerCall: number;
   /** Write-behind for `sync` policies; null until a policy set has one. */
@@ -106,6 +108,7 @@ export class Front {
       }));
     }
     for (const [mode, d] of o.deciders ?? []) this.routed.set(mode, d);
+    this.decidesStoredNow = [...this.routed.values()].some((d) => d.decideNow !== undefined);
     this.runtimes = o.runtimes;
     this.startSync();
   }
@@ -160,15 +163,15 @@ export class Front {
 
   /**
    * Decides one check at once when it can be decided now (a policy not decided in Redis: on this thread's
-   * kernel, or with shards on the owning shard through its synchronous channel, LocalDecider.dispatchNow),
-   * together with whatever this turn has queued, in order, in one batch. Returns undefined when it cannot;
+   * kernel, or with shards on the owning shard through its synchronous channel, LocalDecider.dispatchNow;
+   * a store-backed one whose decider can without waiting, Decider.decideNow: a lease hit), together with
+   * whatever this turn has queued, in order, in one batch. Returns undefined when it cannot;
    * use check(). The HTTP front answers a request this way inside uWS's callback: no promise, no microtask,
    * no abort handler (and uWS, which drops a connection whose pipelined request arrives while an answer is
    * pending, sees every answer in time).
    * @throws SluiceError what check() would reject with.
    */
   checkNow(req: CheckRequest): Decision | undefined {
-    if (this.o.pool !== null && !this.local.canDecideNow()) return undefined;
     return this.submit(req, true) as Decision | undefined;
   }
 
@@ -269,7 +272,8 @@ export class Front {
     try {
       if (this.closed) throw closed();
       rt = policyOf(this.runtimes, req, 'check');
-      if (now && rt.stored) return undefined;
+      // a store-backed check is decided now only by a decider that can without waiting (lease hits)
+      if (now && rt.stored && (!this.decidesStoredNow || rt.delayed !== null || this.routed.get(rt.policy.consistency)!.decideNow === undefined)) return undefined;
       // read once: a getter must not hand the kernel a value other than the one validated
       cost = checkCost((req as { cost?: unknown }).cost);
       key = keyOf(rt.policy, req.key, req.descriptors);
@@ -285,6 +289,7 @@ export class Front {
       if (now) throw e;
       return Promise.reject(e);
     }
+    if (now && rt.stored) return this.storedNow(rt, key, cost);
     const use = this.delays.reserve(rt);
     this.q.add(use, key, cost);
     if (now) {
@@ -310,6 +315,20 @@ export class Front {
     if (rt.shadows !== null) this.addShadows(rt, key, cost);
     this.schedule();
     return decision;
+  }
+
+  /**
+   * checkNow() of a store-backed check (see {@link Decider.decideNow}): after this turn's queued checks (so a
+   * key's checks keep their order), decided by its mode's decider if it can without waiting; undefined if not.
+   */
+  private storedNow(rt: PolicyRuntime, key: string, cost: number): Decision | undefined {
+    if (this.q.length > 0) this.flush();
+    const d = this.routed.get(rt.policy.consistency)!.decideNow!(rt, key, cost, readClock(this.o.clock));
+    if (d !== undefined && rt.shadows !== null) {
+      this.addShadows(rt, key, cost);
+      this.schedule();
+    }
+    return d;
   }
 
   /** Where the flush inside checkNow() leaves its check's outcome (settling it runs no other code). */

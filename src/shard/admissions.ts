@@ -2,8 +2,13 @@
  * A shard's log of what it admitted in the batches the front has not settled yet (sync mode only; issue #20,
  * item 3). A merged state is computed on the front from what the front has recorded; batches this worker
  * decided before the state arrives, but whose answers the front had not read when it sent it, admitted tokens
- * the state does not hold. The state message says which batches the front had settled (`after`), and the
- * worker spends, on each row, what it admitted for that leg in the later ones, so installing it gives nothing back.
+ * the state does not hold. The state message says which batches the front had settled (`after`, and those
+ * above it in `settled`), and the worker spends, on each row, what it admitted for that leg in the others, so
+ * installing it gives nothing back.
+ *
+ * Batches and synchronous channel calls (src/shard/channel.ts) share one numbering per shard, and a call can
+ * be answered, and settled, while batches numbered before it are still on their way: the front settles
+ * numbers in any order ({@link ShardSeqs}), so the shard's log is not kept in number order either.
  */
 import { debitState } from '../util/debit.js';
 import { CODE_ALLOW, GROUP_SHIFT, GROUP_SPAN, LEG_IN, LEG_OUT, MAX_GROUP } from './protocol.js';
@@ -46,13 +51,15 @@ export class AdmissionLog {
 
   /**
    * Spends, on each of `n` state rows (STATE_ROW f64s: hashLo, hashHi, limitId, w0, w1, lastSeen), what the
-   * batches after `after` admitted on its leg. `params` holds 3 numbers per row: algorithm code, L, P (ms).
+   * batches the front had not settled admitted on its leg: those after `after` but the ones in `settled`.
+   * `params` holds 3 numbers per row: algorithm code, L, P (ms).
    */
-  debit(rows: Float64Array, n: number, params: Float64Array, after: number): void {
+  debit(rows: Float64Array, n: number, params: Float64Array, after: number, settled: readonly number[] = []): void {
     this.trim(after);
     if (this.entries.length === 0) return;
     const spent = new Map<string, number>();
     for (const e of this.entries) {
+      if (settled.includes(e.seq)) continue;
       for (let k = 0; k < e.legs.length; k += 4) {
         const id = `${e.legs[k]}:${e.legs[k + 1]}:${e.legs[k + 2]}`;
         spent.set(id, (spent.get(id) ?? 0) + e.legs[k + 3]);
@@ -70,9 +77,74 @@ export class AdmissionLog {
     }
   }
 
+  /** Forgets the batches numbered up to `upTo` (the log is not in number order: see the file's comment). */
   private trim(upTo: number): void {
-    let k = 0;
-    while (k < this.entries.length && this.entries[k].seq <= upTo) k++;
-    if (k > 0) this.entries.splice(0, k);
+    let kept = 0;
+    for (const e of this.entries) if (e.seq > upTo) this.entries[kept++] = e;
+    this.entries.length = kept;
+  }
+}
+
+/**
+ * The front's side of one shard's numbering (sync mode): numbers its batches and synchronous calls, and knows
+ * which it has settled (read the answers of and recorded the admissions of), in any order. A synchronous call
+ * is settled the moment it returns, possibly before batches numbered earlier (still queued for the shard):
+ * those numbers are held in {@link ahead} until the ones below them settle.
+ */
+export class ShardSeqs {
+  private sent = 0;
+  /** Every number up to this one is settled. */
+  private upTo = 0;
+  /** Numbers above {@link upTo} already settled (few: the batches in flight bound them). */
+  private readonly above: number[] = [];
+  /** {@link upTo} as each install sent to the shard and not applied yet was told it (in the order sent). */
+  private readonly installs: number[] = [];
+
+  /** The number of the next batch or call. */
+  next(): number {
+    return ++this.sent;
+  }
+
+  /** Batch or call `seq` is settled here. */
+  settle(seq: number): void {
+    if (seq <= this.upTo || this.above.includes(seq)) return;
+    if (seq !== this.upTo + 1) {
+      this.above.push(seq);
+      return;
+    }
+    this.upTo = seq;
+    for (let k = this.above.indexOf(this.upTo + 1); k >= 0; k = this.above.indexOf(this.upTo + 1)) {
+      this.above.splice(k, 1);
+      this.upTo++;
+    }
+  }
+
+  /** Every number up to this one is settled: a state message's `after`. */
+  get after(): number {
+    return this.upTo;
+  }
+
+  /** The numbers above {@link after} settled too: a state message's `settled` (a copy). */
+  ahead(): number[] {
+    return this.above.slice();
+  }
+
+  /**
+   * What a batch or call tells the shard it may forget (ShardTask.ack): numbers settled here that every
+   * install not applied yet counts as settled too. A call overtakes the shard's queue (channel.ts), so it can
+   * reach the shard before an install sent earlier, whose `after` may be lower: forgetting past that `after`
+   * would leave that install's rows without a debit for what it does not hold.
+   */
+  get ack(): number {
+    return this.installs.length === 0 ? this.upTo : Math.min(this.upTo, this.installs[0]);
+  }
+
+  /** An install told `after` is on its way to the shard; returns the function to call once it is applied (or failed). */
+  installing(after: number): () => void {
+    this.installs.push(after);
+    return () => {
+      const k = this.installs.indexOf(after);
+      if (k >= 0) this.installs.splice(k, 1);
+    };
   }
 }

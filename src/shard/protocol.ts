@@ -31,8 +31,10 @@ export interface ShardStates {
   rows: Float64Array;
   /** 3 per row: algorithm code, L, P (ms), to spend what later batches admitted (src/shard/admissions.ts). */
   params?: Float64Array;
-  /** The last batch (ShardTask.seq) the front had settled when it computed the rows. */
+  /** The front had settled every batch (ShardTask.seq) up to this one when it computed the rows... */
   after?: number;
+  /** ...and these after it (a synchronous call answered ahead of batches in flight: src/shard/admissions.ts). */
+  settled?: number[];
 }
 
 /** Limits to add by id (a policy reload), applied in order with the shard's batches. */

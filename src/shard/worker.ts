@@ -35,7 +35,7 @@ export default function handle(req: ShardRequest): unknown {
       return move(kernel.legOut.slice(0, req.n * LEG_OUT) as unknown as ArrayBufferView);
     }
     case 'setState':
-      if (req.params !== undefined) admitted.debit(req.rows, req.n, req.params, req.after ?? 0);
+      if (req.params !== undefined) admitted.debit(req.rows, req.n, req.params, req.after ?? 0, req.settled);
       kernel.legIn.set(req.rows);
       kernel.setState(req.n, req.now);
       return null;

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
 import { RedisStore } from '../../src/store/redis.js';
+import { engineOf } from '../../src/engine/handle.js';
 import { insideWindow, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readState } from '../helpers/state.js';
 
@@ -53,6 +54,37 @@ describe('sync merges', () => {
       await drained(l, 5000);
       expect(await storedCounts(prefix)).toStrictEqual({ keys: 1, total: 1000 });
       // merges ran while checks were admitted (how many depends on the machine's load)
+      expect((await l.stats()).store?.sync?.merges).toBeGreaterThan(1);
+    } finally {
+      await l.close();
+    }
+  }, 30_000);
+
+  // A synchronous call (the HTTP front's channel, src/shard/channel.ts) is answered and settled at once, while
+  // a batch numbered before it may still be on its way: the two paths mixed on one key, with merges
+  // installing states all along, still admit exactly the limit (the race itself, a state computed between the
+  // call and the batch, is pinned deterministically in test/unit/shard/admissions.test.ts).
+  it('a single instance admits exactly its limit with synchronous calls answered while batches are in flight (item 3; shards 2)', async () => {
+    const prefix = 'mixed:';
+    const l = await createLimiter({ policies: hour, shards: 2, redis: { url: redis.url, prefix, syncIntervalMs: 1 } });
+    try {
+      const now = engineOf(l)!.checkNow!;
+      let allowed = 0;
+      let sync = 0;
+      for (let turn = 0; turn < 300; turn++) {
+        const batch = l.checkMany(Array.from({ length: 5 }, () => ({ policy: 'p', key: 'k', cost: 1 })));
+        await new Promise((r) => setImmediate(r)); // the turn's batch is sent to the shard
+        for (let i = 0; i < 5; i++) {
+          const d = now({ policy: 'p', key: 'k', cost: 1 });
+          if (d !== undefined) sync++;
+          if (d?.allowed === true) allowed++;
+        }
+        for (const d of await batch) if (!(d instanceof Error) && d.allowed) allowed++;
+      }
+      expect(sync).toBe(1500);
+      expect(allowed).toBe(1000);
+      await drained(l, 5000);
+      expect(await storedCounts(prefix)).toStrictEqual({ keys: 1, total: 1000 });
       expect((await l.stats()).store?.sync?.merges).toBeGreaterThan(1);
     } finally {
       await l.close();

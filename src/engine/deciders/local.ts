@@ -15,6 +15,7 @@ import type { PolicyCounters } from '../shadow.js';
 import type { AdmissionLog, Decider, Flight, LocalFallback, StateInstaller } from '../decider.js';
 import { emptyBatch, push, type Batch } from '../queue.js';
 import { writeLegs } from '../legs.js';
+import { ShardSeqs } from '../../shard/admissions.js';
 
 export interface LocalDeciderOptions {
   /** The calling thread's kernel: with no pool, it decides. */
@@ -28,9 +29,8 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
   readonly mode = 'local';
   /** The write-behind of `sync` policies, once a policy set has one (src/engine/deciders/write-behind.ts). */
   writeBehind: AdmissionLog | null = null;
-  /** Batches sent to each shard and the last settled here (sync mode), for {@link install}. */
-  private shardSent: number[] = [];
-  private shardSettled: number[] = [];
+  /** Each shard's numbering of its batches and calls, and which are settled here (sync mode), for {@link install}. */
+  private readonly seqs: ShardSeqs[] = [];
 
   constructor(private readonly o: LocalDeciderOptions) {}
 
@@ -44,22 +44,12 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
   now = false;
 
   /**
-   * Whether a batch can be decided now on the shards (see {@link dispatchNow}): always, but with sync policies
-   * while a batch is unanswered on some shard (its admissions must be settled in order).
-   */
-  canDecideNow(): boolean {
-    if (this.writeBehind === null) return true;
-    for (let s = 0; s < this.shardSent.length; s++) if (this.shardSent[s] !== this.shardSettled[s]) return false;
-    return true;
-  }
-
-  /**
    * {@link dispatch}, but each shard's part of the batch is decided through the shard's synchronous channel
    * (ShardPool.callNow: shared memory, this thread sleeps until the shard answers; src/shard/channel.ts) and
    * settled before this returns, so the HTTP front answers inside uWS's callback with shards too. The legs
    * are written straight into the channel: nothing is allocated. With sync policies, a shard's call is
-   * numbered like its batches and settled at once, which keeps the numbers settled in order because the
-   * front decides this way only when {@link canDecideNow}.
+   * numbered like its batches and settled at once, even with batches numbered before it still in flight
+   * (ShardSeqs settles numbers in any order), so sync policies' checks are decided this way too.
    */
   private dispatchNow(pool: ShardPool, b: Batch, now: number): void {
     const shards = pool.size;
@@ -85,15 +75,15 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
   /** One call of {@link dispatchNow}: shard `s`'s checks among [from, to) of `b`, `used` legs written. */
   private callNow(pool: ShardPool, s: number, used: number, from: number, to: number, b: Batch, now: number): void {
     const shards = pool.size;
-    const seq = this.writeBehind === null ? 0 : this.shardSeq(s);
+    const seqs = this.writeBehind === null ? null : this.seqsOf(s);
+    const seq = seqs === null ? 0 : seqs.next();
     let out: Float64Array;
     try {
-      out = pool.callNow(s, used, now, seq, seq === 0 ? 0 : this.shardSettled[s]);
+      out = pool.callNow(s, used, now, seq, seqs === null ? 0 : seqs.ack);
     } catch (e) {
       for (let i = from; i < to; i++) if (routeOf(b, i, shards) === s) b.rejects[i](e as Error);
+      seqs?.settle(seq);
       return;
-    } finally {
-      if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
     }
     let base = 0;
     for (let i = from; i < to; i++) {
@@ -101,6 +91,7 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
       this.settleLocal(out, base, b, i, s, now);
       base += b.rts[i].legCount;
     }
+    seqs?.settle(seq);
   }
 
   seed(b: Batch, i: number, rows: number[], now: number): void {
@@ -134,10 +125,12 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
           k.setState(chunk.length / STATE_ROW, now);
         }
       } else {
+        const seqs = this.seqsOf(shard);
+        const applied = seqs.installing(seqs.after);
         sent.push(pool.setState(shard, {
           kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows),
-          params: Float64Array.from(paramsOf.get(shard)!), after: this.shardSettled[shard] ?? 0,
-        }));
+          params: Float64Array.from(paramsOf.get(shard)!), after: seqs.after, settled: seqs.ahead(),
+        }).finally(applied));
       }
     }
     await Promise.allSettled(sent);
@@ -204,28 +197,26 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
       flight.add(checks.n);
       // with sync policies, batches are numbered per shard so a merged state spends what the shard admitted
       // in the batches not settled here yet (src/shard/admissions.ts)
-      const seq = this.writeBehind === null ? 0 : this.shardSeq(s);
-      const task: ShardTask = seq === 0 ? { kind: 'batch', now, n: sb.used, legs: sb.legs }
-        : { kind: 'batch', now, n: sb.used, legs: sb.legs, seq, ack: this.shardSettled[s] };
+      const seqs = this.writeBehind === null ? null : this.seqsOf(s);
+      const seq = seqs === null ? 0 : seqs.next();
+      const task: ShardTask = seqs === null ? { kind: 'batch', now, n: sb.used, legs: sb.legs }
+        : { kind: 'batch', now, n: sb.used, legs: sb.legs, seq, ack: seqs.ack };
       pool.run(s, task).then(
         (out) => {
           for (let i = 0; i < checks.n; i++) this.settleLocal(out, bases[i], checks, i, s, now);
-          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+          seqs?.settle(seq);
         },
         (e: Error) => {
           for (const r of checks.rejects) r(e);
-          if (seq > this.shardSettled[s]) this.shardSettled[s] = seq;
+          seqs?.settle(seq);
         },
       ).finally(() => flight.landed(checks.n));
     }
   }
 
-  private shardSeq(s: number): number {
-    while (this.shardSent.length <= s) {
-      this.shardSent.push(0);
-      this.shardSettled.push(0);
-    }
-    return ++this.shardSent[s];
+  private seqsOf(s: number): ShardSeqs {
+    while (this.seqs.length <= s) this.seqs.push(new ShardSeqs());
+    return this.seqs[s];
   }
 }
 
