@@ -2,7 +2,8 @@
  * /v1/stream's batch path for JSON frames of plain checks (src/wire/json-stream.ts): such a frame is decided
  * through the engine's batch path, with no checkSync call, and every answer is byte for byte the answer the
  * one-at-a-time path gives the same checks (a frame off the plain form: here each item with
- * `"subscribe":false`), errors per item included, in the same order of decisions per connection.
+ * `"subscribe":false`), errors per item included, in the same order of decisions per connection, with shards
+ * 0 (decided on this thread) and 1 (one batch awaited from the shard).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { PolicySpec } from '../../src/config/policies.js';
@@ -109,13 +110,13 @@ async function run(s: StreamServer, plain: boolean[]): Promise<Map<string, strin
 }
 
 describe('/v1/stream JSON frames of plain checks', () => {
-  it('are decided in batches, without checkSync, and answered byte for byte as one at a time, errors included', async () => {
-    const general = await startStreamServer({ policies: POLICIES });
+  it.each([0, 1])('are decided in batches, without checkSync, and answered byte for byte as one at a time, errors included (shards %i)', async (shards) => {
+    const general = await startStreamServer({ policies: POLICIES, shards });
     const generalSync = vi.spyOn(general.limiter, 'checkSync');
     const want = await run(general, FRAMES.map(() => false));
     expect(generalSync).toHaveBeenCalled();
 
-    const batch = await startStreamServer({ policies: POLICIES });
+    const batch = await startStreamServer({ policies: POLICIES, shards });
     const batchSync = vi.spyOn(batch.limiter, 'checkSync');
     const got = await run(batch, FRAMES.map(() => true));
     expect(batchSync).not.toHaveBeenCalled();
