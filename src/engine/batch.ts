@@ -66,6 +66,12 @@ export class BatchOutcomes {
   readonly delayMs: Float64Array;
   /** The decision of a delayed index (its wait place's handle: DelayPlaces.release), else null. */
   readonly delayed: Array<Decision | null>;
+  /**
+   * The decision of an index written from an object ({@link put}: lists, the store, sync, shadows, the
+   * queue's path), else null (composed from the kernel's rows, {@link composeInto}, or an error): a transport
+   * that answers with every field of a decision (JSON) answers from it.
+   */
+  readonly decisions: Array<Decision | null>;
 
   constructor(capacity: number) {
     this.capacity = capacity;
@@ -80,6 +86,7 @@ export class BatchOutcomes {
     this.error = new Array<Error | null>(capacity).fill(null);
     this.delayMs = new Float64Array(capacity);
     this.delayed = new Array<Decision | null>(capacity).fill(null);
+    this.decisions = new Array<Decision | null>(capacity).fill(null);
   }
 
   /** Writes a decision made as an object (lists, shadows, the store, the queue's path). */
@@ -96,11 +103,13 @@ export class BatchOutcomes {
     const delay = d.delayMs ?? 0;
     this.delayMs[i] = delay;
     this.delayed[i] = delay > 0 ? d : null;
+    this.decisions[i] = d;
   }
 
   fail(i: number, e: Error): void {
     this.code[i] = OUTCOME_ERROR;
     this.error[i] = e;
+    this.decisions[i] = null;
   }
 
   /** Settles index i from a queued check's outcome (a Decision, or an Error). */
@@ -147,6 +156,7 @@ export function composeInto(out: Float64Array, base: number, rt: PolicyRuntime, 
   o.error[i] = null;
   o.delayMs[i] = 0; // a direct chunk never delays (isDirect)
   o.delayed[i] = null;
+  o.decisions[i] = null;
 }
 
 /**

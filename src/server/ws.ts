@@ -2,7 +2,8 @@
  * `/v1/stream`: decisions streamed over one WebSocket (uWebSockets.js). This file is the route: it builds the
  * stream's parts and hands them uWS's events. Each part has one job:
  * - stream/conn.ts: connections, their answers and queues, backpressure (the pump);
- * - stream/json-frames.ts: text frames (JSON checks and unsubscribes);
+ * - stream/json-frames.ts: text frames (JSON checks and unsubscribes), plain ones decided through the batch
+ *   path as binary ones are (src/wire/json-stream.ts reads them and builds the answers);
  * - stream/binary-frames.ts: binary frames (src/wire/binary.ts), decided through the engine's batch path;
  * - stream/subscriptions.ts: one-shot pushes at a denied check's retry time (re-armed by the engine's rule,
  *   src/engine/ready-after.ts), within the instance bounds of stream/sub-schedule.ts;
@@ -20,7 +21,8 @@ import type { Limiter } from '../types.js';
 import type { CheckBatch } from '../engine/batch.js';
 import { engineOf } from '../engine/handle.js';
 import { ReadyAfter } from '../engine/ready-after.js';
-import { newConn, type Conn } from './stream/state.js';
+import { BinSeg, JsonSeg, newConn, type Conn } from './stream/state.js';
+import { OutcomePool } from './stream/outcomes.js';
 import { StreamConnections } from './stream/conn.js';
 import { JsonFrames } from './stream/json-frames.js';
 import { BinaryFrames } from './stream/binary-frames.js';
@@ -59,13 +61,17 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
 
   const conns = new StreamConnections(o, {
     item: (c, it) => json.decide(c, it),
-    segment: (c, seg, from, to) => binary.decide(c, seg, from, to),
+    segment: (c, seg, from, to) => {
+      if (seg instanceof BinSeg) binary.decide(c, seg, from, to);
+      else json.decideSegment(c, seg as JsonSeg, from, to);
+    },
   }, log);
   const subs = new Subscriptions(o, clock, limiter, conns, new ReadyAfter(() => limiter.policies));
   // onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts)
   const places = engineOf(decider)?.delays ?? null;
-  const json = new JsonFrames(o, conns, subs, limiter, places, log);
-  const binary = new BinaryFrames(o, conns, subs, batch, metrics, places, log);
+  const outcomes = new OutcomePool();
+  const json = new JsonFrames(o, conns, subs, limiter, batch, metrics, outcomes, places, log);
+  const binary = new BinaryFrames(o, conns, subs, batch, metrics, outcomes, places, log);
 
   app.ws<Conn>('/v1/stream', {
     // uWS drops a frame over its own limit without a close frame (the client sees 1006); frames between

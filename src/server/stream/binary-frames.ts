@@ -10,23 +10,22 @@ import {
   ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED,
   readCheckColumns, readHeader, readUnsubscribe,
 } from '../../wire/binary.js';
-import { BatchOutcomes, OUTCOME_ALLOWED, OUTCOME_ERROR, type CheckBatch } from '../../engine/batch.js';
+import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
 import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../../util/errors.js';
 import { BinSeg, type Conn } from './state.js';
 import { HeldAnswers } from '../held.js';
 import type { DelayPlaces } from '../../engine/delay.js';
 import { degradedFlags, type StreamConnections } from './conn.js';
+import type { OutcomePool } from './outcomes.js';
 import type { Subscriptions } from './subscriptions.js';
 import { CLOSE_POLICY_VIOLATION, CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
 
 /** The binary side of one `/v1/stream` route. */
 export class BinaryFrames {
-  /** Outcome arrays by size class (2^k entries), reused: a batch decided at once gives its own back before the next. */
-  private readonly spareOutcomes: BatchOutcomes[][] = [];
-
   /**
    * @param batch the engine's batch path (or a fallback through check() per check)
    * @param metrics where binary checks are counted, per batch; null when the limiter given counts them itself
+   * @param outcomes the route's outcome arrays, reused
    */
   constructor(
     private readonly o: StreamBounds,
@@ -34,6 +33,7 @@ export class BinaryFrames {
     private readonly subs: Subscriptions,
     private readonly batch: CheckBatch,
     private readonly metrics: StreamEngine['metrics'] | null,
+    private readonly outcomes: OutcomePool,
     /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
     private readonly places: DelayPlaces | null,
     private readonly log?: Logger,
@@ -89,7 +89,7 @@ export class BinaryFrames {
     const k = to - from;
     this.out.took(c, k);
     seg.inFlight += k;
-    const out = this.takeOutcomes(k);
+    const out = this.outcomes.take(k);
     const started = this.metrics === null ? 0 : this.metrics.now();
     let p: Promise<void> | null;
     try {
@@ -198,7 +198,8 @@ export class BinaryFrames {
         else if (retry < 0) never++;
         else denied++;
         if (metrics.activity !== null) {
-          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] === 1, out.remaining[j], out.limit[j]);
+          // any rule's degraded decision counts as degraded, as the one-at-a-time path counts it (Decision.degraded)
+          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] !== 0, out.remaining[j], out.limit[j]);
         }
       }
       if (w === null) continue;
@@ -218,7 +219,7 @@ export class BinaryFrames {
       decisions++;
     }
     if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
-    this.giveOutcomes(out);
+    this.outcomes.give(out);
     conns.answered += decisions;
     if (decisions > 0) conns.scheduleFlush(c);
     if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.spare = seg;
@@ -235,16 +236,5 @@ export class BinaryFrames {
       conns.writer(c).decision(id, KIND_ALLOWED, flags, limit, remaining, reset, delay, name, '');
       conns.scheduleFlush(c);
     });
-  }
-
-  private takeOutcomes(n: number): BatchOutcomes {
-    const k = 32 - Math.clz32(n - 1);
-    const list = this.spareOutcomes[k];
-    return list !== undefined && list.length > 0 ? list.pop()! : new BatchOutcomes(2 ** k);
-  }
-
-  private giveOutcomes(out: BatchOutcomes): void {
-    const list = (this.spareOutcomes[31 - Math.clz32(out.capacity)] ??= []);
-    if (list.length < 4) list.push(out);
   }
 }

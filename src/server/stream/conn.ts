@@ -19,15 +19,15 @@ import {
 } from '../../wire/binary.js';
 import { errorItem } from '../problem.js';
 import { overloaded, shuttingDown } from '../../util/errors.js';
-import { BinSeg, type Conn, type Item } from './state.js';
+import { BinSeg, JsonSeg, Segment, type Conn, type Item } from './state.js';
 import { CLOSE_GOING_AWAY, CLOSE_POLICY_VIOLATION, type StreamBounds } from './options.js';
 
-/** How queued checks reach the engine: the JSON part decides items, the binary part segments. */
+/** How queued checks reach the engine: the JSON part decides items, each part its own segments. */
 export interface StreamDeciders {
   /** Decides one JSON check (counted in flight by the pump already) and answers it when it lands. */
   item(c: Conn, it: Item): void;
-  /** Decides checks [from, to) of a binary segment as one batch and answers them when they land. */
-  segment(c: Conn, seg: BinSeg, from: number, to: number): void;
+  /** Decides checks [from, to) of a segment (binary or plain JSON) as one batch and answers them when they land. */
+  segment(c: Conn, seg: Segment, from: number, to: number): void;
 }
 
 /** The open connections of one `/v1/stream` route, their output, their queues and the counters over them all. */
@@ -58,17 +58,15 @@ export class StreamConnections {
     c.flushScheduled = false;
     const ws = c.ws;
     if (c.closed || ws === null) {
-      c.json.length = 0;
+      c.json.clear();
       return;
     }
     const o = this.o;
-    const n = c.json.length;
-    const text = n === 0 ? null : n === 1 ? c.json[0] : `[${c.json.join(',')}]`;
-    c.json.length = 0;
-    const frame = c.bin?.finishView() ?? null; // uWS copies what it sends
+    const text = c.json.finish(); // the UTF-8 of one text frame; uWS copies what it sends
+    const frame = c.bin?.finishView() ?? null;
     // Never let uWS drop an answer: a connection whose unsent output would pass the limit is closed instead,
     // while the close frame still fits, so a client that reads again finds its answers and then a 1008.
-    const size = (text === null ? 0 : Buffer.byteLength(text)) + (frame === null ? 0 : frame.byteLength);
+    const size = (text === null ? 0 : text.byteLength) + (frame === null ? 0 : frame.byteLength);
     if (ws.getBufferedAmount() + size > o.maxBufferedBytes) {
       this.closedBackpressure++;
       return this.end(c, CLOSE_POLICY_VIOLATION, 'backpressure: output over the limit, client not reading');
@@ -167,7 +165,7 @@ export class StreamConnections {
     let budget = o.maxInFlight;
     while (c.head < q.length && c.inFlight < o.maxInFlight && budget > 0) {
       const e = q[c.head]!;
-      if (e instanceof BinSeg) {
+      if (e instanceof Segment) {
         const from = e.head;
         const k = Math.min(e.n - from, o.maxInFlight - c.inFlight, budget);
         e.head += k;
@@ -229,7 +227,8 @@ export class StreamConnections {
     c.head = 0;
     c.queued = 0;
     c.spare = null;
-    c.json.length = 0;
+    c.jsonSpare = null;
+    c.json.clear();
   }
 
   /** Counts the paused connections and the checks queued over all. */
@@ -253,6 +252,11 @@ export class StreamConnections {
           for (let j = e.head; j < e.n; j++) this.answerError(c, true, e.ids[j], null, shutdown);
           e.head = e.n;
           e.inQueue = false;
+        } else if (e instanceof Segment) {
+          const s = e as JsonSeg; // the only other kind
+          for (let j = s.head; j < s.n; j++) this.answerError(c, false, 0, s.idJson(j), shutdown);
+          s.head = s.n;
+          s.inQueue = false;
         } else this.answerError(c, e.bin, e.id, e.idJson, shutdown);
       }
       c.queue.length = 0;

@@ -1,13 +1,18 @@
 /**
  * `/v1/stream` text frames: JSON, a check `{id, policy, key | descriptors, cost?, subscribe?}`, an unsubscribe
- * `{op: "unsubscribe", id}`, an acquire or release of a concurrency lease (`{id, op, ...}`), or an array of them. Each check is read here and queued; the engine decides it
- * (checkSync where it can, else `limiter.check`), and its answer (carrying its id) goes out in the connection's next text frame. Bad
- * input gets an error answer (with the id when it can be read); an array over `maxChecksPerFrame` closes 1009.
+ * `{op: "unsubscribe", id}`, an acquire or release of a concurrency lease (`{id, op, ...}`), or an array of
+ * them. A frame of plain checks (`{id, policy, key, cost?}` only, src/wire/json-stream.ts) is read straight
+ * into a column segment, queued as one run and decided through the engine's batch path a run at a time, as
+ * binary frames are, its answers written from the outcome arrays into the connection's answers buffer. Any
+ * other frame is parsed (JSON.parse) and read item by item: each check queued, decided through checkSync
+ * where it can be, else `limiter.check`. Every answer carries its id and goes out in the connection's next
+ * text frame. Bad input gets an error answer (with the id when it can be read); an array over
+ * `maxChecksPerFrame` closes 1009.
  */
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../../types.js';
 import { checkFromStreamItem } from '../../wire/codec.js';
-import { invalidArgument, isSluiceError, shuttingDown } from '../../util/errors.js';
+import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../../util/errors.js';
 import { isLeaseOp, leaseOp } from '../ws-leases.js';
 import { Item, type Conn } from './state.js';
 import { HeldAnswers } from '../held.js';
@@ -15,7 +20,11 @@ import type { DelayPlaces } from '../../engine/delay.js';
 import { takeWait } from '../../wire/delay.js';
 import type { StreamConnections } from './conn.js';
 import type { Subscriptions } from './subscriptions.js';
-import { CLOSE_TOO_BIG, type StreamBounds } from './options.js';
+import { CLOSE_POLICY_VIOLATION, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
+import { maxPlainChecks, readPlainChecks } from '../../wire/json-stream.js';
+import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
+import { JsonSeg } from './state.js';
+import type { OutcomePool } from './outcomes.js';
 
 /** A stream item's own fields, beside a check's. */
 const STREAM_FIELDS: ReadonlySet<string> = new Set(['id', 'subscribe']);
@@ -30,11 +39,20 @@ export class JsonFrames {
   private syncRefusedOf: Limiter['policies'] | null = null;
   private syncOff: boolean;
 
+  /**
+   * @param limiter what a parsed frame's checks are decided by, one at a time
+   * @param batch the engine's batch path (or a fallback through check() per check), for frames of plain checks
+   * @param metrics where plain checks are counted, per batch; null when the batch path's limiter counts them itself
+   * @param outcomes the route's outcome arrays, reused
+   */
   constructor(
     private readonly o: StreamBounds,
     private readonly out: StreamConnections,
     private readonly subs: Subscriptions,
     private readonly limiter: Limiter,
+    private readonly batch: CheckBatch,
+    private readonly metrics: StreamEngine['metrics'] | null,
+    private readonly outcomes: OutcomePool,
     /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
     private readonly places: DelayPlaces | null,
     private readonly log?: Logger,
@@ -43,6 +61,7 @@ export class JsonFrames {
   }
 
   onText(c: Conn, data: ArrayBuffer): void {
+    if (this.plain(c, new Uint8Array(data))) return;
     const out = this.out;
     let parsed: unknown;
     try {
@@ -64,6 +83,170 @@ export class JsonFrames {
       return out.answerError(c, false, null, null, invalidArgument('frame', 'must be a check object or an array of them'));
     }
     this.item(c, parsed);
+  }
+
+  /**
+   * A frame of plain checks, read into the connection's column segment and queued as one run (true), or
+   * false with nothing done when the frame is not all plain checks (it is then read the general way).
+   */
+  private plain(c: Conn, bytes: Uint8Array): boolean {
+    const seg = this.segFor(c, Math.min(maxPlainChecks(bytes.byteLength), this.o.maxChecksPerFrame));
+    const at = seg.n;
+    const used = seg.used;
+    const from = seg.copy(bytes);
+    const got = readPlainChecks(seg.keyBytes, from, from + bytes.byteLength, seg, at, this.o.maxChecksPerFrame);
+    if (got < 0) {
+      seg.used = used;
+      this.spareIfIdle(c, seg);
+      return false;
+    }
+    this.admit(c, seg, at, got);
+    return true;
+  }
+
+  /** A segment with room for `count` more checks: the queue's last one, the connection's spare, or a new one. */
+  private segFor(c: Conn, count: number): JsonSeg {
+    const q = c.queue;
+    const tail = q.length > c.head ? q[q.length - 1] : undefined;
+    if (tail instanceof JsonSeg && tail.capacity - tail.n >= count) return tail;
+    const spare = c.jsonSpare;
+    if (spare !== null && spare.capacity >= count) {
+      c.jsonSpare = null;
+      spare.reset();
+      return spare;
+    }
+    return new JsonSeg(count <= 16 ? 16 : 2 ** (32 - Math.clz32(count - 1)));
+  }
+
+  /** Keeps a segment that holds nothing waiting or in flight for the connection's next frame. */
+  private spareIfIdle(c: Conn, seg: JsonSeg): void {
+    if (!seg.inQueue && seg.inFlight === 0 && !c.closed && (c.jsonSpare === null || c.jsonSpare.capacity < seg.capacity)) {
+      seg.reset();
+      c.jsonSpare = seg;
+    }
+  }
+
+  /**
+   * Queues the `m` checks just read into `seg` at `at`, within the connection's bound, as queuing them one by
+   * one would: past it, OVERLOADED answers for the excess, or, on a paused connection, a close with 1008.
+   * While the server closes: CLOSED.
+   */
+  private admit(c: Conn, seg: JsonSeg, at: number, m: number): void {
+    const out = this.out;
+    const o = this.o;
+    let keep = m;
+    if (out.closing) {
+      const shutdown = shuttingDown();
+      for (let i = at; i < at + m; i++) out.answerError(c, false, 0, seg.idJson(i), shutdown);
+      keep = 0;
+    } else if (c.queued + m > o.maxQueued) {
+      if (c.paused) {
+        out.closedBackpressure++;
+        out.end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
+        return;
+      }
+      keep = Math.max(0, o.maxQueued - c.queued);
+      const over = overloaded(`more than ${o.maxQueued} checks queued on this connection`);
+      for (let i = at + keep; i < at + m; i++) out.answerError(c, false, 0, seg.idJson(i), over);
+    }
+    seg.n = at + keep;
+    if (keep === 0) return this.spareIfIdle(c, seg);
+    c.queued += keep;
+    if (!seg.inQueue) {
+      seg.inQueue = true;
+      c.queue.push(seg);
+    }
+  }
+
+  /** Hands checks [from, to) of a plain segment to the engine as one batch. */
+  decideSegment(c: Conn, seg: JsonSeg, from: number, to: number): void {
+    const k = to - from;
+    this.out.took(c, k);
+    seg.inFlight += k;
+    const res = this.outcomes.take(k);
+    const started = this.metrics === null ? 0 : this.metrics.now();
+    let p: Promise<void> | null;
+    try {
+      p = this.batch(seg, from, to, res);
+    } catch (e) {
+      for (let j = 0; j < k; j++) res.fail(j, e as Error);
+      p = null;
+    }
+    if (p === null) this.segmentDecided(c, seg, from, to, res, started);
+    else {
+      p.then(() => this.segmentDecided(c, seg, from, to, res, started), (e: unknown) => {
+        for (let j = 0; j < k; j++) res.fail(j, e as Error);
+        this.segmentDecided(c, seg, from, to, res, started);
+      });
+    }
+  }
+
+  /**
+   * A plain batch's outcomes: counted in the metrics (per run of one policy), then answered into the
+   * connection's answers buffer: a decision composed from the kernel's rows from its fields, one made as an
+   * object (lists, the store, a delay...) from the object, as the one-at-a-time path answers it.
+   */
+  private segmentDecided(c: Conn, seg: JsonSeg, from: number, to: number, res: BatchOutcomes, started: number): void {
+    const conns = this.out;
+    const metrics = this.metrics;
+    const k = to - from;
+    const ended = metrics === null ? 0 : metrics.now();
+    conns.landed(c, k);
+    seg.inFlight -= k;
+    const w = c.closed ? null : c.json;
+    let run: string | null = null;
+    let allowed = 0, denied = 0, never = 0;
+    let decisions = 0;
+    for (let i = from; i < to; i++) {
+      const j = i - from;
+      const code = res.code[j];
+      const policy = seg.policies[i];
+      if (code === OUTCOME_ERROR) {
+        const e = res.error[j]!;
+        metrics?.failed(policy, e, started, ended);
+        if (w === null) continue;
+        if (!isSluiceError(e) || e.status >= 500) this.log?.warn({ err: e }, 'stream check failed');
+        conns.answerError(c, false, 0, seg.idJson(i), e);
+        continue;
+      }
+      const retry = res.retryAfterMs[j];
+      if (metrics !== null) {
+        if (policy !== run) {
+          if (run !== null) metrics.tally(run, allowed, denied, never, started, ended);
+          run = policy;
+          allowed = denied = never = 0;
+        }
+        if (code === OUTCOME_ALLOWED) allowed++;
+        else if (retry < 0) never++;
+        else denied++;
+        if (metrics.activity !== null) {
+          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, res.degraded[j] !== 0, res.remaining[j], res.limit[j]);
+        }
+      }
+      if (w === null) continue;
+      const d = res.decisions[j];
+      if (d === null) {
+        w.decision(seg.keyBytes, seg.idAt[i], seg.idLen[i], code === OUTCOME_ALLOWED, res.limit[j], res.remaining[j],
+          res.resetAfterMs[j], retry < 0 ? null : retry, res.name[j], res.reason[j]);
+      } else if (d.delayMs !== undefined) {
+        // held until due (a plain check has no wait field: it waits), as the one-at-a-time path holds it
+        const idJson = seg.idJson(i);
+        (c.held ??= new HeldAnswers(this.places ?? undefined)).hold(d.delayMs, d, () => {
+          if (c.closed) return;
+          conns.answered++;
+          c.json.decisionOf(idJson, d);
+          conns.scheduleFlush(c);
+        });
+        continue;
+      } else w.decisionOf(seg.idJson(i), d);
+      decisions++;
+    }
+    if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
+    this.outcomes.give(res);
+    conns.answered += decisions;
+    if (decisions > 0) conns.scheduleFlush(c);
+    if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.jsonSpare = seg;
+    conns.settled();
   }
 
   /**

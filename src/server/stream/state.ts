@@ -1,13 +1,14 @@
 /**
  * The state of `/v1/stream` connections: what a connection holds (uWS user data), the checks waiting in its
- * queue (JSON ones one by one, binary ones as column segments), and its armed subscriptions. Data only: the
- * parts that act on it are conn.ts (output, queue and backpressure), json-frames.ts, binary-frames.ts and
- * subscriptions.ts.
+ * queue (binary ones and frames of plain JSON checks as column segments, other JSON ones one by one), and its
+ * armed subscriptions. Data only: the parts that act on it are conn.ts (output, queue and backpressure),
+ * json-frames.ts, binary-frames.ts and subscriptions.ts.
  */
 import type { HeldAnswers } from '../held.js';
 import type { WebSocket } from 'uWebSockets.js';
 import type { CheckRequest } from '../../types.js';
 import { FrameWriter, readUtf8, type CheckColumns } from '../../wire/binary.js';
+import { JsonAnswers, type JsonCheckColumns } from '../../wire/json-stream.js';
 import type { BatchInput } from '../../engine/batch.js';
 
 /** One check waiting for, or being decided by, the engine. */
@@ -26,35 +27,31 @@ export class Item {
 }
 
 /**
- * Binary checks of a connection, as columns: [head, n) wait for the engine, [0, head) were handed to it.
- * A frame's checks go in whole; a segment with checks in flight is not reused until they land.
+ * Checks of a connection, as columns: [head, n) wait for the engine, [0, head) were handed to it. A frame's
+ * checks go in whole; a segment with checks in flight is not reused until they land. Keys are read from
+ * copies of the frames they came in.
  */
-export class BinSeg implements CheckColumns, BatchInput {
+export abstract class Segment implements BatchInput {
   n = 0;
   head = 0;
   /** Checks of this segment handed to the engine and not answered yet. */
   inFlight = 0;
   /** In its connection's queue (it may take more checks, or still has some waiting). */
   inQueue = false;
-  readonly ids: Uint32Array;
   readonly costs: Float64Array;
-  readonly flags: Uint8Array;
   readonly policies: string[];
   readonly keys: Array<string | null>;
   readonly keyAt: Int32Array;
-  readonly keyLen: Uint16Array;
+  abstract readonly keyLen: Uint16Array | Int32Array;
   /** Copies of the frames the checks came in (keys are read from here), `used` bytes of it. */
   keyBytes: Uint8Array;
   used = 0;
-  constructor(readonly capacity: number) {
-    this.ids = new Uint32Array(capacity);
+  constructor(readonly capacity: number, bytesPerCheck: number) {
     this.costs = new Float64Array(capacity);
-    this.flags = new Uint8Array(capacity);
     this.policies = new Array<string>(capacity).fill('');
     this.keys = new Array<string | null>(capacity).fill(null);
     this.keyAt = new Int32Array(capacity);
-    this.keyLen = new Uint16Array(capacity);
-    this.keyBytes = new Uint8Array(capacity * 32);
+    this.keyBytes = new Uint8Array(capacity * bytesPerCheck);
   }
 
   /** Copies a frame in (uWS reuses its memory after the callback); returns where it starts. */
@@ -83,6 +80,37 @@ export class BinSeg implements CheckColumns, BatchInput {
   }
 }
 
+/** Binary checks of a connection (src/wire/binary.ts readCheckColumns). */
+export class BinSeg extends Segment implements CheckColumns {
+  readonly ids: Uint32Array;
+  readonly flags: Uint8Array;
+  readonly keyLen: Uint16Array;
+  constructor(capacity: number) {
+    super(capacity, 32);
+    this.ids = new Uint32Array(capacity);
+    this.flags = new Uint8Array(capacity);
+    this.keyLen = new Uint16Array(capacity);
+  }
+}
+
+/** Plain JSON checks of a connection (src/wire/json-stream.ts readPlainChecks): ids as JSON text in keyBytes. */
+export class JsonSeg extends Segment implements JsonCheckColumns {
+  readonly idAt: Int32Array;
+  readonly idLen: Uint16Array;
+  readonly keyLen: Int32Array;
+  constructor(capacity: number) {
+    super(capacity, 64);
+    this.idAt = new Int32Array(capacity);
+    this.idLen = new Uint16Array(capacity);
+    this.keyLen = new Int32Array(capacity);
+  }
+
+  /** Check i's id as JSON text (an error answer's, a held answer's). */
+  idJson(i: number): string {
+    return readUtf8(this.keyBytes, this.idAt[i], this.idLen[i]) ?? '';
+  }
+}
+
 /** An armed (or firing) subscription. */
 export class Sub {
   due = 0;
@@ -103,23 +131,25 @@ export class Sub {
 
 /**
  * A connection's state (uWS user data). A plain object: uWS copies the user data's own properties into an
- * object of its own at upgrade, so nothing may live on a prototype.
+ * object of its own at upgrade, so nothing may live on a prototype (its fields' values may be class instances).
  */
 export interface Conn {
   ws: WebSocket<Conn> | null;
-  /** Waiting checks: JSON ones one by one, binary ones by segment. */
-  queue: Array<Item | BinSeg | undefined>;
+  /** Waiting checks: JSON ones one by one or by segment (plain checks), binary ones by segment. */
+  queue: Array<Item | Segment | undefined>;
   /** Index of the first entry in `queue` with waiting checks. */
   head: number;
   /** Checks waiting in `queue`. */
   queued: number;
   /** A binary segment out of the queue with nothing in flight, for the next frame. */
   spare: BinSeg | null;
+  /** The same for plain JSON checks. */
+  jsonSpare: JsonSeg | null;
   inFlight: number;
   paused: boolean;
   closed: boolean;
-  /** JSON answers not yet sent. */
-  json: string[];
+  /** JSON answers not yet sent (the UTF-8 of one text frame). */
+  json: JsonAnswers;
   /** Binary answers not yet sent (created on the first binary answer). */
   bin: FrameWriter | null;
   flushScheduled: boolean;
@@ -131,7 +161,7 @@ export interface Conn {
 
 export function newConn(): Conn {
   return {
-    ws: null, queue: [], head: 0, queued: 0, spare: null, inFlight: 0, paused: false, closed: false, json: [], bin: null,
+    ws: null, queue: [], head: 0, queued: 0, spare: null, jsonSpare: null, inFlight: 0, paused: false, closed: false, json: new JsonAnswers(), bin: null,
     flushScheduled: false, pumpScheduled: false, subs: null, held: null,
   };
 }
