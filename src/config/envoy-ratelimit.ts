@@ -37,7 +37,7 @@
 import { createHash } from 'node:crypto';
 import { configError } from '../util/errors.js';
 import { describeValue } from './duration.js';
-import { ALGORITHM_CODES, NAME_PATTERN, type Algorithm, type PolicySpec } from './policies.js';
+import { ALGORITHM_CODES, NAME_PATTERN, type Algorithm, type PolicySpec } from './policy-spec.js';
 
 /** Seconds per envoyproxy/ratelimit unit (its UnitToDivider: a month is 30 days, a year 365). */
 export const UNIT_SECONDS: Readonly<Record<'SECOND' | 'MINUTE' | 'HOUR' | 'DAY' | 'WEEK' | 'MONTH' | 'YEAR', number>> = {

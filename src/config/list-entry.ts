@@ -1,6 +1,6 @@
 /**
- * Allow and deny list entries (a policy's `allow: [...]` and `deny: [...]`), parsed at config load; the
- * matching is engine/lists.ts.
+ * Allow and deny list entries (a policy's `allow: [...]` and `deny: [...]`), parsed at config load (each
+ * entry, and the list fields: {@link readList}); the matching is engine/lists.ts.
  *
  * An entry is one of:
  * - an IP range in CIDR notation, `10.0.0.0/8` or `2001:db8::/32` (hex digits, `.` and `:`, then `/` and a
@@ -10,6 +10,8 @@
  */
 import { isIP } from 'node:net';
 import { MAX_KEY_BYTES } from '../keys/bounds.js';
+import { describeValue } from './duration.js';
+import { joinPath, type Fail } from './fields.js';
 
 /** Most entries one list may hold. */
 export const MAX_LIST_ENTRIES = 100_000;
@@ -47,4 +49,16 @@ export function parseListEntry(v: unknown): ListEntry | string {
   if (family !== 0) return { kind: 'range', address: v, prefix: family === 4 ? 32 : 128, family: family === 4 ? 'ipv4' : 'ipv6' };
   if (DOTTED_QUAD.test(v)) return 'is not a valid IPv4 address: each of the four parts must be 0 to 255';
   return { kind: 'exact', key: v };
+}
+
+/** An allow or deny list: an array of keys, IP addresses and CIDR ranges (see src/engine/lists.ts). */
+export function readList(v: unknown, field: 'allow' | 'deny', fail: Fail): string[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) fail(field, `must be an array of keys, IP addresses or CIDR ranges (got ${describeValue(v)})`);
+  if (v.length > MAX_LIST_ENTRIES) fail(field, `must hold at most ${MAX_LIST_ENTRIES} entries (got ${v.length})`);
+  for (let i = 0; i < v.length; i++) {
+    const e = parseListEntry(v[i]);
+    if (typeof e === 'string') fail(joinPath(field, i), `${e} (got ${describeValue(v[i])})`);
+  }
+  return [...(v as string[])];
 }

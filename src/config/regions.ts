@@ -15,7 +15,7 @@
  */
 import { configError } from '../util/errors.js';
 import { describeValue } from './duration.js';
-import type { CompiledLimit, CompiledPolicy } from './policies.js';
+import type { CompiledLimit, CompiledPolicy } from './policy-spec.js';
 
 /** The `region` option as written (library) or assembled from flags, environment and file (CLI). */
 export interface RegionSpec {

@@ -5,7 +5,7 @@
  * re-addressed to the document path; `engine` and `server` are checked here with zod.
  *
  * ```yaml
- * policies: { <name>: <policy>, ... }  # required, see policies.ts
+ * policies: { <name>: <policy>, ... }  # required, see policy-spec.ts
  * engine:                              # optional
  *   shards: 2                          # 0..64 worker shards (0 = decide in-thread)
  *   maxKeys: 1000000                   # >= 1 keys held per engine
@@ -36,7 +36,9 @@
 import * as z from 'zod';
 import { configError, SluiceError } from '../util/errors.js';
 import { describeValue } from './duration.js';
-import { compilePoliciesWith, joinPath, type CompiledPolicy, type PolicyErrorSite } from './policies.js';
+import { compilePoliciesWith, type PolicyErrorSite } from './policies.js';
+import { joinPath } from './fields.js';
+import type { CompiledPolicy } from './policy-spec.js';
 import { isEnvoyRateLimitDocument, policiesFromEnvoyRateLimit } from './envoy-ratelimit.js';
 import { compileRegion } from './regions.js';
 

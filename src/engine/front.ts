@@ -9,8 +9,9 @@ import { MAX_GROUP } from '../shard/protocol.js';
 import { isSluiceError, closed, overloaded, shardFailed } from '../util/errors.js';
 import type { Store } from '../store/contract.js';
 import type { SyncUnmerged, SyncWriter } from '../store/sync.js';
-import { listed } from './lists.js';
-import { allowlisted, denylisted, PolicyCounters, type ShadowLogger } from './shadow.js';
+import { PolicyCounters, type ShadowLogger } from './shadow.js';
+import { ListStep } from './list-step.js';
+import { ShadowStep } from './shadow-step.js';
 import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
 import { StrictCache } from './strict-cache.js';
 import { DegradedCounts } from './degraded.js';
@@ -23,9 +24,6 @@ import { WriteBehind } from './deciders/write-behind.js';
 import { DEFAULT_MAX_DELAYED, DelayPlaces } from './delay.js';
 
 const RESOLVED = Promise.resolve();
-
-/** The resolve and reject of a candidate's internal check (shadowOf): its outcome is only counted. */
-const IGNORE = (): void => {};
 
 export interface FrontOptions {
   runtimes: Map<string, PolicyRuntime>;
@@ -55,12 +53,13 @@ export interface FrontOptions {
 }
 
 /**
- * The front, a dispatcher: it takes checks (validate.ts), answers allow and deny lists, queues the rest for
- * this event-loop turn with their shadow candidates (queue.ts), and at the turn's end hashes every key in one
- * kernel call, reads the clock once, and hands each check to its consistency mode's {@link Decider}: the
- * local decider (deciders/local.ts, with the write-behind of deciders/write-behind.ts for `sync`), the
- * strict decider (deciders/strict.ts), or one registered in {@link FrontOptions.deciders}. A batch also goes
- * out early when it reaches the kernel's batch size (or the store's checksPerCall store-backed checks).
+ * The front, a dispatcher: it takes checks (validate.ts), has allow and deny lists answer (list-step.ts),
+ * queues the rest for this event-loop turn (queue.ts) with their shadow candidates (shadow-step.ts), and at
+ * the turn's end hashes every key in one kernel call, reads the clock once, and hands each check to its
+ * consistency mode's {@link Decider}: the local decider (deciders/local.ts, with the write-behind of
+ * deciders/write-behind.ts for `sync`), the strict decider (deciders/strict.ts), or one registered in
+ * {@link FrontOptions.deciders}. A batch also goes out early when it reaches the kernel's batch size (or the
+ * store's checksPerCall store-backed checks).
  */
 export class Front {
   private readonly o: FrontOptions;
@@ -85,6 +84,10 @@ export class Front {
   private runtimes: Map<string, PolicyRuntime>;
   /** Shadow evaluations and list matches, by policy name. */
   readonly counters: PolicyCounters;
+  /** Answers checks on an allow or deny list (list-step.ts). */
+  private readonly lists: ListStep;
+  /** Queues the shadow candidates of a live policy's check (shadow-step.ts). */
+  private readonly shadows: ShadowStep;
   /** What this instance knows of strict keys from Redis's answers; null without a store. */
   readonly strict: StrictCache | null;
   /** Decisions not made by Redis, by policy and rule. */
@@ -98,6 +101,8 @@ export class Front {
     this.checksPerCall = o.store?.checksPerCall ?? Number.POSITIVE_INFINITY;
     this.counters = new PolicyCounters(o.logger ?? null);
     this.q = new TurnQueue(o.hasher);
+    this.shadows = new ShadowStep({ queue: this.q, hasher: o.hasher, maxBatch: o.maxBatch, counters: this.counters, clock: o.clock, flush: this.flushNow });
+    this.lists = new ListStep({ counters: this.counters, clock: o.clock, shadows: this.shadows, schedule: () => this.schedule() });
     this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
     this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
     if (o.store !== null) {
@@ -218,7 +223,7 @@ export class Front {
         cost = checkCost(costs[i]);
         if (!direct || rt.lists !== null || !keyLengthOk(keyLen[i])) key = keyOf(rt.policy, src.key(i), undefined);
         if (rt.lists !== null) {
-          const d = this.fromLists(rt, key!, cost);
+          const d = this.lists.answer(rt, key!, cost);
           if (d !== null) {
             out.put(at, d);
             continue;
@@ -254,7 +259,7 @@ export class Front {
       this.q.resolves.push(settle);
       this.q.rejects.push(settle);
       if (use !== rt) this.delays.track(this.q.resolves, this.q.rejects);
-      if (rt!.shadows !== null) this.addShadows(rt!, key!, cost);
+      if (rt!.shadows !== null) this.shadows.add(rt!, key!, cost);
       this.schedule();
     }
     if (chunk !== null && chunk.n > 0) chunk.decide(out);
@@ -279,7 +284,7 @@ export class Front {
       key = keyOf(rt.policy, req.key, req.descriptors);
       // lists answer before any kernel or store work (and before the queue bound: they cost nothing)
       if (rt.lists !== null) {
-        const d = this.fromLists(rt, key, cost);
+        const d = this.lists.answer(rt, key, cost);
         if (d !== null) return now ? d : Promise.resolve(d);
       }
       if (this.pending >= this.o.maxPending) {
@@ -296,7 +301,7 @@ export class Front {
       this.q.resolves.push(this.tookNow);
       this.q.rejects.push(this.failedNow);
       if (use !== rt) this.delays.track(this.q.resolves, this.q.rejects);
-      if (rt.shadows !== null) this.addShadows(rt, key, cost);
+      if (rt.shadows !== null) this.shadows.add(rt, key, cost);
       this.local.now = true;
       try {
         this.flush();
@@ -312,7 +317,7 @@ export class Front {
     }
     const decision = new Promise<Decision>(this.enqueue);
     if (use !== rt) this.delays.track(this.q.resolves, this.q.rejects);
-    if (rt.shadows !== null) this.addShadows(rt, key, cost);
+    if (rt.shadows !== null) this.shadows.add(rt, key, cost);
     this.schedule();
     return decision;
   }
@@ -352,54 +357,6 @@ export class Front {
       // (A resolved promise's then(): queueMicrotask costs twice as much, an AsyncResource per call.)
       if (this.o.pool === null) void RESOLVED.then(this.flushNow);
       else setImmediate(this.flushNow);
-    }
-  }
-
-  /**
-   * The decision of a check on `rt`'s allow or deny list (deny wins), counted; null when on neither. The live
-   * policy's candidates are still evaluated, and a shadow policy's list denial is only a would-deny.
-   */
-  private fromLists(rt: PolicyRuntime, key: string, cost: number): Decision | null {
-    const list = listed(rt.lists!, key);
-    if (list === null) return null;
-    this.counters.listed(rt.policy.name, list);
-    const d = list === 'allow' ? allowlisted(rt) : denylisted(rt);
-    if (rt.shadows !== null) {
-      this.addShadows(rt, key, cost);
-      this.schedule();
-    }
-    return rt.shadow ? this.counters.shadowed(rt, d, readClock(this.o.clock)) : d;
-  }
-
-  /**
-   * Queues one internal check per candidate shadowing `live` (`shadowOf`), on the key derived from the live
-   * check's and the same cost. Each is a check of its own, decided apart from the live one (no all-or-nothing
-   * with its legs); its decision is only counted.
-   */
-  private addShadows(live: PolicyRuntime, key: string, cost: number): void {
-    for (const link of live.shadows!) {
-      let k = key;
-      if (link.pick !== null) {
-        const parts = key.split(':');
-        // a key given directly that is not a tuple of the live policy's descriptors: nothing to derive from
-        if (parts.length !== link.parts) continue;
-        k = parts[link.pick[0]];
-        for (let j = 1; j < link.pick.length; j++) k += ':' + parts[link.pick[j]];
-        if (k.length === 0) continue;
-      }
-      const rt = link.rt;
-      if (rt.lists !== null) {
-        const list = listed(rt.lists, k);
-        if (list !== null) {
-          this.counters.listed(rt.policy.name, list);
-          this.counters.shadowed(rt, list === 'allow' ? allowlisted(rt) : denylisted(rt), readClock(this.o.clock));
-          continue;
-        }
-      }
-      if (this.o.hasher.full || this.q.legs + MAX_GROUP > this.o.maxBatch) this.flush();
-      this.q.add(rt, k, cost);
-      this.q.resolves.push(IGNORE);
-      this.q.rejects.push(IGNORE);
     }
   }
 

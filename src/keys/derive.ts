@@ -28,7 +28,7 @@ export function escapePart(v: string): string {
 
 /**
  * What key derivation reads of a policy: its name and its descriptors in declared order. A CompiledPolicy
- * (config/policies.ts) is one; the shape is spelled here so keys/ sits below config/ and imports nothing of it.
+ * (config/policy-spec.ts) is one; the shape is spelled here so keys/ sits below config/ and imports nothing of it.
  */
 export interface KeyedPolicy {
   readonly name: string;
