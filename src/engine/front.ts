@@ -330,7 +330,7 @@ export class Front {
     if (this.q.length > 0) this.flush();
     const d = this.routed.get(rt.policy.consistency)!.decideNow!(rt, key, cost, readClock(this.o.clock));
     if (d !== undefined && rt.shadows !== null) {
-      this.addShadows(rt, key, cost);
+      this.shadows.add(rt, key, cost);
       this.schedule();
     }
     return d;
