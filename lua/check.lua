@@ -5,8 +5,8 @@
 --             src/engine/delay.ts SCRIPT_DELAY_SHIFT). One packed argument costs Redis one string
 --             instead of 6 per leg to read, and the client one to write.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
---             costs something, with PX = its resetAfterMs, the time until the state carries no information
---             (bucket full, window over).
+--             costs something, with its resetAfterMs, the time until the state carries no information
+--             (bucket full, window over), as its expiry: PXAT now + resetAfterMs on Redis's clock, else PX.
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
 -- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
 -- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
@@ -17,12 +17,13 @@
 -- and changes nothing; the other checks of the batch are decided as usual.
 --
 -- What it costs Redis (instructions counted with callgrind: bench/README.md): every key is read by one
--- MGET up front (a key that is absent or of another type reads as false; only those are told apart, by
--- EXISTS). A key's state then lives in the slot of the first leg that names it, so a group reads what the
--- groups before it committed, and each key written is SET once, at the end, with its last state and PX (the
--- script is atomic: nothing sees the states in between). The legs are unpacked by one struct.unpack per 64,
--- the reply packed by one struct.pack per 512 numbers, and the per-leg work keeps to flat tables filled in
--- order: a table per field and a function call per leg cost Redis more than the arithmetic.
+-- MGET up front (a key that is absent or of another type reads as false; those are told apart by EXISTS, one
+-- for all of them when none exists). A key's state then lives in the slot of the first leg that names it, so
+-- a group reads what the groups before it committed, and each key written is SET once, at the end, with its
+-- last state and expiry (the script is atomic: nothing sees the states in between). A single leg (the common
+-- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
+-- written out; the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
+-- formatting cost Redis more than the arithmetic: see the notes below.
 local now = clockMs()
 local n = tonumber(ARGV[3])
 local ARG4 = ARGV[4]
@@ -33,11 +34,19 @@ local NMAXN = -MAXN
 -- the legs as one flat table (6 numbers per leg), unpacked on the first group of several legs: a single leg
 -- (the common case) reads its 6 numbers by one struct.unpack of its own 48 bytes into locals
 local LEG
+-- A table whose array part holds 64 entries from the start: filled one by one from {}, a table is rebuilt 7
+-- times on its way to 64 (Lua 5.1 has no table.new; a constructor of 64 nils sizes it at once)
+local function t64()
+  return { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
+end
 -- by key: its slot (the index of the first leg naming it); by slot: W0, W1, WL its state (WL = −1: absent,
 -- −2: unreadable), TTL the PX of its last write (nil: not written), LOG true while W0 holds a sliding log's
 -- entries (a table) rather than a number
-local SLOT, W0, W1, WL, TTL, LOG = {}, {}, {}, {}, {}, {}
-local dirty, nd = {}, 0
+local SLOT, W0, W1, WL, TTL, LOG = {}, t64(), t64(), t64(), t64(), {}
+local dirty, nd = t64(), 0
 -- 4 numbers per leg, then the time, then the denied legs' states
 local out = {}
 local tail, nt = {}, 0
@@ -148,8 +157,10 @@ while i <= n do
   local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
   -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
   local g = gd % 65536
-  if g < 1 then g = 1 end
-  if i + g - 1 > n then g = n - i + 1 end
+  if g ~= 1 then
+    if g < 1 then g = 1 end
+    if i + g - 1 > n then g = n - i + 1 end
+  end
   if g == 1 then
     -- one leg (the common case), inlined: decided and committed at once
     local code, rem, reset, retry
@@ -236,7 +247,7 @@ while i <= n do
       if code == ALLOW and c > 0 then
         W0[s], W1[s], WL[s] = nw0, nw1, t
         if alg == 5 then LOG[s] = true end
-        if not TTL[s] then
+        if first or not TTL[s] then
           nd = nd + 1
           dirty[nd] = s
         end
