@@ -5,8 +5,8 @@
 --             src/engine/delay.ts SCRIPT_DELAY_SHIFT). One packed argument costs Redis one string
 --             instead of 6 per leg to read, and the client one to write.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
---             costs something, with PX = its resetAfterMs, the time until the state carries no information
---             (bucket full, window over).
+--             costs something, with its resetAfterMs, the time until the state carries no information
+--             (bucket full, window over), as its expiry: PXAT now + resetAfterMs on Redis's clock, else PX.
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
 -- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
 -- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
@@ -17,23 +17,78 @@
 -- and changes nothing; the other checks of the batch are decided as usual.
 --
 -- What it costs Redis (instructions counted with callgrind: bench/README.md): every key is read by one
--- MGET up front (a key that is absent or of another type reads as false; only those are told apart, by
--- EXISTS). A key's state then lives in the slot of the first leg that names it, so a group reads what the
--- groups before it committed, and each key written is SET once, at the end, with its last state and PX (the
--- script is atomic: nothing sees the states in between). The legs are unpacked by one struct.unpack per 64,
--- the reply packed by one struct.pack per 512 numbers, and the per-leg work keeps to flat tables filled in
--- order: a table per field and a function call per leg cost Redis more than the arithmetic.
+-- MGET up front (a key that is absent or of another type reads as false; those are told apart by EXISTS, one
+-- for all of them when none exists). A key's state then lives in the slot of the first leg that names it, so
+-- a group reads what the groups before it committed, and each key written is SET once, at the end, with its
+-- last state and expiry (the script is atomic: nothing sees the states in between). A single leg (the common
+-- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
+-- written out; the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
+-- formatting cost Redis more than the arithmetic: see the notes below.
 local now = clockMs()
 local n = tonumber(ARGV[3])
-local LEG = unpackLegs(ARGV[4], n)
+local ARG4 = ARGV[4]
 local raw = readAll(n)
+-- globals and library functions the per-leg code uses, as locals: a global is a table lookup per use
+local KEYS, spack, sunpack, sformat, rcall = KEYS, struct.pack, struct.unpack, string.format, redis.call
+local NMAXN = -MAXN
+-- the legs as one flat table (6 numbers per leg), unpacked on the first group of several legs: a single leg
+-- (the common case) reads its 6 numbers by one struct.unpack of its own 48 bytes into locals
+local LEG
+-- A table whose array part holds 64 entries from the start: filled one by one from {}, a table is rebuilt 7
+-- times on its way to 64 (Lua 5.1 has no table.new; a constructor of 64 nils sizes it at once)
+local function t64()
+  return { nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil,
+    nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
+end
 -- by key: its slot (the index of the first leg naming it); by slot: W0, W1, WL its state (WL = −1: absent,
--- −2: unreadable), TTL the PX of its last write (nil: not written)
-local SLOT, W0, W1, WL, TTL = {}, {}, {}, {}, {}
-local dirty, nd = {}, 0
+-- −2: unreadable), TTL the PX of its last write (nil: not written), LOG true while W0 holds a sliding log's
+-- entries (a table) rather than a number
+local SLOT, W0, W1, WL, TTL, LOG = {}, t64(), t64(), t64(), t64(), {}
+local dirty, nd = t64(), 0
 -- 4 numbers per leg, then the time, then the denied legs' states
 local out = {}
 local tail, nt = {}, 0
+-- by leg: its key is absent, told by one EXISTS of several keys; legs up to probed were in such an EXISTS
+local ABSENT, probed = {}, 0
+
+-- The state (w0, w1, lastSeen; lastSeen −1: absent, −2: unreadable) of leg j's key from v, its MGET value
+-- (false: absent or of another type), for alg j's algorithm.
+local function read(j, alg, v)
+  if v then
+    local w0, w1, last
+    if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
+    if w0 then return w0, w1, last end
+    return nil, nil, -2
+  end
+  -- absent, or a key of another type, told apart by EXISTS: one EXISTS of the next keys read as false (up
+  -- to 512) that answers 0 settles them all (the common case: new keys); else one per key
+  if ABSENT[j] then return nil, nil, -1 end
+  if j > probed then
+    local ks, at, m, k = {}, {}, 0, j
+    while k <= n and m < 512 do
+      if not raw[k] then
+        m = m + 1
+        ks[m], at[m] = KEYS[k], k
+      end
+      k = k + 1
+    end
+    probed = k - 1
+    if m > 1 and rcall('EXISTS', unpack(ks, 1, m)) == 0 then
+      for q = 1, m do ABSENT[at[q]] = true end
+      return nil, nil, -1
+    end
+  end
+  if rcall('EXISTS', KEYS[j]) == 1 then return nil, nil, -2 end
+  return nil, nil, -1
+end
+
+-- Slot s takes state (w0, w1, last) from a leg of algorithm alg.
+local function store(s, alg, w0, w1, last)
+  W0[s], W1[s], WL[s] = w0, w1, last
+  if alg == 5 and last >= 0 then LOG[s] = true end
+end
 
 -- The slot holding leg j's key, reading its state on first sight.
 local function slotOf(j, alg)
@@ -41,20 +96,7 @@ local function slotOf(j, alg)
   local s = SLOT[key]
   if s then return s end
   SLOT[key] = j
-  local v = raw[j]
-  if v then
-    local w0, w1, last
-    if alg == 5 then w0, w1, last = decodeLog(v) else w0, w1, last = decodeState(v) end
-    if w0 then
-      W0[j], W1[j], WL[j] = w0, w1, last
-    else
-      WL[j] = -2
-    end
-  elseif redis.call('EXISTS', key) == 1 then
-    WL[j] = -2
-  else
-    WL[j] = -1
-  end
+  store(j, alg, read(j, alg, raw[j]))
   return j
 end
 
@@ -92,14 +134,14 @@ local function keep(j, b)
   else
     local s = SLOT[KEYS[j]]
     local w0 = W0[s] or 0
-    if type(w0) == 'table' then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
+    if LOG[s] then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
     tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0, W1[s] or 0, WL[s]
   end
   nt = nt + 3
 end
 
-local function commit(s, nw0, nw1, t, reset)
-  W0[s], W1[s], WL[s] = nw0, nw1, t
+local function commit(s, nw0, nw1, t, reset, alg)
+  store(s, alg, nw0, nw1, t)
   if not TTL[s] then
     nd = nd + 1
     dirty[nd] = s
@@ -109,63 +151,127 @@ end
 
 -- per leg of a group of several: the state it would write, its time, its slot
 local X0, X1, XT, XS = {}, {}, {}, {}
-local i = 1
+-- i: the leg; o: its place in out; pos: its place in ARG4
+local i, o, pos = 1, 0, 1
 while i <= n do
-  local b = i * 6 - 6
+  local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
   -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
-  local g = LEG[b + 6] % 65536
-  if g < 1 then g = 1 end
-  if i + g - 1 > n then g = n - i + 1 end
-  local o = i * 4 - 4
+  local g = gd % 65536
+  if g ~= 1 then
+    if g < 1 then g = 1 end
+    if i + g - 1 > n then g = n - i + 1 end
+  end
   if g == 1 then
     -- one leg (the common case), inlined: decided and committed at once
-    local alg, L, c, gd = LEG[b + 1], LEG[b + 2], LEG[b + 5], LEG[b + 6]
-    local d = (gd - gd % 65536) / 65536
     local code, rem, reset, retry
     if L == 0 and alg <= 1 then
-      if c > 0 then code, rem, reset, retry = NEVER, 0, 0, -1 else code, rem, reset, retry = ALLOW, 0, 0, 0 end
       if c > 0 then
+        code, rem, reset, retry = NEVER, 0, 0, -1
         tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
         nt = nt + 3
+      else
+        code, rem, reset, retry = ALLOW, 0, 0, 0
       end
     else
+      -- the key's state: its slot's, or read on first sight (into the slot once decided: committed, or as
+      -- read)
       local key = KEYS[i]
       local s = SLOT[key]
-      if not s then s = slotOf(i, alg) end
-      local last = WL[s]
+      local w0, w1, last
+      local first = not s
+      if first then
+        s = i
+        SLOT[key] = i
+        local v = raw[i]
+        if v and alg ~= 5 and #v == 24 then
+          -- lib.lua decodeState's packed case, inlined. x % 1 is in [0, 1) for a finite x and NaN for ±inf
+          -- or NaN, so the sum is 0 exactly when all three are integers
+          w0, w1, last = sunpack('<ddd', v)
+          if not (w0 % 1 + w1 % 1 + last % 1 == 0 and w0 >= NMAXN and w0 <= MAXN and w1 >= 0 and w1 <= MAXN
+            and last >= 0 and last <= MAXN) then
+            w0, w1, last = read(i, alg, v)
+          end
+        else
+          w0, w1, last = read(i, alg, v)
+        end
+      else
+        w0, w1, last = W0[s], W1[s], WL[s]
+      end
       local t = now
       local nw0, nw1
-      if last >= 0 then
-        if last > t then t = last end
-        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], true, W0[s], W1[s], last, c, t, d)
-      elseif last == -1 then
-        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, LEG[b + 3], LEG[b + 4], false, 0, 0, 0, c, t, d)
-      else
+      if last == -2 then
         code, rem, reset, retry = UNREADABLE, 0, 0, 0
-      end
-      if code == ALLOW then
-        if c > 0 then
-          W0[s], W1[s], WL[s] = nw0, nw1, t
-          if not TTL[s] then
-            nd = nd + 1
-            dirty[nd] = s
+      elseif alg == 0 then
+        -- token_bucket.lua (ALG[0]) inlined on its admitting path, its divisions (lib.lua fdiv, cdiv) written
+        -- out: a Lua call costs Redis more than the arithmetic. Any other outcome: ALG[0] itself.
+        local BP = B * P
+        local x = BP
+        if last >= 0 then
+          if last > t then t = last end
+          local a = BP - w0
+          local r = a % L
+          local q = (a - r) / L
+          if r < 0 then q = q - 1 elseif r >= L then q = q + 1 end
+          if q * L < a then q = q + 1 end
+          local elapsed = t - last
+          if elapsed >= q then x = BP else
+            x = w0 + elapsed * L
+            if x > BP then x = BP end
           end
-          TTL[s] = reset
         end
-      elseif code ~= UNREADABLE then
-        local w0 = W0[s] or 0
-        if type(w0) == 'table' then w0 = 0 end
-        tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0, W1[s] or 0, last
-        nt = nt + 3
+        local cP = c * P
+        if c <= B and (c == 0 or cP <= x) then
+          local after = x - cP
+          if after < 0 then rem = 0 else -- a peek in debt
+            local r = after % P
+            rem = (after - r) / P
+            if r < 0 then rem = rem - 1 elseif r >= P then rem = rem + 1 end
+          end
+          local a = BP - after
+          local r = a % L
+          local q = (a - r) / L
+          if r < 0 then q = q - 1 elseif r >= L then q = q + 1 end
+          if q * L < a then q = q + 1 end
+          code, reset, retry, nw0, nw1 = ALLOW, q, 0, after, 0
+        elseif last >= 0 then
+          code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
+        else
+          code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
+        end
+      elseif last >= 0 then
+        if last > t then t = last end
+        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
+      else
+        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
+      end
+      if code == ALLOW and c > 0 then
+        W0[s], W1[s], WL[s] = nw0, nw1, t
+        if alg == 5 then LOG[s] = true end
+        if first or not TTL[s] then
+          nd = nd + 1
+          dirty[nd] = s
+        end
+        TTL[s] = reset
+      else
+        if first then store(s, alg, w0, w1, last) end
+        if code ~= ALLOW and code ~= UNREADABLE then
+          if LOG[s] then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
+          tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0 or 0, w1 or 0, last
+          nt = nt + 3
+        end
       end
     end
     out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+    i = i + 1
+    o = o + 4
+    pos = pos + 48
   else
+    if not LEG then LEG = unpackLegs(ARG4, n) end
     local all, unreadable = true, false
     for j = i, i + g - 1 do
       local bj = j * 6 - 6
-      local gd = LEG[bj + 6]
-      local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5], (gd - gd % 65536) / 65536)
+      local gj = LEG[bj + 6]
+      local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5], (gj - gj % 65536) / 65536)
       local oj = j * 4 - 4
       out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = code, rem, reset, retry
       X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
@@ -180,7 +286,7 @@ while i <= n do
         out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = UNREADABLE, 0, 0, 0
       elseif all then
         local s = XS[j]
-        if s then commit(s, X0[j], X1[j], XT[j], out[oj + 3]) end
+        if s then commit(s, X0[j], X1[j], XT[j], out[oj + 3], LEG[j * 6 - 5]) end
       else
         local bj = j * 6 - 6
         if out[oj + 1] == ALLOW then
@@ -190,14 +296,29 @@ while i <= n do
         keep(j, bj)
       end
     end
+    i = i + g
+    o = o + 4 * g
+    pos = pos + 48 * g
   end
-  i = i + g
 end
+-- On Redis's clock the expiry is written absolute, PXAT now + PX: the instant the state stops carrying
+-- information, which Redis 7.2+ also spares rewriting into PXAT for replication (7.0 rewrites either). On the
+-- caller's clock (ARGV[1] = 0) it stays relative to Redis's own, PX.
+local px, base = 'PX', 0
+if ARGV[1] == '1' then px, base = 'PXAT', now end
 for k = 1, nd do
   local s = dirty[k]
   local v
-  if type(W0[s]) == 'table' then v = encodeLog(W0[s]) else v = encodeState(W0[s], W1[s], WL[s]) end
-  redis.call('SET', KEYS[s], v, 'PX', TTL[s])
+  if LOG[s] then v = encodeLog(W0[s]) else v = spack('<ddd', W0[s], W1[s], WL[s]) end
+  local ttl = TTL[s]
+  -- the expiry as decimal text by string.format('%d') (exact below 2^63): a number argument costs Redis a
+  -- printf('%.17g'), twice the cost. A TTL that is not a positive integer (none is) goes as a number, as
+  -- before, for Redis to refuse.
+  if ttl > 0 and ttl % 1 == 0 then
+    rcall('SET', KEYS[s], v, px, sformat('%d', base + ttl))
+  else
+    rcall('SET', KEYS[s], v, 'PX', ttl)
+  end
 end
 local m = n * 4 + 1
 out[m] = now

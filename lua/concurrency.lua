@@ -5,7 +5,7 @@
 --   ARGV[3] = op: 1 acquire, 2 release; ARGV[4] = the lease id; ARGV[5] = limit N; ARGV[6] = TTL in ms
 -- Acquire returns {code, remaining, retryAfterMs, now}: code 0 allowed (the lease added), 1 denied (retryAfterMs
 -- = the expiry that makes room − now), 2 never (N = 0; retryAfterMs −1). Release returns {1 if the key held the
--- lease (removed) else 0, remaining, now}. The key is written with PX = its last expiry − now, so an abandoned
+-- lease (removed) else 0, remaining, now}. The key expires with its last lease (PEXPIREAT), so an abandoned
 -- key disappears when its last lease expires; everything the script does is one atomic step.
 local now = clockMs()
 local K = KEYS[1]
@@ -28,5 +28,11 @@ if held >= N then
 end
 redis.call('ZADD', K, now + tonumber(ARGV[6]), ARGV[4])
 local last = redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')
-redis.call('PEXPIRE', K, tonumber(last[2]) - now)
+-- on Redis's clock the key expires at its last lease's expiry, PEXPIREAT with the score as Redis wrote it (no
+-- number to format; Redis 7.0 rewrites PEXPIRE into PEXPIREAT with a new argument); else PX = that − now
+if ARGV[1] == '1' then
+  redis.call('PEXPIREAT', K, last[2])
+else
+  redis.call('PEXPIRE', K, tonumber(last[2]) - now)
+end
 return {0, N - held - 1, 0, now}

@@ -210,7 +210,13 @@ if bucket then
 elseif alg == 2 then keep = (kk + 1) * P - now
 else keep = (kk + 2) * P - now end
 if keep < ttl then keep = ttl end
-redis.call('PEXPIRE', S, keep + 1)
+-- on Redis's clock absolute, PEXPIREAT now + keep + 1 (Redis 7.0 rewrites PEXPIRE into it with a new
+-- argument), as decimal text (a number argument costs Redis a printf('%.17g')); else relative
+if ARGV[1] == '1' and keep % 1 == 0 then
+  redis.call('PEXPIREAT', S, string.format('%d', now + keep + 1))
+else
+  redis.call('PEXPIRE', S, keep + 1)
+end
 if shared and settled + lapsed > 0 then redis.call('HINCRBY', KEYS[2], 'used', settled + lapsed) end
 
 return { granted, cnt, ends - now, remaining, retry, reset, expired, now, returned }

@@ -91,5 +91,5 @@ pl, pb = pl - take_l, pb - take_b
 rl, rb = rl + take_l, rb + take_b
 held = held + rl
 redis.call('HSET', k, 'pl', pl, 'pb', pb, 'l:' .. me, rl, 'b:' .. me, rb, 'u:' .. me, u, 't:' .. me, now, 's:' .. me, short and 1 or 0)
-redis.call('PEXPIRE', k, 86400000)
+redis.call('PEXPIRE', k, '86400000') -- as text: a number argument costs Redis a printf('%.17g')
 return { take_l, take_b, give_l, give_b, pl, pb, fresh_u, held, now }

@@ -20,12 +20,16 @@ for m = n + 2, #KEYS do
   if redis.call('GET', KEYS[m]) == '1' then fresh = false end
 end
 if fresh then
-  fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', 600000)
+  -- numbers as text: a number argument costs Redis a printf('%.17g')
+  fresh = redis.call('SET', KEYS[n + 1], '1', 'NX', 'PX', '600000')
   if fresh then
-    for m = n + 2, #KEYS do redis.call('SET', KEYS[m], 's', 'NX', 'PX', 600000) end
+    for m = n + 2, #KEYS do redis.call('SET', KEYS[m], 's', 'NX', 'PX', '600000') end
   end
 end
 local raw = readAll(n)
+-- the expiry of a merged state: on Redis's clock absolute, PXAT now + PX (as lua/check.lua writes it), else PX
+local px, base = 'PX', 0
+if ARGV[1] == '1' then px, base = 'PXAT', now end
 -- states written by this run, by key (a key given twice reads what the first wrote)
 local W0, W1, WL = {}, {}, {}
 
@@ -78,7 +82,11 @@ for j = 1, n do
   local n0, n1, ttl = merge(alg, L, P, B, d, exists, w0, w1, last, t)
   -- a retry that finds its merge done changes nothing: it only reads
   if ttl > 0 and fresh then
-    redis.call('SET', key, encodeState(n0, n1, t), 'PX', ttl)
+    if ttl % 1 == 0 then
+      redis.call('SET', key, encodeState(n0, n1, t), px, string.format('%d', base + ttl))
+    else
+      redis.call('SET', key, encodeState(n0, n1, t), 'PX', ttl)
+    end
     W0[key], W1[key], WL[key] = n0, n1, t
   end
   out[(j - 1) * 3 + 1], out[(j - 1) * 3 + 2], out[(j - 1) * 3 + 3] = n0, n1, t

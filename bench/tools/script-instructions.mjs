@@ -1,15 +1,20 @@
 // Redis instructions per decision of the strict check script (lua/check.lua), counted by callgrind: a steady
 // figure where CPU time on the shared 2 cores swings by 2x between runs. Starts its own redis-server under
-// valgrind on a free loopback port, writes NKEYS token-bucket keys (the bench's policy: 60 a minute into a
-// bucket of 1e9, so every check is admitted), then counts the instructions Redis spends inside EVALSHA over
-// CALLS calls of LEGS single-leg checks on random keys. Needs valgrind (callgrind_control).
+// valgrind on a free loopback port, writes NKEYS token-bucket keys (a bucket of 1e9, so every check is
+// admitted, refilled 1 token an hour, so that no key expires during the run: under valgrind the run takes
+// seconds, and a key of the bench's 60 a minute, spent once, is full again and expires after 1 s), then
+// counts the instructions Redis spends inside EVALSHA over CALLS calls of LEGS single-leg checks on random
+// keys. FRESH=1: every counted check is on a key never written (MGET reads it as false: the first-sight path).
+// Needs valgrind (callgrind_control).
 //
 //   node bench/tools/script-instructions.mjs [luaDir=lua] [LEGS=64] [CALLS=100]     (NKEYS=2000 by default)
 //
 // Only the script is counted (--toggle-collect=evalShaCommand): reading the call off the socket and writing
-// its reply are not.
+// its reply are not. Also printed: the commands the script ran per decision (INFO commandstats).
+// REDIS_SERVER=path runs another redis-server binary (one built with symbols, for a per-function profile);
+// KEEP=file keeps callgrind's output for callgrind_annotate.
 import { execFileSync, spawn } from 'node:child_process';
-import { readdirSync, readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,12 +32,13 @@ const port = await new Promise((resolve) => {
 });
 const out = join(tmpdir(), `sluice-callgrind.${port}.out`);
 const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', '--toggle-collect=evalShaCommand', `--callgrind-out-file=${out}`,
-  'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  process.env.REDIS_SERVER ?? 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
 const redis = new Redis({ port, retryStrategy: () => 200 });
 redis.on('error', () => {});
 await new Promise((resolve) => redis.once('ready', resolve));
 const sha = await redis.script('LOAD', lua);
 const NKEYS = Number(process.env.NKEYS ?? 2000);
+const FRESH = process.env.FRESH === '1';
 const keys = Array.from({ length: NKEYS }, (_, i) => `bench:strict:{bench:6f1c2a9e:k${i}}:0`);
 let x = 12345;
 const rnd = () => {
@@ -40,25 +46,40 @@ const rnd = () => {
   return x;
 };
 const n = Number(LEGS);
-const leg = [0, 60, 60_000, 1e9, 1, 1]; // token bucket, L, P, B, cost, group length
+const leg = [0, 1, 3_600_000, 1e9, 1, 1]; // token bucket, L, P, B, cost, group length
 const packed = Buffer.alloc(n * 48);
 for (let j = 0; j < n; j++) leg.forEach((v, a) => packed.writeDoubleLE(v, j * 48 + a * 8));
 const call = (ks) => redis.evalsha(sha, n, ...ks, '1', '0', String(n), packed);
 // every key written twice before counting
 for (let i = 0; i * n < NKEYS * 2; i++) await call(Array.from({ length: n }, (_, j) => keys[(i * n + j) % NKEYS]));
+let fresh = 0;
+const pick = () => (FRESH ? `bench:strict:{bench:6f1c2a9e:f${fresh++}}:0` : keys[rnd() % NKEYS]);
+const stats = async () => {
+  const m = new Map();
+  for (const [, name, calls] of (await redis.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) m.set(name, Number(calls));
+  return m;
+};
+const before = await stats();
 execFileSync('callgrind_control', ['-i', 'on', String(rs.pid)], { stdio: 'ignore' });
 const calls = [];
-for (let i = 0; i < Number(CALLS); i++) calls.push(call(Array.from({ length: n }, () => keys[rnd() % NKEYS])));
+for (let i = 0; i < Number(CALLS); i++) calls.push(call(Array.from({ length: n }, pick)));
 await Promise.all(calls);
 execFileSync('callgrind_control', ['-i', 'off', String(rs.pid)], { stdio: 'ignore' });
+const after = await stats();
 const exited = new Promise((resolve) => rs.once('exit', resolve));
 redis.shutdown('NOSAVE').catch(() => {});
 await exited;
 redis.disconnect();
 let total = 0;
 for (const f of readdirSync(tmpdir()).filter((f) => f.startsWith(`sluice-callgrind.${port}.out`))) {
-  total += Number(/^totals: (\d+)/m.exec(readFileSync(join(tmpdir(), f), 'utf8'))?.[1] ?? 0);
+  const text = readFileSync(join(tmpdir(), f), 'utf8');
+  total += Number(/^totals: (\d+)/m.exec(text)?.[1] ?? 0);
+  if (process.env.KEEP) writeFileSync(process.env.KEEP, text);
   rmSync(join(tmpdir(), f));
 }
-console.log(`${luaDir}: ${Math.round(total / (Number(CALLS) * n))} Redis instructions per decision inside EVALSHA ` +
-  `(${CALLS} calls of ${n} token-bucket checks over ${NKEYS} keys)`);
+const decisions = Number(CALLS) * n;
+const perDecision = [...after].filter(([c]) => !['evalsha', 'info', 'script'].includes(c) && after.get(c) > (before.get(c) ?? 0))
+  .map(([c, v]) => `${c} ${((v - (before.get(c) ?? 0)) / decisions).toFixed(3)}`).join(', ');
+console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision inside EVALSHA ` +
+  `(${CALLS} calls of ${n} token-bucket checks on ${FRESH ? 'keys never written' : `${NKEYS} written keys`}; ` +
+  `commands per decision: ${perDecision})`);

@@ -1,8 +1,9 @@
 /**
  * The in-memory store: the store contract (src/store/contract.ts) held in this process, with the decisions
  * and merges of lua/check.lua and lua/sync.lua ported line for line (src/store/memory-algorithms.ts) on the
- * same stored bytes (lib.lua's 24-byte state, the sliding log's packed entries) and the same expiry (PX =
- * the time until the state carries no information). For tests of the engine's store-backed modes without a
+ * same stored bytes (lib.lua's 24-byte state, the sliding log's packed entries) and the same expiry (the
+ * time until the state carries no information, from the decision's store time: the scripts' PXAT now + PX on
+ * Redis's clock; with one clock for deciding and expiring, set() below gives the same instant). For tests of the engine's store-backed modes without a
  * redis-server, and for one process that wants `strict` semantics among limiters sharing it.
  *
  * Its clock is `clock` (Unix ms; default Date.now): the "store time" of decisions when `useStoreTime`, and
