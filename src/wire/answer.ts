@@ -22,8 +22,12 @@ interface LimitAnswer {
   readonly limit: CompiledLimit;
   /** `<RateLimit-Policy value>\r\nRateLimit: "<name>";r=` */
   readonly head: Uint8Array;
-  /** `,"policy":"<name>"}` */
+  /** `{"allowed":true,"limit":<L>,"remaining":` and its `false` twin, for a decision whose limit is the limit's L */
+  readonly admitted: Uint8Array;
+  readonly denied: Uint8Array;
+  /** `,"policy":"<name>"}`, and `,"retryAfterMs":0,"policy":"<name>"}` for an admitted decision */
   readonly tail: Uint8Array;
+  readonly zeroTail: Uint8Array;
 }
 
 /** A policy's answers: one entry per limit a decision of it can name (its limits, then its guard's). */
@@ -46,7 +50,10 @@ export function answerTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<
       limits: limits.filter((l, i) => limits.findIndex((m) => m.name === l.name) === i).map((limit) => ({
         limit,
         head: bytes(`${header}\r\nRateLimit: ${sfString(limit.name)};r=`),
+        admitted: bytes(`{"allowed":true,"limit":${limit.limit},"remaining":`),
+        denied: bytes(`{"allowed":false,"limit":${limit.limit},"remaining":`),
         tail: bytes(`,"policy":${JSON.stringify(limit.name)}}`),
+        zeroTail: bytes(`,"retryAfterMs":0,"policy":${JSON.stringify(limit.name)}}`),
       })),
     });
   }
@@ -55,7 +62,6 @@ export function answerTable(policies: ReadonlyMap<string, CompiledPolicy>): Map<
 
 const CONTENT_TYPE = bytes('\r\nContent-Type: application/json');
 const RETRY_AFTER = bytes('\r\nRetry-After: ');
-const T = bytes(';t=');
 const ALLOWED = bytes('{"allowed":true,"limit":');
 const DENIED = bytes('{"allowed":false,"limit":');
 const REMAINING = bytes(',"remaining":');
@@ -98,7 +104,7 @@ export class AnswerBytes {
         break;
       }
     }
-    if (a === undefined || a.head.length + HEAD_SLACK > HEAD_BYTES || a.tail.length + BODY_SLACK > BODY_BYTES) return null;
+    if (a === undefined || a.head.length + HEAD_SLACK > HEAD_BYTES || a.zeroTail.length + BODY_SLACK > BODY_BYTES) return null;
     const { remaining, retryAfterMs } = d;
     if (!natural(remaining) || !natural(d.limit) || !natural(d.resetAfterMs) || (retryAfterMs !== null && !natural(retryAfterMs))) return null;
     let t: number;
@@ -111,8 +117,10 @@ export class AnswerBytes {
     b.set(a.head, 0);
     let at = writeNatural(b, a.head.length, sfInteger(remaining));
     if (t >= 0) {
-      b.set(T, at);
-      at = writeNatural(b, at + T.length, t);
+      b[at] = 0x3b; // ;t=
+      b[at + 1] = 0x74;
+      b[at + 2] = 0x3d;
+      at = writeNatural(b, at + 3, t);
     }
     if (deniedStatus && !d.allowed && retryAfterMs !== null) {
       b.set(RETRY_AFTER, at);
@@ -134,21 +142,35 @@ export class AnswerBytes {
     const a = this.found;
     if (a === null) return null;
     const b = this.body;
-    const open = d.allowed ? ALLOWED : DENIED;
-    b.set(open, 0);
-    let at = writeNatural(b, open.length, d.limit);
-    b.set(REMAINING, at);
-    at = writeNatural(b, at + REMAINING.length, d.remaining);
+    // the fixed parts of the common case in one piece each: L is the limit's, an admitted wait is 0
+    let at: number;
+    if (d.limit === a.limit.limit) {
+      const open = d.allowed ? a.admitted : a.denied;
+      b.set(open, 0);
+      at = open.length;
+    } else {
+      const open = d.allowed ? ALLOWED : DENIED;
+      b.set(open, 0);
+      at = writeNatural(b, open.length, d.limit);
+      b.set(REMAINING, at);
+      at += REMAINING.length;
+    }
+    at = writeNatural(b, at, d.remaining);
     b.set(RESET, at);
     at = writeNatural(b, at + RESET.length, d.resetAfterMs);
-    b.set(RETRY, at);
-    at += RETRY.length;
-    if (d.retryAfterMs === null) {
-      b.set(NULL, at);
-      at += NULL.length;
-    } else at = writeNatural(b, at, d.retryAfterMs);
-    b.set(a.tail, at);
-    at += a.tail.length;
+    if (d.retryAfterMs === 0) {
+      b.set(a.zeroTail, at);
+      at += a.zeroTail.length;
+    } else {
+      b.set(RETRY, at);
+      at += RETRY.length;
+      if (d.retryAfterMs === null) {
+        b.set(NULL, at);
+        at += NULL.length;
+      } else at = writeNatural(b, at, d.retryAfterMs);
+      b.set(a.tail, at);
+      at += a.tail.length;
+    }
     return (this.bodyViews[at] ??= b.subarray(0, at));
   }
 }

@@ -66,9 +66,11 @@ describe('AnswerBytes: the bytes of the string answer', () => {
     for (let i = 0; i < 20_000; i++) {
       const policy = pick([...policies.keys()]);
       const allowed = r() < 0.5;
+      const name = pick(limitsOf(policy));
       const d: Decision = {
-        allowed, limit: num(), remaining: num(), resetAfterMs: num(),
-        retryAfterMs: allowed ? 0 : r() < 0.2 ? null : num(), policy: pick(limitsOf(policy)),
+        // the limit's own L (the usual case, written from a piece made per limit) or any other number
+        allowed, limit: r() < 0.5 ? bindingLimit(policies, policy, name)!.limit : num(), remaining: num(), resetAfterMs: num(),
+        retryAfterMs: allowed ? (r() < 0.9 ? 0 : num()) : r() < 0.2 ? null : r() < 0.1 ? 0 : num(), policy: name,
       };
       const deniedStatus = r() < 0.5;
       const contentType = !deniedStatus;
