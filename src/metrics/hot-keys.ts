@@ -150,13 +150,25 @@ export class SpaceSaving {
     this.bFree = 0;
   }
 
-  /** Moves entry `s` from its bucket (count c) to the bucket of c + 1, creating it if need be. */
+  /**
+   * Moves entry `s` from its bucket (count c) to the bucket of c + 1, creating it if need be; an entry alone in
+   * its bucket, with no bucket of c + 1, takes its bucket along (the list stays ordered: the next bucket counts
+   * more than c + 1), which is what one hot key does on every check.
+   */
   private increment(s: number): void {
     const b = this.bucketOf[s];
+    const count = this.bCount[b] + 1;
     const next = this.bNext[b];
-    const target = next !== NONE && this.bCount[next] === this.bCount[b] + 1 ? next : this.newBucket(this.bCount[b] + 1, b);
-    this.detach(s);
-    this.attach(s, target);
+    if (next !== NONE && this.bCount[next] === count) {
+      this.detach(s);
+      this.attach(s, next);
+    } else if (this.bHead[b] === s && this.nextE[s] === NONE) {
+      this.bCount[b] = count;
+    } else {
+      const target = this.newBucket(count, b);
+      this.detach(s);
+      this.attach(s, target);
+    }
   }
 
   /** A bucket of `count` placed after bucket `after` (NONE: first). */

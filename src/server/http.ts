@@ -6,6 +6,7 @@ import type { CheckRequest, Decision, Limiter } from '../types.js';
 import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
 import { bodyText, checkFromJson, checkFromQuery, decisionJson } from '../wire/codec.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
+import { AnswerBytes, answerTable, type PolicyAnswers } from '../wire/answer.js';
 import { errorItem, problemOf, type Problem } from './problem.js';
 import { authCheck } from './auth.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
@@ -91,6 +92,12 @@ function statusLine(status: number): string {
   return STATUS_LINE[status] ?? `${status} Error`;
 }
 
+/** Per policy name of one policy set: `RateLimit-Policy` values, and the answers' fixed bytes. */
+interface AnswerTables {
+  headers: Map<string, string>;
+  answers: Map<string, PolicyAnswers>;
+}
+
 /** One request's life: whether the client went away, so nothing is written to a dead response. */
 interface Exchange {
   res: HttpResponse;
@@ -120,21 +127,24 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const denyStatus = o.authDenyStatus ?? 429;
   const log = o.logger;
   /**
-   * `RateLimit-Policy` per policy name, per policy set: a check's header comes from the set it was issued
-   * (and decided) under, so an answer written after a reload never pairs the old decision with new headers.
+   * Per policy set, per policy name: the `RateLimit-Policy` value and the answers' fixed bytes
+   * (src/wire/answer.ts). A check's come from the set it was issued (and decided) under, so an answer written
+   * after a reload never pairs the old decision with new headers.
    */
-  const headerTables = new WeakMap<ReadonlyMap<string, CompiledPolicy>, Map<string, string>>();
-  let policyHeaders = new Map<string, string>();
-  let headersOf: ReadonlyMap<string, CompiledPolicy> | null = null;
-  const policyHeader = (set: ReadonlyMap<string, CompiledPolicy>, name: string): string | undefined => {
-    if (set !== headersOf) {
-      let table = headerTables.get(set);
-      if (table === undefined) headerTables.set(set, (table = policyHeaderTable(set)));
-      policyHeaders = table;
-      headersOf = set;
+  const answerTables = new WeakMap<ReadonlyMap<string, CompiledPolicy>, AnswerTables>();
+  let tables: AnswerTables = { headers: new Map(), answers: new Map() };
+  let tablesOf: ReadonlyMap<string, CompiledPolicy> | null = null;
+  const tablesFor = (set: ReadonlyMap<string, CompiledPolicy>): AnswerTables => {
+    if (set !== tablesOf) {
+      let t = answerTables.get(set);
+      if (t === undefined) answerTables.set(set, (t = { headers: policyHeaderTable(set), answers: answerTable(set) }));
+      tables = t;
+      tablesOf = set;
     }
-    return policyHeaders.get(name);
+    return tables;
   };
+  /** The bytes of the common answer (one at a time: cork runs its callback at once). */
+  const answerBytes = new AnswerBytes();
   let inFlight = 0;
   let draining = false;
   let drained: (() => void) | null = null;
@@ -184,7 +194,23 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
   const writeDecisionNow = (): void => {
     const d = wDecision!;
     const res = wRes!;
-    const rateLimit = rateLimitFields(d, policyHeader(wSet!, wCheck!.policy), bindingLimit(wSet!, wCheck!.policy, d.policy), wStatus !== 0);
+    const set = tablesFor(wSet!);
+    const policy = wCheck!.policy;
+    // uWS copies what it is given before it returns, so the reused buffers behind these views are free again
+    const head = answerBytes.header(d, set.answers.get(policy), wStatus !== 0, wStatus === 0);
+    if (head !== null) {
+      if (wStatus === 0) {
+        res.writeHeader('RateLimit-Policy', head);
+        res.end(answerBytes.json(d)!);
+      } else {
+        if (wStatus !== 200) res.writeStatus(statusLine(wStatus));
+        res.writeHeader('RateLimit-Policy', head);
+        res.end();
+      }
+      return;
+    }
+    // the rare decisions (reason, degraded, delay, shadow, staleness, an unknown limit): the same bytes as strings
+    const rateLimit = rateLimitFields(d, set.headers.get(policy), bindingLimit(wSet!, policy, d.policy), wStatus !== 0);
     if (wStatus === 0) {
       res.writeHeader(rateLimit.name, `${rateLimit.value}\r\nContent-Type: application/json`);
       res.end(decisionJson(d));

@@ -80,7 +80,7 @@ export function rateLimitHeader(d: Decision, limit?: CompiledLimit): string {
  * Token bucket and GCRA refill one token every P/L ms; resetAfterMs (rounded up) is the time to full, so the
  * next token is due (B − remaining − 1)·P/L ms before it.
  */
-function msUntilMoreQuota(d: Decision, l: CompiledLimit): number {
+export function msUntilMoreQuota(d: Decision, l: CompiledLimit): number {
   if (d.resetAfterMs <= 0 || l.limit === 0) return -1;
   switch (l.algorithm) {
     case 'token_bucket':
