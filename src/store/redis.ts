@@ -59,6 +59,13 @@ export interface RedisOptions {
   clock?: 'redis' | 'limiter';
   breaker?: BreakerOptions;
   /**
+   * Strict script calls kept in flight on the connection: while fewer are out, a turn's strict checks are
+   * split into calls of at least 16 (a turn of 64 checks into 3), so Redis runs one while this thread builds
+   * the next and reads the answers of the one before; 1 sends each turn's checks as one call (up to 64).
+   * Smaller calls cost Redis more per decision. Default 3.
+   */
+  pipelineCalls?: number;
+  /**
    * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
    * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
    */
@@ -105,6 +112,8 @@ export class RedisStore implements Store {
    * calls cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
    */
   readonly checksPerCall = 64;
+  /** {@link RedisOptions.pipelineCalls}. */
+  readonly pipelineCalls: number;
   private readonly call: CheckCall;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
@@ -126,6 +135,7 @@ export class RedisStore implements Store {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     this.overLimitCache = o.overLimitCache ?? true;
+    this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? 3));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
