@@ -62,7 +62,7 @@ export interface RedisOptions {
    * Strict script calls kept in flight on the connection: while fewer are out, a turn's strict checks are
    * split into calls of at least 16 (a turn of 64 checks into 3), so Redis runs one while this thread builds
    * the next and reads the answers of the one before; 1 sends each turn's checks as one call (up to 64).
-   * Smaller calls cost Redis more per decision. Default 3.
+   * Smaller calls cost Redis more per decision. Default 3; 1 on a Redis Cluster (its calls are split by slot).
    */
   pipelineCalls?: number;
   /**
@@ -135,7 +135,8 @@ export class RedisStore implements Store {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     this.overLimitCache = o.overLimitCache ?? true;
-    this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? 3));
+    // a Cluster splits every call by slot already, over several masters' connections
+    this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 3)));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
