@@ -32,7 +32,7 @@ class RawCommand extends Command {
 
 /** The request's head up to the script's SHA-1: `*argc EVALSHA sha`, ASCII. */
 function shaHead(n: number, sha: string): string {
-  return `*${n + 7}\r\n$7\r\nEVALSHA\r\n$40\r\n${sha}\r\n`;
+  return `*${n + 7}\r\n$7\r\nevalsha\r\n$40\r\n${sha}\r\n`;
 }
 
 /**
@@ -70,7 +70,7 @@ export function encodeCheck(sha: string, keys: readonly string[], flag: number, 
 /** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
 export function asEval(req: Buffer, n: number, sha: string, lua: string): Buffer {
   const from = shaHead(n, sha).length;
-  return Buffer.concat([Buffer.from(`*${n + 7}\r\n$4\r\nEVAL\r\n$${Buffer.byteLength(lua)}\r\n${lua}\r\n`), req.subarray(from)]);
+  return Buffer.concat([Buffer.from(`*${n + 7}\r\n$4\r\neval\r\n$${Buffer.byteLength(lua)}\r\n${lua}\r\n`), req.subarray(from)]);
 }
 
 /**
