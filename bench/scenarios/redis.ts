@@ -39,7 +39,7 @@ const RATE = 60;
 const BURST = 1_000_000_000;
 const PERIOD_MS = 60_000;
 
-type Kind = 'strict' | 'rlf' | 'evalsha' | 'envoy' | 'sync' | 'local';
+type Kind = 'strict' | 'strict1' | 'rlf' | 'evalsha' | 'envoy' | 'sync' | 'local';
 
 /** The over-limit case's hot keys and their limit (10 a minute). */
 const HOT_KEYS = 100;
@@ -105,22 +105,26 @@ async function setup(s: Spec) {
   let close: () => Promise<void>;
   /** After a round: wait for write-behind merges (sync), so their Redis CPU counts in this subject's round. */
   let settle: () => Promise<{ merges: number; storeErrors: number }> = async () => ({ merges: 0, storeErrors: 0 });
-  if (s.kind === 'strict' || s.kind === 'sync' || s.kind === 'local') {
+  if (s.kind === 'strict' || s.kind === 'strict1' || s.kind === 'sync' || s.kind === 'local') {
+    // strict1: strict with one script call per turn (pipelineCalls 1), the A/B of the call split
+    const mode = s.kind === 'strict1' ? 'strict' : s.kind;
     const lim = await createLimiter({
       policies: {
         bench: {
           algorithm: 'token_bucket', limit: RATE, period: PERIOD_MS, burst: BURST,
-          consistency: s.kind, ...(s.kind === 'local' ? {} : { onStoreError: 'closed' as const }),
+          consistency: mode, ...(mode === 'local' ? {} : { onStoreError: 'closed' as const }),
         },
         hot: {
           algorithm: 'token_bucket', limit: HOT_LIMIT, period: PERIOD_MS,
-          consistency: s.kind, ...(s.kind === 'local' ? {} : { onStoreError: 'closed' as const }),
+          consistency: mode, ...(mode === 'local' ? {} : { onStoreError: 'closed' as const }),
         },
       },
       shards: 0,
       maxKeys: KEYS * 2,
       // A lenient deadline: the bench measures throughput, and a decision past it would be a degraded one.
-      ...(s.kind === 'local' ? {} : { redis: { url, prefix: `bench:${s.kind}:`, timeoutMs: 1_000, syncIntervalMs: 20 } }),
+      ...(s.kind === 'local' ? {} : {
+        redis: { url, prefix: `bench:${s.kind}:`, timeoutMs: 1_000, syncIntervalMs: 20, ...(s.kind === 'strict1' ? { pipelineCalls: 1 } : {}) },
+      }),
     });
     check = async (key, hot) => {
       const d = await lim.check({ policy: hot ? 'hot' : 'bench', key, cost: 1 });
@@ -325,13 +329,19 @@ export async function startRedis(): Promise<OwnRedis> {
 }
 
 const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
-  { kind: 'strict', subject: 'sluice strict (script calls of ≤ 64 checks, pipelined)' },
+  { kind: 'strict', subject: 'sluice strict (script calls of 16–64 checks, up to 3 in flight)' },
+  { kind: 'strict1', subject: 'sluice strict, one script call per turn (pipelineCalls 1)' },
   { kind: 'rlf', subject: 'rlf RateLimiterRedis' },
   { kind: 'evalsha', subject: 'one token-bucket EVALSHA per check, auto-pipelined (ceiling)' },
   { kind: 'envoy', subject: 'envoyproxy/ratelimit-style INCRBY + EXPIRE per check, pipelined (fixed window)' },
   { kind: 'sync', subject: 'sluice sync (write-behind, 20 ms)' },
   { kind: 'local', subject: 'sluice local (no Redis)' },
 ];
+
+/** The subject label of `kind`. */
+function subjectOf(kind: Kind): string {
+  return SUBJECTS.find((s) => s.kind === kind)!.subject;
+}
 
 export function hasRedisServer(): boolean {
   return spawnSync('redis-server', ['--version'], { timeout: 5_000 }).error === undefined;
@@ -373,7 +383,7 @@ export const redisScenario: Scenario = {
         { key: 'rcpu', label: 'Redis CPU µs/decision', higherIsBetter: false },
         { key: 'calls', label: 'Redis calls/check', higherIsBetter: false, digits: 3 },
       ],
-      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }, { label: 'envoy', subject: SUBJECTS[3].subject }],
+      baselines: [{ label: 'rlf', subject: subjectOf('rlf') }, { label: 'envoy', subject: subjectOf('envoy') }],
       ratioMetrics: ['rate', 'p99', 'rcpu'],
       rows: [],
       notes: [],
@@ -387,7 +397,7 @@ export const redisScenario: Scenario = {
         'RateLimiterRedis (one script call per check). Redis calls per check: script calls (INFO commandstats ' +
         'evalsha + eval) over the round ÷ checks. Same redis-server, rounds and alternation as above.',
       metrics: strict.metrics,
-      baselines: [{ label: 'rlf', subject: SUBJECTS[1].subject }],
+      baselines: [{ label: 'rlf', subject: subjectOf('rlf') }],
       ratioMetrics: ['rate', 'p99', 'rcpu', 'calls'],
       rows: [],
       notes: [],
@@ -397,7 +407,7 @@ export const redisScenario: Scenario = {
       title: 'Redis: sync mode (write-behind) vs local',
       method: method('sluice `consistency: sync` (decides locally, merges deltas every 20 ms) against `local` (no Redis);'),
       metrics: strict.metrics,
-      baselines: [{ label: 'local', subject: SUBJECTS[4].subject }],
+      baselines: [{ label: 'local', subject: subjectOf('local') }],
       ratioMetrics: ['rate', 'p99'],
       rows: [],
       notes: [],

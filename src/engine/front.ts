@@ -389,6 +389,12 @@ export class Front {
 
   /** Hands each store-backed check of the turn to its mode's decider, and decides the rest locally. */
   private split(all: Batch, now: number): void {
+    // a turn of strict checks only: the strict decider takes the turn's batch uncopied (it copies what it keeps)
+    if (all.n === this.q.routed) {
+      let i = 0;
+      while (i < all.n && all.rts[i].policy.consistency === 'strict') i++;
+      if (i === all.n) return this.routed.get('strict')!.decide(all, now);
+    }
     const local = emptyBatch();
     const parts = new Map<Decider, Batch>();
     for (let i = 0; i < all.n; i++) {

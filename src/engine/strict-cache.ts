@@ -37,10 +37,15 @@ import { compose } from './decision.js';
 import { evaluateLeg } from '../store/lua-algorithms.js';
 import { LEG_WIDE } from '../store/reply.js';
 import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
+import { storeKey } from '../keys/store-key.js';
+import { legKey } from './legs.js';
 
 /** One strict key (a check's leg-0 Redis key) as this instance last learned it. */
 export interface Known {
   rt: PolicyRuntime;
+  /** The check's key, and the Redis keys of its legs (built once: a check sent to Redis builds no string). */
+  readonly key: string;
+  keys: string[];
   /** Calls for this key sent to Redis and not answered yet (the cache answers only when 0: key order). */
   inflight: number;
   /** The cost of the denial the states prove, or −1: none. */
@@ -63,7 +68,16 @@ export interface Known {
 const RENEW_MS = 10_000;
 
 export class StrictCache {
-  private readonly map = new Map<string, Known>();
+  /**
+   * The entries, by the head of their leg-0 Redis key (`<prefix>{<policy>:<version>:`, one per policy
+   * version) then by the check's key: a check is looked up by the key it came with, no Redis key is built.
+   */
+  private readonly map = new Map<string, Map<string, Known>>();
+  private count = 0;
+  /** The last runtime looked up, its head and its entries (a batch is mostly one policy). */
+  private lastRt: PolicyRuntime | null = null;
+  private lastPrefix = '';
+  private lastHead: Map<string, Known> | null = null;
   /** Over-limit answers given (the metric `sluice_store_over_limit_answers_total`). */
   answers = 0;
   /** Bounds of Redis time − this instance's clock, ms; the current window's and the last one's. */
@@ -82,19 +96,38 @@ export class StrictCache {
   constructor(private readonly maxKeys: number, private readonly redisTime: boolean, private readonly answer = true) {}
 
   get size(): number {
-    return this.map.size;
+    return this.count;
   }
 
-  /** The entry of a check about to be decided on `key0` (its leg 0's Redis key), made if need be. */
-  entry(key0: string, rt: PolicyRuntime): Known {
-    let e = this.map.get(key0);
+  /** The entries under the head of `rt`'s leg-0 Redis keys (made if need be). */
+  private headOf(prefix: string, rt: PolicyRuntime): Map<string, Known> {
+    if (rt === this.lastRt && prefix === this.lastPrefix) return this.lastHead!;
+    const head = keyHead(prefix, rt);
+    let m = this.map.get(head);
+    if (m === undefined) this.map.set(head, (m = new Map()));
+    this.lastRt = rt;
+    this.lastPrefix = prefix;
+    this.lastHead = m;
+    return m;
+  }
+
+  /** The entry of a check of `rt` on `key` about to be decided (Redis keys under `prefix`), made if need be. */
+  entry(prefix: string, rt: PolicyRuntime, key: string): Known {
+    const m = this.headOf(prefix, rt);
+    let e = m.get(key);
     if (e === undefined) {
-      if (this.map.size >= this.maxKeys) this.evictOne();
-      e = { rt, inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1), exact: false, seeded: false, sentEpoch: 0, epoch: 0 };
-      this.map.set(key0, e);
+      if (this.count >= this.maxKeys) this.evictOne();
+      e = {
+        rt, key, keys: legKeys(prefix, rt, key), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
+        exact: false, seeded: false, sentEpoch: 0, epoch: 0,
+      };
+      m.set(key, e);
+      this.count++;
     } else if (e.rt !== rt) {
-      // a reload: the numbers may differ (the key carries the version, but a runtime is rebuilt on every reload)
+      // a reload: the numbers may differ (the key carries the version, but a runtime is rebuilt on every reload),
+      // and so may its legs' keys (a guard's are the guard's own)
       e.rt = rt;
+      e.keys = legKeys(prefix, rt, key);
       e.deniedCost = -1;
       if (e.states.length !== rt.legCount * 3) e.states = new Float64Array(rt.legCount * 3);
       e.states.fill(-1);
@@ -119,10 +152,13 @@ export class StrictCache {
   }
 
   private evictOne(): void {
-    for (const [k, e] of this.map) {
-      if (e.inflight > 0) continue;
-      this.map.delete(k);
-      return;
+    for (const m of this.map.values()) {
+      for (const [k, e] of m) {
+        if (e.inflight > 0) continue;
+        m.delete(k);
+        this.count--;
+        return;
+      }
     }
   }
 
@@ -214,21 +250,47 @@ export class StrictCache {
     return Math.min(now, t - lo);
   }
 
-  /** Drops what is known of `key0` (an admin reset, a sync merge into it). */
+  /** Drops what is known of `key0`, a check's leg-0 Redis key (an admin reset, a sync merge into it). */
   drop(key0: string): void {
-    const e = this.map.get(key0);
-    if (e === undefined) return;
-    if (e.inflight > 0) {
-      e.deniedCost = -1;
-      e.states.fill(-1);
-    } else this.map.delete(key0);
+    if (!key0.endsWith(LEG0_END)) return;
+    for (const [head, m] of this.map) {
+      if (!key0.startsWith(head)) continue;
+      // every `%` in the key's part comes from its escape (src/keys/store-key.ts), so this inverts it
+      const key = key0.slice(head.length, key0.length - LEG0_END.length).replace(/%(25|7B|7D|3A)/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+      const e = m.get(key);
+      if (e === undefined) continue;
+      if (e.inflight > 0) {
+        e.deniedCost = -1;
+        e.states.fill(-1);
+      } else {
+        m.delete(key);
+        this.count--;
+      }
+    }
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */
   clearDenials(): void {
-    for (const e of this.map.values()) e.deniedCost = -1;
+    for (const m of this.map.values()) for (const e of m.values()) e.deniedCost = -1;
   }
 }
+
+/** How a leg-0 Redis key ends after its key part (src/keys/store-key.ts). */
+const LEG0_END = '}:0';
+
+/** `<prefix>{<policy>:<version>:`: what every leg-0 Redis key of `rt`'s checks begins with. */
+function keyHead(prefix: string, rt: PolicyRuntime): string {
+  const k0 = storeKey(prefix, rt.policy.name, rt.policy.version, '', 0);
+  return k0.slice(0, k0.length - LEG0_END.length);
+}
+
+/** The Redis keys of a check's legs. */
+function legKeys(prefix: string, rt: PolicyRuntime, key: string): string[] {
+  const out = new Array<string>(rt.legCount);
+  for (let j = 0; j < rt.legCount; j++) out[j] = legKey(prefix, rt, key, j);
+  return out;
+}
+
 
 /**
  * Leg j's state rebuilt from an admitted (or peeked) answer: remaining r (floor of tokens) and resetAfterMs z

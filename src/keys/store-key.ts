@@ -11,6 +11,10 @@ export function storeKey(prefix: string, policy: string, version: string, key: s
   return `${prefix}{${escapeTagPart(policy)}:${escapeTagPart(version)}:${escapeTagPart(key)}}:${limitIndex}`;
 }
 
+/** The characters {@link escapeTagPart} escapes. */
+const SPECIAL = /[%{}:]/;
+
 export function escapeTagPart(s: string): string {
-  return s.replace(/[%{}:]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+  // most parts have none: a test is cheaper than a replace with a callback
+  return SPECIAL.test(s) ? s.replace(/[%{}:]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase()) : s;
 }

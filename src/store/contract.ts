@@ -102,6 +102,11 @@ export interface Store extends PubSub {
    * many, so the store can run one while the next is built (a pipeline, not client and store taking turns).
    */
   readonly checksPerCall: number;
+  /**
+   * Script calls the engine keeps in flight by splitting a turn's strict checks (into calls of at least 16)
+   * while fewer are out: 1 sends a turn as one call.
+   */
+  readonly pipelineCalls: number;
 
   /**
    * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm

@@ -42,6 +42,7 @@ export class MemoryStore implements Store {
   readonly ready = true;
   /** As RedisStore's, so that the engine batches checks the same way on either store. */
   readonly checksPerCall = 64;
+  readonly pipelineCalls = 1;
   readonly mergeDeadlineMs = (): number => 1000;
   private readonly now: () => number;
   private readonly bus: MemoryPubSub;

@@ -8,6 +8,7 @@ import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
+import { checkCaller } from './check-call.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
 import { leaseCaller } from './lease-call.js';
 import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, StoreStats, StoredValues } from './contract.js';
@@ -58,6 +59,13 @@ export interface RedisOptions {
   clock?: 'redis' | 'limiter';
   breaker?: BreakerOptions;
   /**
+   * Strict script calls kept in flight on the connection: while fewer are out, a turn's strict checks are
+   * split into calls of at least 16 (a turn of 64 checks into 3), so Redis runs one while this thread builds
+   * the next and reads the answers of the one before; 1 sends each turn's checks as one call (up to 64).
+   * Smaller calls cost Redis more per decision. Default 3; 1 on a Redis Cluster (its calls are split by slot).
+   */
+  pipelineCalls?: number;
+  /**
    * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
    * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
    */
@@ -75,7 +83,8 @@ export const DEFAULT_TIMEOUT_MS = 200;
 export { STORE_LATENCY_BUCKETS } from './latency.js';
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
-type CheckBufferCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<Buffer>;
+/** A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's. */
+type CheckCall = (keys: string[], args: number[], flag: number, now: number) => Promise<number[]>;
 
 /** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
 function packLegs(args: readonly number[], from: number): Buffer {
@@ -103,7 +112,9 @@ export class RedisStore implements Store {
    * calls cost Redis more per decision (measured: 16 a call, +25 % script time), larger ones pipeline less.
    */
   readonly checksPerCall = 64;
-  private readonly call: (keys: string[], args: number[]) => Promise<number[]>;
+  /** {@link RedisOptions.pipelineCalls}. */
+  readonly pipelineCalls: number;
+  private readonly call: CheckCall;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
   readonly mergeDeadlineMs: (n: number) => number;
@@ -124,28 +135,28 @@ export class RedisStore implements Store {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     this.overLimitCache = o.overLimitCache ?? true;
+    // a Cluster splits every call by slot already, over several masters' connections
+    this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 3)));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
       this.late.tokens += spentBy(raw, args, from);
     };
-    let check: (keys: string[], args: number[]) => Promise<number[]>;
+    let check: CheckCall;
     let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
     if (redis instanceof Cluster) {
       const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend);
       check = c.check;
       sync = c.merge;
     } else {
-      redis.defineCommand('sluiceCheck', { lua: checkScript() });
       redis.defineCommand('sluiceSync', { lua: syncScript() });
-      // the check script's reply is one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
-      const checkCmd = (redis as unknown as { sluiceCheckBuffer: CheckBufferCommand }).sluiceCheckBuffer.bind(redis);
+      // the check request is encoded whole (src/store/check-call.ts); its reply is one string of packed doubles
+      const checkCmd = checkCaller(redis, checkScript());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
-      check = async (keys, args) => {
-        const raw = await deadline(checkCmd(keys.length, ...keys, args[0], args[1], args[2], packLegs(args, 3)).then(unpackReply),
-          timeoutMs, live, (r) => lateSpend(r, args, 3));
-        return widen(raw, args, 3);
+      check = async (keys, args, flag, now) => {
+        const raw = await deadline(checkCmd(keys, flag, now, args, 0).then(unpackReply), timeoutMs, live, (r) => lateSpend(r, args, 0));
+        return widen(raw, args, 0);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
     }
@@ -158,7 +169,7 @@ export class RedisStore implements Store {
       // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
       // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
       (e) => failureKind(e) === 'scriptErrors');
-    this.call = (keys, args) => breaker.fire(keys, args);
+    this.call = (keys, args, flag, now) => breaker.fire(keys, args, flag, now);
     this.breakerState = state;
     this.leaseCall = leaseCaller(redis, timeoutMs);
   }
@@ -238,7 +249,7 @@ export class RedisStore implements Store {
   async decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
     const start = performance.now();
     try {
-      return this.unreadable(await this.call(keys, [this.useRedisTime ? 1 : 0, nowMs, keys.length, ...args]));
+      return this.unreadable(await this.call(keys, args, this.useRedisTime ? 1 : 0, nowMs));
     } catch (e) {
       this.failed(e);
       throw e;
@@ -409,7 +420,7 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
  */
 function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
   lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
-  check: (keys: string[], args: number[]) => Promise<number[]>;
+  check: CheckCall;
   merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
 } {
   const checkLua = script(checkScript());
@@ -446,16 +457,13 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
   return {
-    // args: clock flag, now, n, then 6 per leg. Each slot's call has its own deadline, and the slots that
-    // answered are decided even if another failed (a master lost): its legs' rows are NaN. All failed: rejects.
-    async check(keys, args) {
+    // args: 6 per leg. Each slot's call has its own deadline, and the slots that answered are decided even if
+    // another failed (a master lost): its legs' rows are NaN. All failed: rejects.
+    async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
-      const parts = splitChecks(prefix, keys, args.slice(3), 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => {
-        const partArgs = [args[0], args[1], p.keys.length, ...p.args];
-        return deadline(runCheck(p.keys, [args[0], args[1], p.keys.length, packLegs(p.args, 0)]), timeoutMs, liveOf(p.slot),
-          (r) => lateSpend(r, partArgs, 3));
-      }));
+      const parts = splitChecks(prefix, keys, args, 6, 5);
+      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args, 0)]),
+        timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
       if (failed.length > 0 && failed.length === parts.length) {
@@ -467,7 +475,7 @@ function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed:
       parts.forEach((p, k) => {
         const r = settled[k];
         if (r.status !== 'fulfilled') return;
-        const wide = widen(r.value, [args[0], args[1], p.keys.length, ...p.args], 3);
+        const wide = widen(r.value, p.args, 0);
         p.legs.forEach((leg, i) => {
           for (let a = 0; a < LEG_WIDE; a++) out[leg * LEG_WIDE + a] = wide[i * LEG_WIDE + a];
         });

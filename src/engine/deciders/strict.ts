@@ -1,7 +1,9 @@
 /**
- * The strict decider: one atomic script call (lua/check.lua) decides every strict check of the turn, in
- * calls of the store's checksPerCall checks written as they fill (front.ts), but for the checks the over-limit cache answers
- * (src/engine/strict-cache.ts). When the call fails, or some of its legs come back unanswered (a Cluster slot
+ * The strict decider: atomic script calls (lua/check.lua) decide every strict check of the turn, in
+ * calls of at most the store's checksPerCall checks written as they fill (front.ts), split further while fewer
+ * than Store.pipelineCalls are in flight ({@link callSize}), but for the checks the over-limit cache answers
+ * (src/engine/strict-cache.ts). One connection answers in order, so each key's checks reach Redis in the order
+ * they were made. When the call fails, or some of its legs come back unanswered (a Cluster slot
  * lost, an unreadable state), those checks take the failure rule (src/engine/failure.ts); under `local` the
  * kernel that decides them is first seeded with the key's state last learned from Redis.
  */
@@ -17,7 +19,6 @@ import type { StrictCache, Known } from '../strict-cache.js';
 import { settle, type Decider, type Flight, type LocalFallback } from '../decider.js';
 import { storeFailure } from '../failure.js';
 import { emptyBatch, push, type Batch } from '../queue.js';
-import { legKey } from '../legs.js';
 import { SCRIPT_DELAY_SHIFT } from '../delay.js';
 
 export interface StrictDeciderOptions {
@@ -35,6 +36,8 @@ export class StrictDecider implements Decider {
   readonly mode = 'strict';
   /** A leg's hash (reused: see seed()). */
   private readonly legHash = new Float64Array(2);
+  /** Script calls sent and not answered yet. */
+  private calls = 0;
 
   constructor(private readonly o: StrictDeciderOptions) {}
 
@@ -44,15 +47,12 @@ export class StrictDecider implements Decider {
 
   decide(b: Batch, now: number): void {
     const { store, cache } = this.o;
-    const redisKeys: string[] = [];
-    const args: number[] = [];
-    const sent = emptyBatch();
-    const known: Known[] = [];
+    const size = callSize(b.n, store.pipelineCalls - this.calls);
+    let call = new Call();
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
-      const key0 = legKey(store.prefix, rt, b.keys[i], 0);
-      const e = cache.entry(key0, rt);
-      const shared = this.sharedKeys(rt, b.keys[i]);
+      const e = cache.entry(store.prefix, rt, b.keys[i]);
+      const shared = this.sharedKeys(rt, e);
       const d = cache.overLimit(e, b.costs[i], now, shared === null ? 0 : cache.epochOf(shared));
       if (d !== null) {
         settle(this.o.counters, d, b, i, now);
@@ -63,30 +63,44 @@ export class StrictDecider implements Decider {
         e.sentEpoch = cache.epochOf(shared);
       }
       e.inflight++;
-      known.push(e);
-      push(sent, b, i);
+      call.known.push(e);
+      push(call.sent, b, i);
+      const { keys, args } = call;
       for (let j = 0; j < rt.legCount; j++) {
-        redisKeys.push(j === 0 ? key0 : legKey(store.prefix, rt, b.keys[i], j));
+        keys.push(e.keys[j]);
         const l = rt.legLimits[j];
         // onLimit: delay: the leg's maxDelayMs rides above the group length (lua/check.lua)
         const delay = rt.legDelayMs === null ? 0 : rt.legDelayMs[j] * SCRIPT_DELAY_SHIFT;
         args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], (j === 0 ? rt.legCount : 0) + delay);
       }
+      if (call.sent.n >= size) {
+        this.send(call, now);
+        call = new Call();
+      }
     }
-    if (sent.n === 0) return;
+    if (call.sent.n > 0) this.send(call, now);
+  }
+
+  /** Sends one script call and settles its checks when it answers. */
+  private send(call: Call, now: number): void {
+    const { store, cache } = this.o;
+    const { sent, known } = call;
     const flight = this.o.flight;
     flight.add(sent.n);
-    store.decideWide(redisKeys, args, now).then(
+    this.calls++;
+    store.decideWide(call.keys, call.args, now).then(
       (rows) => {
         for (const e of known) e.inflight--;
         if (rows.length > 0) cache.sample(rows[4], now, readClock(this.o.clock));
         const out = narrow(rows);
         // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
-        const failed = emptyBatch();
-        const failedKnown: Known[] = [];
+        let failed: Batch | null = null;
+        let failedKnown: Known[] | null = null;
         let base = 0;
         for (let i = 0; i < sent.n; i++) {
           if (Number.isNaN(rows[LEG_WIDE * base])) {
+            failed ??= emptyBatch();
+            failedKnown ??= [];
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
@@ -95,25 +109,25 @@ export class StrictDecider implements Decider {
           }
           base += sent.rts[i].legCount;
         }
-        if (failed.n > 0) this.storeFailed(failed, failedKnown, now);
+        if (failed !== null) this.storeFailed(failed, failedKnown!, now);
       },
       () => {
         for (const e of known) e.inflight--;
         this.storeFailed(sent, known, now);
       },
-    ).finally(() => flight.landed(sent.n));
+    ).finally(() => {
+      this.calls--;
+      flight.landed(sent.n);
+    });
   }
 
   /**
    * The store keys of a check's legs that other checks share (a guard's, through a guarded policy or a
    * check on the guard itself), or null when it has none.
    */
-  private sharedKeys(rt: PolicyRuntime, key: string): readonly string[] | null {
+  private sharedKeys(rt: PolicyRuntime, e: Known): readonly string[] | null {
     if (rt.guardStoreKeys !== null) return rt.guardStoreKeys;
-    if (key !== GUARD_KEY) return null;
-    const out: string[] = [];
-    for (let j = 0; j < rt.legCount; j++) out.push(legKey(this.o.store.prefix, rt, key, j));
-    return out;
+    return e.key === GUARD_KEY ? e.keys : null;
   }
 
   /** The failure rule of each check of `b` (`known`: their cache entries, in order). */
@@ -153,6 +167,26 @@ export class StrictDecider implements Decider {
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
   }
 }
+
+/** The checks, keys and arguments of one script call. */
+class Call {
+  readonly sent = emptyBatch();
+  readonly known: Known[] = [];
+  readonly keys: string[] = [];
+  readonly args: number[] = [];
+}
+
+/**
+ * Checks per script call for a turn of `n` checks while `room` more calls may go out (Store.pipelineCalls
+ * less those in flight): split into that many calls of at least {@link MIN_CALL} checks, so Redis runs one
+ * while this thread builds the next and reads the answers of the one before; with the pipeline full, one call.
+ * Smaller calls cost Redis more per decision (its fixed cost per call), hence the floor.
+ */
+function callSize(n: number, room: number): number {
+  return room <= 1 || n <= MIN_CALL ? n : Math.max(MIN_CALL, Math.ceil(n / room));
+}
+
+const MIN_CALL = 16;
 
 /** The 4 outputs of each leg of a widened store reply (src/store/reply.ts), as compose() reads them. */
 function narrow(rows: readonly number[]): Float64Array {

@@ -1,0 +1,102 @@
+/**
+ * The check script's call on one Redis connection, written as one prebuilt request.
+ *
+ * ioredis builds a command argument by argument: a length string, a `Buffer.byteLength` and a `buf.write`
+ * (two calls into C++) per key, then concatenates the pieces: at 64 checks a call that was a quarter of the
+ * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is one
+ * JS string (its header, every key, the three small arguments) written into one Buffer with one call, then the
+ * packed legs (lua/check.lua's ARGV[4]: 6 little-endian doubles per leg) after it. The request goes through
+ * ioredis as a {@link Command} whose bytes are already made, so the client's reply queue, its connection
+ * handling and its errors stay ioredis's.
+ *
+ * Like ioredis's own scripts, the first call on a connection (and every call after a NOSCRIPT: a restart, a
+ * failover, SCRIPT FLUSH) is an EVAL with the script's text, which also caches it in Redis; the others are
+ * EVALSHA.
+ */
+import { createHash } from 'node:crypto';
+import { Command, type Redis } from 'ioredis';
+
+/** Bytes per packed leg: 6 doubles. */
+const LEG_BYTES = 48;
+
+/** A command whose request bytes are given (ioredis writes what toWritable returns). */
+class RawCommand extends Command {
+  constructor(name: string, private readonly bytes: Buffer) {
+    super(name, []);
+  }
+
+  override toWritable(): Buffer {
+    return this.bytes;
+  }
+}
+
+/** The request's head up to the script's SHA-1: `*argc EVALSHA sha`, ASCII. */
+function shaHead(n: number, sha: string): string {
+  return `*${n + 7}\r\n$7\r\nevalsha\r\n$40\r\n${sha}\r\n`;
+}
+
+/**
+ * The request `EVALSHA sha n key… flag now n legs`: `args` holds 6 numbers per leg from `from` (algorithm, L,
+ * P, B, cost, group length), one leg per key.
+ */
+export function encodeCheck(sha: string, keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
+  const n = keys.length;
+  const legBytes = n * LEG_BYTES;
+  const nStr = String(n), nowStr = String(now), flagStr = String(flag);
+  const tail = `$${flagStr.length}\r\n${flagStr}\r\n$${nowStr.length}\r\n${nowStr}\r\n$${nStr.length}\r\n${nStr}\r\n$${legBytes}\r\n`;
+  const head = `${shaHead(n, sha)}$${nStr.length}\r\n${nStr}\r\n`;
+  // one byte per character assumed (keys are ASCII as a rule), checked once on the whole string
+  let s = head;
+  for (let i = 0; i < n; i++) s += `$${keys[i].length}\r\n${keys[i]}\r\n`;
+  s += tail;
+  let bytes = Buffer.byteLength(s);
+  if (bytes !== s.length) {
+    // some key is not ASCII: its length header counts its UTF-8 bytes
+    s = head;
+    for (let i = 0; i < n; i++) s += `$${Buffer.byteLength(keys[i])}\r\n${keys[i]}\r\n`;
+    s += tail;
+    bytes = Buffer.byteLength(s);
+  }
+  const buf = Buffer.allocUnsafe(bytes + legBytes + 2);
+  buf.write(s, 0, bytes, 'utf8');
+  let o = bytes;
+  const end = from + n * 6;
+  for (let i = from; i < end; i++) o = buf.writeDoubleLE(args[i], o);
+  buf[o] = 13;
+  buf[o + 1] = 10;
+  return buf;
+}
+
+/** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
+export function asEval(req: Buffer, n: number, sha: string, lua: string): Buffer {
+  const from = shaHead(n, sha).length;
+  return Buffer.concat([Buffer.from(`*${n + 7}\r\n$4\r\neval\r\n$${Buffer.byteLength(lua)}\r\n${lua}\r\n`), req.subarray(from)]);
+}
+
+/**
+ * Calls the check script `lua` on `redis` (one server, or the master Sentinel follows): resolves to the
+ * script's reply as bytes (one bulk string of packed doubles, src/store/reply.ts), rejects as ioredis does.
+ * The request is encoded when called: `args` may be reused once this returns.
+ */
+export function checkCaller(redis: Redis, lua: string): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number) => Promise<Buffer> {
+  const sha = createHash('sha1').update(lua).digest('hex');
+  /** The connection (socket) the script was last sent on by EVAL: a new one gets an EVAL first. */
+  let loadedOn: unknown = null;
+  const send = (req: Buffer, n: number): Promise<Buffer> => {
+    const stream = (redis as unknown as { stream?: unknown }).stream;
+    const first = stream !== loadedOn;
+    if (first) loadedOn = stream;
+    const c = first ? new RawCommand('eval', asEval(req, n, sha, lua)) : new RawCommand('evalsha', req);
+    void redis.sendCommand(c);
+    return c.promise as Promise<Buffer>;
+  };
+  return (keys, flag, now, args, from) => {
+    const req = encodeCheck(sha, keys, flag, now, args, from);
+    const n = keys.length;
+    return send(req, n).catch((e: unknown) => {
+      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      loadedOn = null;
+      return send(req, n);
+    });
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * The check script's request as sluice encodes it (src/store/check-call.ts) against what ioredis writes for
+ * the same arguments: byte for byte, with ASCII and non-ASCII keys, as EVALSHA and as EVAL.
+ */
+import { describe, expect, it } from 'vitest';
+import { Command } from 'ioredis';
+import { asEval, encodeCheck } from '../../../src/store/check-call.js';
+
+const SHA = 'a'.repeat(40);
+
+/** lua/check.lua's ARGV[4] as the store packed it before: 6 little-endian doubles per leg. */
+function packed(args: number[]): Buffer {
+  const b = Buffer.alloc(args.length * 8);
+  args.forEach((v, i) => b.writeDoubleLE(v, i * 8));
+  return b;
+}
+
+/** The bytes ioredis writes for `name` with `args`. */
+function ioredisBytes(name: string, args: Array<string | number | Buffer>): Buffer {
+  const c = new Command(name, args);
+  (c as unknown as { stringifyArguments(): void }).stringifyArguments();
+  const w = (c as unknown as { toWritable(s: unknown): string | Buffer }).toWritable(null);
+  return Buffer.isBuffer(w) ? w : Buffer.from(w);
+}
+
+describe('check request encoding', () => {
+  const cases: Array<{ name: string; keys: string[] }> = [
+    { name: 'ASCII keys', keys: ['sluice:{api:1:k1}:0', 'sluice:{api:1:k1}:1', 'sluice:{api:1:t%3Ax}:0'] },
+    { name: 'a non-ASCII key among ASCII ones', keys: ['p:{a:1:ascii}:0', 'p:{a:1:ключ-€-😀}:0', 'p:{a:1:z}:0'] },
+    { name: 'one key', keys: ['k'] },
+  ];
+  for (const { name, keys } of cases) {
+    it(`${name}: the same bytes as ioredis's EVALSHA and EVAL`, () => {
+      const args: number[] = [];
+      keys.forEach((_, i) => args.push(0, 100 + i, 60_000, 1e9, 1 + i, i === 0 ? keys.length : 0));
+      const now = 1_796_140_681_558;
+      const mine = encodeCheck(SHA, keys, 1, now, args, 0);
+      expect(mine.equals(ioredisBytes('evalsha', [SHA, keys.length, ...keys, 1, now, keys.length, packed(args)]))).toBe(true);
+      const lua = '-- a script − with a non-ASCII comment\nreturn 1';
+      expect(asEval(mine, keys.length, SHA, lua).equals(ioredisBytes('eval', [lua, keys.length, ...keys, 1, now, keys.length, packed(args)]))).toBe(true);
+    });
+  }
+
+  it('reads the legs from `from` on', () => {
+    const args = [7, 7, 7, 0, 5, 60_000, 5, 1, 1];
+    expect(encodeCheck(SHA, ['k'], 0, 12, args, 3).equals(ioredisBytes('evalsha', [SHA, 1, 'k', 0, 12, 1, packed(args.slice(3))]))).toBe(true);
+  });
+});
