@@ -1,16 +1,33 @@
 /**
  * Calendar windows for the reference model, computed independently of src/util/calendar.ts: the local
- * wall clock comes from `toLocaleString('sv-SE')` and the UTC offset from it; a day starts at the offset
- * fixpoint of its local 00:00, or, when that local time does not exist (a DST gap at midnight), at the first
- * minute, then second, then ms, whose local date is the day, found by counting forward. Slow and plain, by
- * design; windows are cached per day.
+ * wall clock comes from `toLocaleString('sv-SE')` (its formatter kept per zone) and the UTC offset from it;
+ * a day starts at the offset fixpoint of its local 00:00, or, when that local time does not exist (a DST gap
+ * at midnight), at the first minute, then second, then ms, whose local date is the day, found by counting
+ * forward. Slow and plain, by design; windows are cached per day.
  */
 
 const DAY = 86_400_000;
 
+const formats = new Map<string, Intl.DateTimeFormat>();
+
+/**
+ * `new Date(t).toLocaleString('sv-SE', { timeZone: tz })` with its formatter built once per zone:
+ * toLocaleString builds one on every call (~50 times the cost of formatting), and this model calls it for
+ * every check. The options are the ones toLocaleString fills in (ECMA-402 ToDateTimeOptions "any", "all"),
+ * so the text is the same.
+ */
+function localeString(t: number, tz: string): string {
+  let f = formats.get(tz);
+  if (f === undefined) {
+    f = new Intl.DateTimeFormat('sv-SE', { timeZone: tz, year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    formats.set(tz, f);
+  }
+  return f.format(t);
+}
+
 /** Local [y, m, d, h, mi, s] at `t` in `tz`. */
 function wall(t: number, tz: string): number[] {
-  const s = new Date(t).toLocaleString('sv-SE', { timeZone: tz }); // "2026-01-31 23:59:00"
+  const s = localeString(t, tz); // "2026-01-31 23:59:00"
   const m = /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+)$/.exec(s);
   if (m === null) throw new Error(`calendar-model: unexpected local time "${s}"`);
   return m.slice(1).map(Number);

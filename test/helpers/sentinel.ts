@@ -66,9 +66,11 @@ export async function startSentinelSet(name = 'sluice-test'): Promise<SentinelSe
   try {
     const masterPort = await freePort();
     const replicaPort = await freePort();
-    const master = await launchRedis(masterPort);
+    // --dir: a replica writes the RDB of its full sync to dump.rdb in its working directory (--save '' or
+    // not), and so may a master on failover: the set's temporary folder, never the project root (vitest's cwd)
+    const master = await launchRedis(masterPort, ['--dir', dir]);
     procs.push(master);
-    procs.push(await launchRedis(replicaPort, ['--replicaof', '127.0.0.1', String(masterPort)]));
+    procs.push(await launchRedis(replicaPort, ['--dir', dir, '--replicaof', '127.0.0.1', String(masterPort)]));
     const r = client(replicaPort);
     await until('the replica to sync', 10_000, async () => /master_link_status:up/.test(await r.info('replication')));
     const sentinelPorts: number[] = [];

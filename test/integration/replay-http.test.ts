@@ -3,6 +3,9 @@
  * about half the time) replayed through the HTTP endpoint, the clock set to each row's ts_ms before its
  * request, against `replay()` on the same config (examples/trace-per-client.yaml): the same admitted and
  * denied counts (8,509 / 1,490), and the same most-limited clients.
+ *
+ * Each replay is 9,999 requests one after another on one keep-alive connection (test/helpers/http-conn.ts: fetch
+ * cost several times the server's CPU per request, and was most of this file's time).
  */
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -12,7 +15,8 @@ import { loadConfigFile } from '../../src/config/load.js';
 import type { SluiceConfig } from '../../src/config/schema.js';
 import { replay, type PolicyReplay } from '../../src/cli/replay.js';
 import type { Decision } from '../../src/types.js';
-import { PROJECT_ROOT, postJson, send, ServerPool, TRACE_PATH } from '../helpers/server.js';
+import { HttpConn } from '../helpers/http-conn.js';
+import { PROJECT_ROOT, ServerPool, TRACE_PATH } from '../helpers/server.js';
 
 const CONFIG_PATH = path.join(PROJECT_ROOT, 'examples', 'trace-per-client.yaml');
 
@@ -70,10 +74,11 @@ describe('access trace through HTTP', () => {
 
   it('GET /v1/check one row at a time (shards 0): the same counts and most-limited clients as replay()', async () => {
     const s = await pool.start({ policies: config.policies });
+    const conn = await HttpConn.open(s.port);
     const perKey = new Map<string, { admitted: number; denied: number }>();
     for (const [i, r] of rows.entries()) {
       s.clock.set(r.t);
-      const a = await send(`${s.url}/v1/check?policy=per-client&key=${encodeURIComponent(r.client)}`);
+      const a = await conn.get(`/v1/check?policy=per-client&key=${encodeURIComponent(r.client)}`);
       if (a.status !== 200) throw new Error(`row ${i + 2}: HTTP ${a.status} ${a.text}`);
       const d = a.json as Decision;
       if (d.remaining < 0 || (d.allowed ? d.retryAfterMs !== 0 : !(d.retryAfterMs! >= 1))) {
@@ -81,24 +86,27 @@ describe('access trace through HTTP', () => {
       }
       count(perKey, r.client, d.allowed);
     }
+    conn.close();
     expect(summarize(perKey)).toStrictEqual({ admitted: 8509, denied: 1490, mostLimited: reference.mostLimited });
   }, 180_000);
 
   it('POST batches of the rows that share a timestamp (shards 2), descriptors in the body: the same counts', async () => {
     const s = await pool.start({ policies: config.policies, shards: 2, maxBatchItems: 1000 });
+    const conn = await HttpConn.open(s.port);
     const perKey = new Map<string, { admitted: number; denied: number }>();
     for (let i = 0; i < rows.length;) {
       let j = i;
       while (j < rows.length && rows[j].t === rows[i].t) j++;
       s.clock.set(rows[i].t);
       const group = rows.slice(i, j);
-      const a = await postJson(`${s.url}/v1/check`, { checks: group.map((r) => ({ policy: 'per-client', descriptors: { client: r.client } })) });
+      const a = await conn.postJson('/v1/check', { checks: group.map((r) => ({ policy: 'per-client', descriptors: { client: r.client } })) });
       if (a.status !== 200) throw new Error(`rows ${i + 2}..${j + 1}: HTTP ${a.status} ${a.text}`);
       const results = a.json.results as Decision[];
       expect(results.length).toBe(group.length);
       results.forEach((d, k) => count(perKey, group[k].client, d.allowed));
       i = j;
     }
+    conn.close();
     expect(summarize(perKey)).toStrictEqual({ admitted: 8509, denied: 1490, mostLimited: reference.mostLimited });
   }, 180_000);
 });

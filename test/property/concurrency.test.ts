@@ -11,6 +11,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkBe, checkStrictEqual } from '../helpers/assert.js';
 import { createLimiter } from '../../src/index.js';
 import { isSluiceError } from '../../src/util/errors.js';
 import { connected, startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
@@ -108,13 +109,14 @@ async function compare(limiters: Limiter[], clock: Clock, limit: number, ttl: nu
     const live = model.leases.filter((l) => !l.gone);
     t = Math.max(0, c.snap !== null && live.length > 0 ? live[c.pick % live.length].expiry + c.snap : t + c.dt);
     clock.now = t;
-    const where = `call #${i} t=${t} ${c.op} ${c.key} pick ${c.pick} (limit ${limit}, ttl ${ttl})`;
+    // check*: expect() only on a difference (test/helpers/assert.ts): this runs for every call of every run
+    const where = (): string => `call #${i} t=${t} ${c.op} ${c.key} pick ${c.pick} (limit ${limit}, ttl ${ttl})`;
     if (c.op === 'acquire') {
       const [want, issued] = model.acquire(c.key, t);
       for (const [k, l] of limiters.entries()) {
         const d = await l.acquire({ policy: 'jobs', key: c.key });
-        expect({ allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs }, `${where} limiter ${k}`).toStrictEqual(want);
-        expect(d.leaseId === null, where).toBe(issued < 0);
+        checkStrictEqual({ allowed: d.allowed, remaining: d.remaining, retryAfterMs: d.retryAfterMs }, want, () => `${where()} limiter ${k}`);
+        checkBe(d.leaseId === null, issued < 0, where);
         if (issued >= 0) ids[k][issued] = d.leaseId!;
       }
     } else {
@@ -122,7 +124,7 @@ async function compare(limiters: Limiter[], clock: Clock, limit: number, ttl: nu
       const want = model.release(c.key, index, t);
       for (const [k, l] of limiters.entries()) {
         const leaseId = index >= 0 ? ids[k][index] : NEVER_ISSUED;
-        expect(await outcome(l.release({ policy: 'jobs', key: c.key, leaseId })), `${where} limiter ${k}`).toStrictEqual(want);
+        checkStrictEqual(await outcome(l.release({ policy: 'jobs', key: c.key, leaseId })), want, () => `${where()} limiter ${k}`);
       }
     }
   }

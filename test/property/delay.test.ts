@@ -10,7 +10,8 @@
  * of a run, so it never decides here (test/unit/engine/delay.test.ts covers it).
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { checkStrictEqual, checkTrue } from '../helpers/assert.js';
 import { createLimiter, type Decision } from '../../src/index.js';
 import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import type { ModelDecision, ModelLimit, ModelPolicy } from '../helpers/model.js';
@@ -116,10 +117,11 @@ describe.each([0, 2])('onLimit delay: engine = reference model, shards: %i', (sh
             for (const [i, c] of timeline(start, calls).entries()) {
               clock.now = c.t;
               const d = await limiter.check({ policy: c.policy, key: c.key, cost: c.cost });
-              const where = `call #${i} (t=${c.t} policy=${c.policy} key=${c.key} cost=${c.cost})`;
+              // check*: expect() only on a difference (test/helpers/assert.ts): this runs for every check of every run
+              const where = (): string => `call #${i} (t=${c.t} policy=${c.policy} key=${c.key} cost=${c.cost})`;
               expectWellFormed(d, c.cost, where);
-              if (d.delayMs !== undefined) expect(d.allowed && d.delayMs > 0 && d.remaining === 0, where).toBe(true);
-              expect(pickDelay(d), where).toStrictEqual(model.check(c.policy, c.key, c.cost, c.t));
+              if (d.delayMs !== undefined) checkTrue(d.allowed && d.delayMs > 0 && d.remaining === 0, where);
+              checkStrictEqual(pickDelay(d), model.check(c.policy, c.key, c.cost, c.t), where);
             }
           } finally {
             await limiter.close();
@@ -178,7 +180,7 @@ describe('onLimit delay: strict (Lua, limiter clock) = local (kernel), batches o
               clock.now = batch[0].t;
               const fire = (l: Limiter) => Promise.all(batch.map((c) => l.check({ policy: c.policy, key: c.key, cost: c.cost })));
               const [a, b] = [await fire(local), await fire(strict)];
-              batch.forEach((c, k) => expect({ ...b[k] }, `call #${i + k} (t=${c.t} ${c.policy} ${c.key} cost ${c.cost})`).toStrictEqual({ ...a[k] }));
+              batch.forEach((c, k) => checkStrictEqual({ ...b[k] }, { ...a[k] }, () => `call #${i + k} (t=${c.t} ${c.policy} ${c.key} cost ${c.cost})`));
               i = j;
             }
           } finally {

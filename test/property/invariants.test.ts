@@ -15,6 +15,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { checkBe, checkStrictEqual } from '../helpers/assert.js';
 import type { Decision } from '../../src/index.js';
 import type { Algorithm, ModelLimit } from '../helpers/model.js';
 import {
@@ -54,9 +55,9 @@ async function metamorphic(setup: Setup, shards: number, start: number, calls: C
   const full = await withLimiter(setup.defs, shards, (l, clock) => runAwaited(l, clock, timed));
   const kept = timed.flatMap((c, i) => (full[i].allowed ? [{ c, d: full[i], i }] : []));
   const again = await withLimiter(setup.defs, shards, (l, clock) => runAwaited(l, clock, kept.map((k) => k.c)));
+  // check*: expect() only on a difference (test/helpers/assert.ts): these run for every check of every run
   kept.forEach((k, j) => {
-    expect(again[j], `call #${k.i} (t=${k.c.t} ${k.c.policy}/${k.c.key} cost ${k.c.cost}), replayed without denials`)
-      .toStrictEqual(k.d);
+    checkStrictEqual(again[j], k.d, () => `call #${k.i} (t=${k.c.t} ${k.c.policy}/${k.c.key} cost ${k.c.cost}), replayed without denials`);
   });
 }
 
@@ -178,7 +179,7 @@ describe('(b) admitted cost per span of length P, with bursts around window edge
           const ds = await withLimiter(defs, 0, (l, clock) => runAwaited(l, clock, calls));
           ds.forEach((d, i) => {
             const c = calls[i];
-            expect(pick(d), `call #${i} t=${c.t} cost=${c.cost}`).toStrictEqual(model.check('p', 'k', c.cost, c.t));
+            checkStrictEqual(pick(d), model.check('p', 'k', c.cost, c.t), () => `call #${i} t=${c.t} cost=${c.cost}`);
           });
           const admitted = calls.filter((_, i) => ds[i].allowed);
           const L = lim.limit;
@@ -349,12 +350,12 @@ async function batchEqualsSequential(setup: Setup, shards: number, batches: Batc
   const model = new GuardedModel(setup.defs);
   batches.forEach((b, i) =>
     b.checks.forEach((c, j) => {
-      const where = `batch #${i} (t=${b.t}) check #${j} (${c.policy}/${c.key} cost ${c.cost})`;
-      expect(together[i][j], where).toStrictEqual(oneByOne[i][j]);
+      const where = (): string => `batch #${i} (t=${b.t}) check #${j} (${c.policy}/${c.key} cost ${c.cost})`;
+      checkStrictEqual(together[i][j], oneByOne[i][j], where);
       expectWellFormed(together[i][j], c.cost, where);
       // The model as well, where the engine agrees with it (the pinned disagreements are in kernel-vs-model).
       const m = model.check(c.policy, c.key, c.cost, b.t);
-      expect(together[i][j].allowed, where).toBe(m.allowed);
+      checkBe(together[i][j].allowed, m.allowed, where);
     }),
   );
 }

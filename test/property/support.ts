@@ -8,7 +8,7 @@
  * [0, 2^48).
  */
 import fc from 'fast-check';
-import { expect } from 'vitest';
+import { checkBe, checkTrue, type Message } from '../helpers/assert.js';
 import { createLimiter, type Decision } from '../../src/index.js';
 import {
   ReferenceModel,
@@ -329,17 +329,17 @@ export function pick(d: Decision): ModelDecision {
  * The shape rules every decision keeps: integers, remaining ≥ 0, retryAfterMs 0 iff admitted, a denial
  * that can succeed later waits ≥ 1 ms, `reason` exactly on a "never", a peek is always admitted.
  */
-export function expectWellFormed(d: Decision, cost: number, where: string): void {
-  expect(Number.isSafeInteger(d.remaining) && d.remaining >= 0, `${where}: remaining ${d.remaining}`).toBe(true);
-  expect(Number.isSafeInteger(d.resetAfterMs) && d.resetAfterMs >= 0, `${where}: resetAfterMs ${d.resetAfterMs}`).toBe(true);
-  expect(d.retryAfterMs === 0, `${where}: retryAfterMs ${d.retryAfterMs} must be 0 iff allowed (${d.allowed})`).toBe(d.allowed);
+export function expectWellFormed(d: Decision, cost: number, where: Message): void {
+  // checkTrue/checkBe: expect() runs only on a failure (test/helpers/assert.ts); the conditions are expect's
+  const at = (): string => (typeof where === 'string' ? where : where());
+  checkTrue(Number.isSafeInteger(d.remaining) && d.remaining >= 0, () => `${at()}: remaining ${d.remaining}`);
+  checkTrue(Number.isSafeInteger(d.resetAfterMs) && d.resetAfterMs >= 0, () => `${at()}: resetAfterMs ${d.resetAfterMs}`);
+  checkBe(d.retryAfterMs === 0, d.allowed, () => `${at()}: retryAfterMs ${d.retryAfterMs} must be 0 iff allowed (${d.allowed})`);
   if (!d.allowed && d.retryAfterMs !== null) {
-    expect(Number.isSafeInteger(d.retryAfterMs) && d.retryAfterMs >= 1, `${where}: retryAfterMs ${d.retryAfterMs}`).toBe(true);
+    checkTrue(Number.isSafeInteger(d.retryAfterMs) && d.retryAfterMs >= 1, () => `${at()}: retryAfterMs ${d.retryAfterMs}`);
   }
-  expect(d.reason !== undefined, `${where}: reason "${d.reason}" must be present iff retryAfterMs is null`).toBe(
-    d.retryAfterMs === null,
-  );
-  if (cost === 0) expect(d.allowed, `${where}: a peek is always admitted`).toBe(true);
+  checkBe(d.reason !== undefined, d.retryAfterMs === null, () => `${at()}: reason "${d.reason}" must be present iff retryAfterMs is null`);
+  if (cost === 0) checkBe(d.allowed, true, () => `${at()}: a peek is always admitted`);
 }
 
 // ---------------------------------------------------------------------------------------------------------
