@@ -62,8 +62,8 @@ export function registerStream(app: TemplatedApp, limiter: Limiter, options: Str
   const conns = new StreamConnections(o, {
     item: (c, it) => json.decide(c, it),
     segment: (c, seg, from, to) => {
-      if (seg instanceof BinSeg) binary.decide(c, seg, from, to);
-      else json.decideSegment(c, seg as JsonSeg, from, to);
+      if (seg instanceof BinSeg) binary.decideRun(c, seg, from, to);
+      else json.decideRun(c, seg as JsonSeg, from, to);
     },
   }, log);
   const subs = new Subscriptions(o, clock, limiter, conns, new ReadyAfter(() => limiter.policies));

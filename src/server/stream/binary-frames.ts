@@ -11,33 +11,36 @@ import {
   readCheckColumns, readHeader, readUnsubscribe,
 } from '../../wire/binary.js';
 import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
-import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../../util/errors.js';
-import { BinSeg, type Conn } from './state.js';
+import { invalidArgument, isSluiceError } from '../../util/errors.js';
+import { BinSeg, type Conn, type Item, type Segment } from './state.js';
+import { SegmentFrames } from './segments.js';
 import { HeldAnswers } from '../held.js';
 import type { DelayPlaces } from '../../engine/delay.js';
 import { degradedFlags, type StreamConnections } from './conn.js';
 import type { OutcomePool } from './outcomes.js';
 import type { Subscriptions } from './subscriptions.js';
-import { CLOSE_POLICY_VIOLATION, CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
+import { CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
 
 /** The binary side of one `/v1/stream` route. */
-export class BinaryFrames {
+export class BinaryFrames extends SegmentFrames<BinSeg> {
   /**
    * @param batch the engine's batch path (or a fallback through check() per check)
    * @param metrics where binary checks are counted, per batch; null when the limiter given counts them itself
    * @param outcomes the route's outcome arrays, reused
    */
   constructor(
-    private readonly o: StreamBounds,
-    private readonly out: StreamConnections,
+    o: StreamBounds,
+    out: StreamConnections,
     private readonly subs: Subscriptions,
-    private readonly batch: CheckBatch,
-    private readonly metrics: StreamEngine['metrics'] | null,
-    private readonly outcomes: OutcomePool,
+    batch: CheckBatch,
+    metrics: StreamEngine['metrics'] | null,
+    outcomes: OutcomePool,
     /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
     private readonly places: DelayPlaces | null,
     private readonly log?: Logger,
-  ) {}
+  ) {
+    super(o, out, batch, metrics, outcomes);
+  }
 
   onBinary(c: Conn, data: ArrayBuffer): void {
     const out = this.out;
@@ -84,87 +87,27 @@ export class BinaryFrames {
     this.admit(c, seg, at, got);
   }
 
-  /** Hands checks [from, to) of a binary segment to the engine as one batch. */
-  decide(c: Conn, seg: BinSeg, from: number, to: number): void {
-    const k = to - from;
-    this.out.took(c, k);
-    seg.inFlight += k;
-    const out = this.outcomes.take(k);
-    const started = this.metrics === null ? 0 : this.metrics.now();
-    let p: Promise<void> | null;
-    try {
-      p = this.batch(seg, from, to, out);
-    } catch (e) {
-      for (let j = 0; j < k; j++) out.fail(j, e as Error);
-      p = null;
-    }
-    if (p === null) this.decided(c, seg, from, to, out, started);
-    else {
-      p.then(() => this.decided(c, seg, from, to, out, started), (e: unknown) => {
-        for (let j = 0; j < k; j++) out.fail(j, e as Error);
-        this.decided(c, seg, from, to, out, started);
-      });
-    }
+  protected newSeg(capacity: number): BinSeg {
+    return new BinSeg(capacity);
   }
-
-  /** A segment with room for `count` more checks: the queue's last one, the connection's spare, or a new one. */
-  private segFor(c: Conn, count: number): BinSeg {
-    const q = c.queue;
-    const tail = q.length > c.head ? q[q.length - 1] : undefined;
-    if (tail instanceof BinSeg && tail.capacity - tail.n >= count) return tail;
-    const spare = c.spare;
-    if (spare !== null && spare.capacity >= count) {
-      c.spare = null;
-      spare.reset();
-      return spare;
-    }
-    return new BinSeg(count <= 16 ? 16 : 2 ** (32 - Math.clz32(count - 1)));
+  protected isSeg(entry: Item | Segment): entry is BinSeg {
+    return entry instanceof BinSeg;
   }
-
-  /** Keeps a segment that holds nothing waiting or in flight for the connection's next frame. */
-  private spareIfIdle(c: Conn, seg: BinSeg): void {
-    if (!seg.inQueue && seg.inFlight === 0 && !c.closed && (c.spare === null || c.spare.capacity < seg.capacity)) {
-      seg.reset();
-      c.spare = seg;
-    }
+  protected spareOf(c: Conn): BinSeg | null {
+    return c.spare;
   }
-
-  /**
-   * Queues the `m` checks just read into `seg` at `at`, within the connection's bound: past it, OVERLOADED
-   * answers for the excess, or, on a paused connection, a close with 1008. While the server closes: CLOSED.
-   */
-  private admit(c: Conn, seg: BinSeg, at: number, m: number): void {
-    const out = this.out;
-    const o = this.o;
-    let keep = m;
-    if (out.closing) {
-      const shutdown = shuttingDown();
-      for (let i = at; i < at + m; i++) out.answerError(c, true, seg.ids[i], null, shutdown);
-      keep = 0;
-    } else if (c.queued + m > o.maxQueued) {
-      if (c.paused) {
-        out.closedBackpressure++;
-        out.end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
-        return;
-      }
-      keep = Math.max(0, o.maxQueued - c.queued);
-      const over = overloaded(`more than ${o.maxQueued} checks queued on this connection`);
-      for (let i = at + keep; i < at + m; i++) out.answerError(c, true, seg.ids[i], null, over);
-    }
-    seg.n = at + keep;
-    if (keep === 0) return this.spareIfIdle(c, seg);
-    c.queued += keep;
-    if (!seg.inQueue) {
-      seg.inQueue = true;
-      c.queue.push(seg);
-    }
+  protected setSpare(c: Conn, seg: BinSeg | null): void {
+    c.spare = seg;
+  }
+  protected answerAt(c: Conn, seg: BinSeg, i: number, e: Error): void {
+    this.out.answerError(c, true, seg.ids[i], null, e);
   }
 
   /**
    * A binary batch's outcomes: counted in the metrics (per run of one policy), then answered straight from the
    * outcome arrays into the connection's answers frame, arming the subscriptions asked for.
    */
-  private decided(c: Conn, seg: BinSeg, from: number, to: number, out: BatchOutcomes, started: number): void {
+  protected decided(c: Conn, seg: BinSeg, from: number, to: number, out: BatchOutcomes, started: number): void {
     const conns = this.out;
     const metrics = this.metrics;
     const k = to - from;
@@ -222,7 +165,7 @@ export class BinaryFrames {
     this.outcomes.give(out);
     conns.answered += decisions;
     if (decisions > 0) conns.scheduleFlush(c);
-    if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.spare = seg;
+    this.spareIfDone(c, seg);
     conns.settled();
   }
 

@@ -12,15 +12,16 @@
 import type { Logger } from 'pino';
 import type { CheckRequest, Decision, Limiter } from '../../types.js';
 import { checkFromStreamItem } from '../../wire/codec.js';
-import { invalidArgument, isSluiceError, overloaded, shuttingDown } from '../../util/errors.js';
+import { invalidArgument, isSluiceError, shuttingDown } from '../../util/errors.js';
 import { isLeaseOp, leaseOp } from '../ws-leases.js';
-import { Item, type Conn } from './state.js';
+import { Item, type Conn, type Segment } from './state.js';
+import { SegmentFrames } from './segments.js';
 import { HeldAnswers } from '../held.js';
 import type { DelayPlaces } from '../../engine/delay.js';
 import { takeWait } from '../../wire/delay.js';
 import type { StreamConnections } from './conn.js';
 import type { Subscriptions } from './subscriptions.js';
-import { CLOSE_POLICY_VIOLATION, CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
+import { CLOSE_TOO_BIG, type StreamBounds, type StreamEngine } from './options.js';
 import { maxPlainChecks, readPlainChecks } from '../../wire/json-stream.js';
 import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
 import { JsonSeg } from './state.js';
@@ -30,7 +31,7 @@ import type { OutcomePool } from './outcomes.js';
 const STREAM_FIELDS: ReadonlySet<string> = new Set(['id', 'subscribe']);
 
 /** The JSON side of one `/v1/stream` route. */
-export class JsonFrames {
+export class JsonFrames extends SegmentFrames<JsonSeg> {
   /**
    * Policies whose checks checkSync refused as NOT_SYNCHRONOUS (strict ones), for the policy set they belong
    * to; `syncOff` once it refused the limiter (shards) or the limiter has none.
@@ -46,17 +47,18 @@ export class JsonFrames {
    * @param outcomes the route's outcome arrays, reused
    */
   constructor(
-    private readonly o: StreamBounds,
-    private readonly out: StreamConnections,
+    o: StreamBounds,
+    out: StreamConnections,
     private readonly subs: Subscriptions,
     private readonly limiter: Limiter,
-    private readonly batch: CheckBatch,
-    private readonly metrics: StreamEngine['metrics'] | null,
-    private readonly outcomes: OutcomePool,
+    batch: CheckBatch,
+    metrics: StreamEngine['metrics'] | null,
+    outcomes: OutcomePool,
     /** onLimit: delay's wait places, freed by held answers whose connection closes (src/server/held.ts). */
     private readonly places: DelayPlaces | null,
     private readonly log?: Logger,
   ) {
+    super(o, out, batch, metrics, outcomes);
     this.syncOff = typeof (limiter as Partial<Limiter>).checkSync !== 'function';
   }
 
@@ -104,81 +106,20 @@ export class JsonFrames {
     return true;
   }
 
-  /** A segment with room for `count` more checks: the queue's last one, the connection's spare, or a new one. */
-  private segFor(c: Conn, count: number): JsonSeg {
-    const q = c.queue;
-    const tail = q.length > c.head ? q[q.length - 1] : undefined;
-    if (tail instanceof JsonSeg && tail.capacity - tail.n >= count) return tail;
-    const spare = c.jsonSpare;
-    if (spare !== null && spare.capacity >= count) {
-      c.jsonSpare = null;
-      spare.reset();
-      return spare;
-    }
-    return new JsonSeg(count <= 16 ? 16 : 2 ** (32 - Math.clz32(count - 1)));
+  protected newSeg(capacity: number): JsonSeg {
+    return new JsonSeg(capacity);
   }
-
-  /** Keeps a segment that holds nothing waiting or in flight for the connection's next frame. */
-  private spareIfIdle(c: Conn, seg: JsonSeg): void {
-    if (!seg.inQueue && seg.inFlight === 0 && !c.closed && (c.jsonSpare === null || c.jsonSpare.capacity < seg.capacity)) {
-      seg.reset();
-      c.jsonSpare = seg;
-    }
+  protected isSeg(entry: Item | Segment): entry is JsonSeg {
+    return entry instanceof JsonSeg;
   }
-
-  /**
-   * Queues the `m` checks just read into `seg` at `at`, within the connection's bound, as queuing them one by
-   * one would: past it, OVERLOADED answers for the excess, or, on a paused connection, a close with 1008.
-   * While the server closes: CLOSED.
-   */
-  private admit(c: Conn, seg: JsonSeg, at: number, m: number): void {
-    const out = this.out;
-    const o = this.o;
-    let keep = m;
-    if (out.closing) {
-      const shutdown = shuttingDown();
-      for (let i = at; i < at + m; i++) out.answerError(c, false, 0, seg.idJson(i), shutdown);
-      keep = 0;
-    } else if (c.queued + m > o.maxQueued) {
-      if (c.paused) {
-        out.closedBackpressure++;
-        out.end(c, CLOSE_POLICY_VIOLATION, `backpressure: more than ${o.maxQueued} checks queued, client not reading`);
-        return;
-      }
-      keep = Math.max(0, o.maxQueued - c.queued);
-      const over = overloaded(`more than ${o.maxQueued} checks queued on this connection`);
-      for (let i = at + keep; i < at + m; i++) out.answerError(c, false, 0, seg.idJson(i), over);
-    }
-    seg.n = at + keep;
-    if (keep === 0) return this.spareIfIdle(c, seg);
-    c.queued += keep;
-    if (!seg.inQueue) {
-      seg.inQueue = true;
-      c.queue.push(seg);
-    }
+  protected spareOf(c: Conn): JsonSeg | null {
+    return c.jsonSpare;
   }
-
-  /** Hands checks [from, to) of a plain segment to the engine as one batch. */
-  decideSegment(c: Conn, seg: JsonSeg, from: number, to: number): void {
-    const k = to - from;
-    this.out.took(c, k);
-    seg.inFlight += k;
-    const res = this.outcomes.take(k);
-    const started = this.metrics === null ? 0 : this.metrics.now();
-    let p: Promise<void> | null;
-    try {
-      p = this.batch(seg, from, to, res);
-    } catch (e) {
-      for (let j = 0; j < k; j++) res.fail(j, e as Error);
-      p = null;
-    }
-    if (p === null) this.segmentDecided(c, seg, from, to, res, started);
-    else {
-      p.then(() => this.segmentDecided(c, seg, from, to, res, started), (e: unknown) => {
-        for (let j = 0; j < k; j++) res.fail(j, e as Error);
-        this.segmentDecided(c, seg, from, to, res, started);
-      });
-    }
+  protected setSpare(c: Conn, seg: JsonSeg | null): void {
+    c.jsonSpare = seg;
+  }
+  protected answerAt(c: Conn, seg: JsonSeg, i: number, e: Error): void {
+    this.out.answerError(c, false, 0, seg.idJson(i), e);
   }
 
   /**
@@ -186,7 +127,7 @@ export class JsonFrames {
    * connection's answers buffer: a decision composed from the kernel's rows from its fields, one made as an
    * object (lists, the store, a delay...) from the object, as the one-at-a-time path answers it.
    */
-  private segmentDecided(c: Conn, seg: JsonSeg, from: number, to: number, res: BatchOutcomes, started: number): void {
+  protected decided(c: Conn, seg: JsonSeg, from: number, to: number, res: BatchOutcomes, started: number): void {
     const conns = this.out;
     const metrics = this.metrics;
     const k = to - from;
@@ -245,7 +186,7 @@ export class JsonFrames {
     this.outcomes.give(res);
     conns.answered += decisions;
     if (decisions > 0) conns.scheduleFlush(c);
-    if (seg.inFlight === 0 && !seg.inQueue && seg.head === seg.n && !c.closed) c.jsonSpare = seg;
+    this.spareIfDone(c, seg);
     conns.settled();
   }
 
@@ -269,13 +210,13 @@ export class JsonFrames {
           if (!isSluiceError(err) || err.code !== 'NOT_SYNCHRONOUS') return this.failed(c, it, err);
           if (err.field === 'shards') this.syncOff = true;
           else this.syncRefused.add(it.req.policy);
-          this.limiter.check(it.req).then((x) => this.decided(c, it, x), (x: unknown) => this.failed(c, it, x));
+          this.limiter.check(it.req).then((x) => this.itemDecided(c, it, x), (x: unknown) => this.failed(c, it, x));
           return;
         }
-        return this.decided(c, it, d);
+        return this.itemDecided(c, it, d);
       }
     }
-    this.limiter.check(it.req).then((d) => this.decided(c, it, d), (err: unknown) => this.failed(c, it, err));
+    this.limiter.check(it.req).then((d) => this.itemDecided(c, it, d), (err: unknown) => this.failed(c, it, err));
   }
 
   /** One JSON item. Returns false when the connection was closed. */
@@ -362,7 +303,7 @@ export class JsonFrames {
     return true;
   }
 
-  private decided(c: Conn, it: Item, d: Decision): void {
+  private itemDecided(c: Conn, it: Item, d: Decision): void {
     this.out.landed(c, 1);
     this.out.settled();
     if (c.closed) return;
