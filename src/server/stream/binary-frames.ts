@@ -115,36 +115,20 @@ export class BinaryFrames extends SegmentFrames<BinSeg> {
     conns.landed(c, k);
     seg.inFlight -= k;
     const w = c.closed ? null : conns.writer(c);
-    let run: string | null = null;
-    let allowed = 0, denied = 0, never = 0;
     let decisions = 0;
     for (let i = from; i < to; i++) {
       const j = i - from;
       const code = out.code[j];
       const policy = seg.policies[i];
+      this.countOutcome(seg, i, out, j, started, ended);
       if (code === OUTCOME_ERROR) {
         const e = out.error[j]!;
-        metrics?.failed(policy, e, started, ended);
         if (w === null) continue;
         if (!isSluiceError(e) || e.status >= 500) this.log?.warn({ err: e }, 'stream check failed');
         conns.answerError(c, true, seg.ids[i], null, e);
         continue;
       }
       const retry = out.retryAfterMs[j];
-      if (metrics !== null) {
-        if (policy !== run) {
-          if (run !== null) metrics.tally(run, allowed, denied, never, started, ended);
-          run = policy;
-          allowed = denied = never = 0;
-        }
-        if (code === OUTCOME_ALLOWED) allowed++;
-        else if (retry < 0) never++;
-        else denied++;
-        if (metrics.activity !== null) {
-          // any rule's degraded decision counts as degraded, as the one-at-a-time path counts it (Decision.degraded)
-          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, out.degraded[j] !== 0, out.remaining[j], out.limit[j]);
-        }
-      }
       if (w === null) continue;
       let flags = degradedFlags(out.degraded[j]);
       const delay = out.delayMs[j];
@@ -161,7 +145,7 @@ export class BinaryFrames extends SegmentFrames<BinSeg> {
         out.resetAfterMs[j], delay > 0 ? delay : retry < 0 ? null : retry, out.name[j], out.reason[j]);
       decisions++;
     }
-    if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
+    this.countEnd(started, ended);
     this.outcomes.give(out);
     conns.answered += decisions;
     if (decisions > 0) conns.scheduleFlush(c);

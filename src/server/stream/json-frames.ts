@@ -135,35 +135,19 @@ export class JsonFrames extends SegmentFrames<JsonSeg> {
     conns.landed(c, k);
     seg.inFlight -= k;
     const w = c.closed ? null : c.json;
-    let run: string | null = null;
-    let allowed = 0, denied = 0, never = 0;
     let decisions = 0;
     for (let i = from; i < to; i++) {
       const j = i - from;
       const code = res.code[j];
-      const policy = seg.policies[i];
+      this.countOutcome(seg, i, res, j, started, ended);
       if (code === OUTCOME_ERROR) {
         const e = res.error[j]!;
-        metrics?.failed(policy, e, started, ended);
         if (w === null) continue;
         if (!isSluiceError(e) || e.status >= 500) this.log?.warn({ err: e }, 'stream check failed');
         conns.answerError(c, false, 0, seg.idJson(i), e);
         continue;
       }
       const retry = res.retryAfterMs[j];
-      if (metrics !== null) {
-        if (policy !== run) {
-          if (run !== null) metrics.tally(run, allowed, denied, never, started, ended);
-          run = policy;
-          allowed = denied = never = 0;
-        }
-        if (code === OUTCOME_ALLOWED) allowed++;
-        else if (retry < 0) never++;
-        else denied++;
-        if (metrics.activity !== null) {
-          metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, res.degraded[j] !== 0, res.remaining[j], res.limit[j]);
-        }
-      }
       if (w === null) continue;
       const d = res.decisions[j];
       if (d === null) {
@@ -182,7 +166,7 @@ export class JsonFrames extends SegmentFrames<JsonSeg> {
       } else w.decisionOf(seg.idJson(i), d);
       decisions++;
     }
-    if (run !== null) metrics!.tally(run, allowed, denied, never, started, ended);
+    this.countEnd(started, ended);
     this.outcomes.give(res);
     conns.answered += decisions;
     if (decisions > 0) conns.scheduleFlush(c);

@@ -4,7 +4,7 @@
  * and a run of them handed to the engine's batch path as one batch. Each side answers its own way
  * (`answerAt`, `decided`).
  */
-import type { BatchOutcomes, CheckBatch } from '../../engine/batch.js';
+import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
 import { overloaded, shuttingDown } from '../../util/errors.js';
 import type { Conn, Item, Segment } from './state.js';
 import type { StreamConnections } from './conn.js';
@@ -119,5 +119,41 @@ export abstract class SegmentFrames<S extends Segment> {
       seg.inQueue = true;
       c.queue.push(seg);
     }
+  }
+
+  // The batch being answered's counts, a run of one policy at a time (decided() is synchronous: one at a time).
+  private run: string | null = null;
+  private allowed = 0;
+  private denied = 0;
+  private never = 0;
+
+  /**
+   * Counts outcome j of `res` (check i of `seg`) in the metrics, per run of one policy (tallied when the policy
+   * changes and by `countEnd`); an error outcome is counted as failed. No-op without metrics.
+   */
+  protected countOutcome(seg: S, i: number, res: BatchOutcomes, j: number, started: number, ended: number): void {
+    const metrics = this.metrics;
+    if (metrics === null) return;
+    const policy = seg.policies[i];
+    const code = res.code[j];
+    if (code === OUTCOME_ERROR) return metrics.failed(policy, res.error[j]!, started, ended);
+    if (policy !== this.run) {
+      if (this.run !== null) metrics.tally(this.run, this.allowed, this.denied, this.never, started, ended);
+      this.run = policy;
+      this.allowed = this.denied = this.never = 0;
+    }
+    if (code === OUTCOME_ALLOWED) this.allowed++;
+    else if (res.retryAfterMs[j] < 0) this.never++;
+    else this.denied++;
+    if (metrics.activity !== null) {
+      // any rule's degraded decision counts as degraded, as the one-at-a-time path counts it (Decision.degraded)
+      metrics.observe(policy, seg.key(i), code === OUTCOME_ALLOWED, res.degraded[j] !== 0, res.remaining[j], res.limit[j]);
+    }
+  }
+
+  /** Tallies the batch's last run (see countOutcome). */
+  protected countEnd(started: number, ended: number): void {
+    if (this.run !== null) this.metrics!.tally(this.run, this.allowed, this.denied, this.never, started, ended);
+    this.run = null;
   }
 }
