@@ -3,6 +3,7 @@
  * unsubscribe, answer and decision records to one growable buffer and finishes each frame in place.
  */
 import { ANSWER_HEAD, BINARY_VERSION, CHECK_HEAD, FRAME_HEADER, MAX_FRAME_RECORDS } from './binary-format.js';
+import { grown } from './grow.js';
 
 const UTF8_ENCODER = new TextEncoder();
 
@@ -35,12 +36,8 @@ export class FrameWriter {
 
   private room(extra: number): void {
     if (this.at + extra <= this.buf.byteLength) return;
-    let size = this.buf.byteLength * 2;
-    while (size < this.at + extra) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.at));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
+    this.buf = grown(this.buf, this.at, this.at + extra);
+    this.view = new DataView(this.buf.buffer);
   }
 
   /** Writes a string's UTF-8 at `at` (room already made for its byte length). */

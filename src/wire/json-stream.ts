@@ -13,6 +13,7 @@
  */
 import type { Decision } from '../types.js';
 import { decisionJson } from './codec.js';
+import { grown } from './grow.js';
 
 /** Where a frame's plain checks go: check i's id is idLen[i] bytes of JSON text at idAt[i] in `bytes`. */
 export interface JsonCheckColumns {
@@ -338,12 +339,8 @@ export class JsonAnswers {
 
   private room(extra: number): void {
     if (this.at + extra <= this.buf.byteLength) return;
-    let size = this.buf.byteLength * 2;
-    while (size < this.at + extra) size *= 2;
-    const next = new Uint8Array(size);
-    next.set(this.buf.subarray(0, this.at));
-    this.buf = next;
-    this.view = new DataView(next.buffer);
+    this.buf = grown(this.buf, this.at, this.at + extra);
+    this.view = new DataView(this.buf.buffer);
   }
 
   /** Starts an answer: the comma before every one but the first. */

@@ -7,27 +7,18 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
 import type { Decision } from '../../src/types.js';
-import type { PolicySpec } from '../../src/config/policies.js';
 import {
   ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ERROR, type BinaryAnswer,
 } from '../../src/wire/binary.js';
 import { isSluiceError } from '../../src/util/errors.js';
-import { TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
+import { BATCH_POLICIES, TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
 
 afterEach(async () => {
   TestSocket.closeAll();
   await closeAllServers();
 });
 
-const BUCKET: PolicySpec = { algorithm: 'token_bucket', limit: 10, period: 6000 };
-const POLICIES: Record<string, PolicySpec> = {
-  p: BUCKET,
-  w: { algorithm: 'fixed_window', limit: 2, period: 60_000 },
-  m: { limits: [{ algorithm: 'token_bucket', limit: 5, period: 6000 }, { algorithm: 'sliding_window', limit: 3, period: 60_000, name: 'm-window' }] },
-  l: { ...BUCKET, allow: ['vip'], deny: ['bad'] },
-  sh: { algorithm: 'token_bucket', limit: 1, period: 60_000, shadow: true },
-  d: { ...BUCKET, descriptors: ['tenant', 'action'] },
-};
+const POLICIES = BATCH_POLICIES;
 
 interface Rec {
   id: number;

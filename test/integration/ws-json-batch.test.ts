@@ -7,21 +7,15 @@
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { PolicySpec } from '../../src/config/policies.js';
-import { TestSocket, closeAllServers, startStreamServer, type StreamServer } from './ws-support.js';
+import { BATCH_POLICIES, TestSocket, closeAllServers, startStreamServer, type StreamServer } from './ws-support.js';
 
 afterEach(async () => {
   TestSocket.closeAll();
   await closeAllServers();
 });
 
-const BUCKET: PolicySpec = { algorithm: 'token_bucket', limit: 10, period: 6000 };
 const POLICIES: Record<string, PolicySpec> = {
-  p: BUCKET,
-  w: { algorithm: 'fixed_window', limit: 2, period: 60_000 },
-  m: { limits: [{ algorithm: 'token_bucket', limit: 5, period: 6000 }, { algorithm: 'sliding_window', limit: 3, period: 60_000, name: 'm-window' }] },
-  l: { ...BUCKET, allow: ['vip'], deny: ['bad'] },
-  sh: { algorithm: 'token_bucket', limit: 1, period: 60_000, shadow: true },
-  d: { ...BUCKET, descriptors: ['tenant', 'action'] },
+  ...BATCH_POLICIES,
   z: { algorithm: 'fixed_window', limit: 0, period: 60_000 },
   'g.cra-1': { algorithm: 'gcra', limit: 3, period: 60_000 },
 };

@@ -3,12 +3,27 @@
  * timer off (tests call `stream.tick()`), and a WebSocket wrapper that collects answers with timeouts.
  */
 import WebSocket from 'ws';
+import type { PolicySpec } from '../../src/config/policies.js';
 import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { StreamEndpoint, StreamOptions } from '../../src/server/ws.js';
 import { readAnswers, type BinaryAnswer } from '../../src/wire/binary.js';
 import type { Limiter, LimiterOptions } from '../../src/types.js';
 import { ManualClock } from '../helpers/clock.js';
+
+const BUCKET: PolicySpec = { algorithm: 'token_bucket', limit: 10, period: 6000 };
+/**
+ * The stream batch tests' policies (ws-batch, ws-json-batch): a bucket, a window, several limits, lists, a
+ * shadow and descriptors, so one frame meets every kind of decision the batch path makes.
+ */
+export const BATCH_POLICIES: Record<string, PolicySpec> = {
+  p: BUCKET,
+  w: { algorithm: 'fixed_window', limit: 2, period: 60_000 },
+  m: { limits: [{ algorithm: 'token_bucket', limit: 5, period: 6000 }, { algorithm: 'sliding_window', limit: 3, period: 60_000, name: 'm-window' }] },
+  l: { ...BUCKET, allow: ['vip'], deny: ['bad'] },
+  sh: { algorithm: 'token_bucket', limit: 1, period: 60_000, shadow: true },
+  d: { ...BUCKET, descriptors: ['tenant', 'action'] },
+};
 
 export interface StreamServer {
   url: string;
