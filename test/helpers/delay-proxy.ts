@@ -30,17 +30,34 @@ export async function startDelayProxy(targetPort: number, o: DelayOptions, targe
   let cut = false;
   let accepted = 0;
   const delay = (): number => o.minMs + random() * (o.maxMs - o.minMs);
-  /** Forwards from `a` to `b`, each chunk delayed, never reordered. */
+  /**
+   * Forwards from `a` to `b`, each chunk delayed, never reordered: the chunks wait in one queue drained by one
+   * timer (a timer per chunk could fire out of order: Node orders timers of different durations that fall due
+   * in the same millisecond by duration, not by when they were set).
+   */
   const pipe = (a: net.Socket, b: net.Socket): void => {
-    let last = 0;
-    a.on('data', (chunk) => {
-      const at = Math.max(last, Date.now() + delay());
-      last = at;
-      setTimeout(() => {
+    const queue: Array<{ at: number; chunk: Buffer }> = [];
+    let timer: NodeJS.Timeout | null = null;
+    let ended = false;
+    const drain = (): void => {
+      timer = null;
+      const now = Date.now();
+      while (queue.length > 0 && queue[0].at <= now) {
+        const { chunk } = queue.shift()!;
         if (!b.destroyed) b.write(chunk);
-      }, at - Date.now());
+      }
+      if (queue.length > 0) timer = setTimeout(drain, queue[0].at - now);
+      else if (ended && !b.destroyed) b.end();
+    };
+    a.on('data', (chunk: Buffer) => {
+      const at = Math.max(queue.length > 0 ? queue[queue.length - 1].at : 0, Date.now() + delay());
+      queue.push({ at, chunk });
+      if (timer === null) timer = setTimeout(drain, at - Date.now());
     });
-    a.on('end', () => setTimeout(() => b.end(), Math.max(0, last - Date.now())));
+    a.on('end', () => {
+      ended = true;
+      if (timer === null) drain();
+    });
   };
   const server = net.createServer((client) => {
     if (cut) {
