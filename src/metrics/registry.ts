@@ -71,7 +71,10 @@
  */
 import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, Counter, Gauge, Registry, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import type { Limiter } from '../types.js';
+import type { LimiterStats, LeasePolicyCounts } from '../types/stats.js';
+import type { RefusalReason, ReloadSource } from '../types/reload.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';

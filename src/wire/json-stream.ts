@@ -11,7 +11,7 @@
  * way (JSON.parse, item by item), so every error, and every answer to input off the plain form, is what it
  * was. Only a frame the reader took is decided through the columns.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import { decisionJson } from './codec.js';
 import { grown } from './grow.js';
 

@@ -6,10 +6,8 @@
  * `maxChecksPerFrame` records with 1009.
  */
 import type { Logger } from 'pino';
-import {
-  ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED,
-  readCheckColumns, readHeader, readUnsubscribe,
-} from '../../wire/binary.js';
+import { ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, readHeader } from '../../wire/binary-format.js';
+import { readCheckColumns, readUnsubscribe } from '../../wire/binary-read.js';
 import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
 import { invalidArgument, isSluiceError } from '../../util/errors.js';
 import { BinSeg, type Conn, type Item, type Segment } from './state.js';
