@@ -11,7 +11,7 @@ import { acquireFromJson, releaseFromJson } from '../wire/leases.js';
 import { invalidArgument, methodNotAllowed, tooLarge, unsupportedMediaType } from '../util/errors.js';
 import { readBody } from './body.js';
 
-/** What the routes borrow from the HTTP front (src/server/http.ts): its exchange bookkeeping and writers. */
+/** What the routes borrow from the HTTP front: its exchange bookkeeping and writers (src/server/exchange.ts). */
 export interface LeaseRouteHost<X extends { res: HttpResponse; late: boolean }> {
   limiter: Limiter;
   maxBodyBytes: number;
