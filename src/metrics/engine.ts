@@ -58,24 +58,19 @@ export function registerListAndShadowMetrics(registers: Registry[], read: StatsR
 
 /** Registers the engine's gauges: pending checks, keys held, evictions, kernel memory. */
 export function registerEngineGauges(registers: Registry[], read: StatsReader): void {
-  new Gauge({
-    name: 'sluice_pending_checks',
-    help: 'Checks queued in the front plus checks in flight to shard workers.',
-    registers,
-    collect() {
-      const stats = read();
-      if (stats !== null) this.set(stats.pending);
-    },
-  });
-  new Gauge({
-    name: 'sluice_keys',
-    help: 'Keys held by the kernels (bounded by maxKeys).',
-    registers,
-    collect() {
-      const stats = read();
-      if (stats !== null) this.set(stats.keys);
-    },
-  });
+  /** A gauge of one figure of the stats, left as it was while there are none (or the figure is missing). */
+  const statGauge = (name: string, help: string, value: (st: LimiterStats) => number | undefined): void => {
+    new Gauge({
+      name, help, registers,
+      collect() {
+        const stats = read();
+        const v = stats === null ? undefined : value(stats);
+        if (v !== undefined) this.set(v);
+      },
+    });
+  };
+  statGauge('sluice_pending_checks', 'Checks queued in the front plus checks in flight to shard workers.', (st) => st.pending);
+  statGauge('sluice_keys', 'Keys held by the kernels (bounded by maxKeys).', (st) => st.keys);
   new Counter({
     name: 'sluice_evictions_total',
     help: 'Keys evicted to make room for new ones. Drops when a shard worker restarts with an empty table (read as a counter reset).',
@@ -87,15 +82,8 @@ export function registerEngineGauges(registers: Registry[], read: StatsReader): 
       this.inc(stats.evictions);
     },
   });
-  new Gauge({
-    name: 'sluice_kernel_memory_bytes',
-    help: 'Linear memory of the deciding kernels, allocated once at start.',
-    registers,
-    collect() {
-      const stats = read();
-      if (stats !== null && typeof stats.memoryBytes === 'number') this.set(stats.memoryBytes);
-    },
-  });
+  statGauge('sluice_kernel_memory_bytes', 'Linear memory of the deciding kernels, allocated once at start.',
+    (st) => (typeof st.memoryBytes === 'number' ? st.memoryBytes : undefined));
 }
 
 type PerShard = LimiterStats['perShard'][number];

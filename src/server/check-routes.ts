@@ -9,15 +9,15 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { CheckRequest, Decision } from '../types/decision.js';
 import type { Limiter } from '../types.js';
 import type { CompiledPolicy } from '../config/policy-spec.js';
-import { bodyText, checkFromJson, checkFromQuery, decisionJson } from '../wire/codec.js';
+import { checkFromJson, checkFromQuery, decisionJson } from '../wire/codec.js';
 import { takeWait } from '../wire/delay.js';
 import type { ServerMetrics } from '../metrics/registry.js';
-import { invalidArgument, methodNotAllowed, tooLarge, unsupportedMediaType } from '../util/errors.js';
+import { invalidArgument, methodNotAllowed, tooLarge } from '../util/errors.js';
 import { engineOf } from '../engine/handle.js';
 import type { DelayPlaces } from '../engine/delay.js';
 import { errorItem } from './problem.js';
 import { authCheck } from './auth.js';
-import { readBody } from './body.js';
+import { jsonBody, readJsonRequest } from './body.js';
 import type { CheckAnswers } from './check-answer.js';
 import type { Exchange, Exchanges } from './exchange.js';
 
@@ -122,16 +122,12 @@ export function registerCheckRoutes(app: TemplatedApp, o: CheckRouteOptions): vo
 
   app.post('/v1/check', (res, req) => {
     const x = ex.begin(res);
-    const type = req.getHeader('content-type');
-    if (!/^application\/json\s*(;|$)/i.test(type)) return ex.fail(x, unsupportedMediaType(type, 'application/json'));
-    readBody(x.res, maxBody, (body) => {
-      // answer now and drop the connection rather than read the rest of an oversize body
-      if (body === null) return ex.fail(x, tooLarge('body', `larger than ${maxBody} bytes`), { close: true });
+    readJsonRequest(x.res, req, maxBody, (e, o) => ex.fail(x, e, o), (body) => {
       let parsed: unknown;
       try {
-        parsed = JSON.parse(bodyText(body));
+        parsed = jsonBody(body);
       } catch (e) {
-        return ex.fail(x, e instanceof SyntaxError ? invalidArgument('body', `is not valid JSON (${e.message})`) : e);
+        return ex.fail(x, e);
       }
       const checks = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)
         ? (parsed as { checks?: unknown }).checks : undefined;
