@@ -1,7 +1,7 @@
 /**
  * `/v1/stream` JSON frames without JSON.parse or a string per answer: a reader that writes a frame of plain
  * checks (`{id, policy, key, cost?}` objects, or an array of them) straight into columns, as binary frames
- * are read (src/wire/binary.ts readCheckColumns), and a writer that builds a connection's JSON answers into
+ * are read (src/wire/binary-read.ts readCheckColumns), and a writer that builds a connection's JSON answers into
  * one UTF-8 buffer, sent as one text frame.
  *
  * The reader is exact by refusing: it takes only the plain form, where what JSON.parse would give is plain

@@ -1,5 +1,5 @@
 /**
- * `/v1/stream` binary frames, the versioned format of src/wire/binary.ts: a frame's checks are read straight
+ * `/v1/stream` binary frames, the versioned format of src/wire/binary-format.ts: a frame's checks are read straight
  * into a column segment (a record that cannot be read is answered at once), queued as one run, handed to the
  * engine's batch path a run at a time, and answered straight from the outcome arrays into the connection's
  * answers frame. A frame of another version or type closes the connection with 1002, one of more than

@@ -82,7 +82,7 @@ export abstract class Segment implements BatchInput {
   }
 }
 
-/** Binary checks of a connection (src/wire/binary.ts readCheckColumns). */
+/** Binary checks of a connection (src/wire/binary-read.ts readCheckColumns). */
 export class BinSeg extends Segment implements CheckColumns {
   readonly ids: Uint32Array;
   readonly flags: Uint8Array;
