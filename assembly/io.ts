@@ -6,9 +6,13 @@ import {
 } from './layout';
 import * as R from './result';
 
+/** The leg input rows (LEG_IN_STRIDE bytes each; setState reads them as STATE_STRIDE rows). */
 export let legIn: usize = 0;
+/** The leg output rows (LEG_OUT_STRIDE bytes each; peekBatch writes them as peek rows). */
 export let legOut: usize = 0;
+/** The hash input rows (HASH_IN_STRIDE bytes each: a key's offset and length in the key region, its seed). */
 export let hashIn: usize = 0;
+/** The hash output rows (HASH_OUT_STRIDE bytes each). */
 export let hashOut: usize = 0;
 /** The region keys are hashed from (0 bytes for a kernel that only decides). */
 export let keys: usize = 0;

@@ -73,12 +73,14 @@ export class LatencyHistogram {
     this.n += n;
   }
 
+  /** Forgets every observation. */
   reset(): void {
     this.counts.fill(0);
     this.sum = 0;
     this.n = 0;
   }
 
+  /** The samples as prom-client renders them (called once per scrape). */
   async get(): Promise<HistogramMetric> {
     const values = histogramValues(this.name, this.bounds, this.counts, this.sum, this.n);
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
@@ -99,6 +101,7 @@ export class SnapshotHistogram {
     private readonly read: () => { bounds: readonly number[]; counts: number[]; sumSeconds: number } | undefined,
   ) {}
 
+  /** The samples of the snapshot read now, as prom-client renders them (called once per scrape). */
   async get(): Promise<HistogramMetric> {
     const snap = this.read();
     const values = snap === undefined ? [] : histogramValues(this.name, snap.bounds, snap.counts, snap.sumSeconds);
