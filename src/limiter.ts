@@ -1,5 +1,11 @@
-import type { CheckOptions, CheckRequest, Decision, Limiter, LimiterOptions, LimiterStats, ReloadResult } from './types.js';
-import { SLIDING_LOG_ENTRIES_CAP, SLIDING_LOG_MAX_ENTRIES, checkLogEntries, compilePolicies, isCompiled, limitNumbers, policySetVersion, type CompiledPolicy, type PolicySpec } from './config/policies.js';
+import type { CheckOptions, CheckRequest, Decision } from './types/decision.js';
+import type { Limiter, LimiterOptions } from './types.js';
+import type { LimiterStats } from './types/stats.js';
+import type { ReloadResult } from './types/reload.js';
+import { SLIDING_LOG_ENTRIES_CAP, SLIDING_LOG_MAX_ENTRIES, type CompiledPolicy, type PolicySpec } from './config/policy-spec.js';
+import { checkLogEntries } from './config/limits.js';
+import { compilePolicies, isCompiled } from './config/policies.js';
+import { limitNumbers, policySetVersion } from './config/policy-version.js';
 import { Kernel, kernelModule, LIMIT_CAPACITY, MAX_KERNEL_KEYS, MAX_LIMIT_IDS } from './shard/kernel.js';
 import { Hasher } from './keys/hasher.js';
 import { buildRuntimes } from './engine/runtime.js';

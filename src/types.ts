@@ -1,25 +1,22 @@
 /**
  * The public contract: the {@link Limiter} and its {@link LimiterOptions}. The types it speaks are grouped by
- * job in types/: checks and decisions (decision.ts), concurrency leases (leases.ts), one key's state for
- * inspect and reset (keys.ts), counters (stats.ts), reloads (reload.ts); this file re-exports them all, so
- * every room imports the contract from here.
+ * job in types/, and every room imports them from there: checks and decisions (decision.ts), concurrency
+ * leases (leases.ts), one key's state for inspect and reset (keys.ts), counters (stats.ts), reloads
+ * (reload.ts). The package's entry (src/index.ts) exports the public ones.
  */
-import type { PolicySpec } from './config/policies.js';
+import type { CompiledPolicy, PolicySpec } from './config/policy-spec.js';
 import type { CheckOptions, CheckRequest, Decision } from './types/decision.js';
 import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from './types/leases.js';
 import type { KeyRequest, KeyState } from './types/keys.js';
 import type { LimiterStats } from './types/stats.js';
 import type { ReloadResult } from './types/reload.js';
 
-export type { Decision, ShadowEvaluation, CheckOptions, CheckRequest } from './types/decision.js';
-export type { AcquireRequest, ReleaseRequest, LeaseDecision, ReleaseResult } from './types/leases.js';
-export type { KeyRequest, LimitState, LeaseLimitState, KeyState } from './types/keys.js';
-export type { DelayStats, LimiterStats, RegionPolicyStats, RegionStats, LeasePolicyCounts, LeaseStats } from './types/stats.js';
-export type { ReloadResult, ReloadSource, RefusalReason } from './types/reload.js';
+// Kept for src/engine/strict-cache.ts, which imports Decision from here (its owner changes it in another branch).
+export type { Decision } from './types/decision.js';
 
 export interface LimiterOptions {
   /** Policy name → spec (see README "Policies"), or policies already compiled by the config loader. */
-  policies: Record<string, PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
+  policies: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>;
   /** Worker threads owning the keys; 0 decides on the calling thread. Default 0. */
   shards?: number;
   /** The time source: Unix epoch ms, an integer. Read once per batch on the calling thread. Default Date.now. */
@@ -107,7 +104,7 @@ export interface Limiter {
    */
   stats(options?: { waitMs?: number }): Promise<LimiterStats>;
   /** Policy names and their compiled form: the set in force (replaced whole by {@link reload}). */
-  readonly policies: ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>;
+  readonly policies: ReadonlyMap<string, CompiledPolicy>;
   /** The version of the policy set in force: 12 hex chars of a sha256 over every compiled policy. */
   readonly version: string;
   /**
@@ -118,7 +115,7 @@ export interface Limiter {
    * is in force when the call returns (before the promise settles, which waits for every shard to hold it).
    * @throws SluiceError CONFIG naming the policy and field (the old set stays in force), CLOSED after close().
    */
-  reload(policies: Record<string, import('./config/policies.js').PolicySpec> | ReadonlyMap<string, import('./config/policies.js').CompiledPolicy>): Promise<ReloadResult>;
+  reload(policies: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>): Promise<ReloadResult>;
   /**
    * One key's state under each limit of its policy, now: whether it is held, its last update, tokens (buckets)
    * or counts (windows), and what a cost-0 check reports (remaining, resetAfterMs). It changes nothing. The key

@@ -9,23 +9,23 @@
  *   an hdr-histogram of every response's time in µs.
  * Every server is a resident child process started once for the whole scenario; the load runs of a case go to
  * the servers alternately (A, B, C, A, B, C… rotated each round), so the ratios compare runs taken minutes, not
- * tens of minutes, apart. autocannon runs in the runner process, wrk as its own process.
+ * tens of minutes, apart. autocannon runs in the runner process, wrk as its own process (the load
+ * generators: http-load.ts). This file is also the sluice server child.
  */
-import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import * as hdr from 'hdr-histogram-js';
 import { createLimiter } from '../../src/index.js';
 import { defaultConfig } from '../../src/config/default.js';
 import { startServer } from '../../src/server/http.js';
 import { alternate } from '../lib/ab.js';
-import { isChildEntry, serverMain, startServerChild, type Cpu, type ServerChild } from '../lib/harness.js';
-import { median, percentile, xorshift32 } from '../lib/measure.js';
-import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
+import { isChildEntry, serverMain, startServerChild, type ServerChild } from '../lib/harness.js';
+import { median } from '../lib/measure.js';
+import type { Ctx, Metric, Row, Scenario, Section } from '../lib/types.js';
+import {
+  autocannonLoad, buildFixedRate, correctedLoad, fixedRateLoad, probe, STAGGER, wrkLoad, wrkVersion, type LoadResult,
+} from './http-load.js';
+
 
 const FILE = fileURLToPath(import.meta.url);
 const BARE_UWS = fileURLToPath(new URL('../baselines/bare-uws.js', import.meta.url));
@@ -104,280 +104,22 @@ const BASELINES = [
   { label: 'node+rlf', subject: NODE },
 ];
 
+/** The columns of the two fixed-rate latency sections, and those with ratio columns. */
+const LATENCY_METRICS: Metric[] = [
+  { key: 'rps', label: 'req/s done', higherIsBetter: true },
+  { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
+  { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
+  { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
+  { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
+];
+const LATENCY_RATIOS = ['p50', 'p99', 'p999', 'cpu'];
+
 const METRICS = [
   { key: 'rps', label: 'req/s', higherIsBetter: true },
   { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
   { key: 'p50', label: 'p50 ms', higherIsBetter: false },
   { key: 'p99', label: 'p99 ms', higherIsBetter: false },
 ];
-
-interface LoadResult {
-  rps: number;
-  p50: number;
-  p99: number;
-  /** Only from the fixed-rate runs (hdr-histogram). */
-  p999?: number;
-  /** Server CPU µs per response. */
-  cpu: number;
-  responses: number;
-  /** Server and client CPU, in cores (CPU seconds per wall second). */
-  serverCores: number;
-  clientCores: number | null;
-  errors: number;
-  non2xx: number;
-  /** Requests written by the client (autocannon only): far above responses means the server dropped connections. */
-  sent: number | null;
-  /** Fixed-rate runs: the largest response time, ms. */
-  max?: number;
-}
-
-/** The wrk binary's version line, or null when wrk is not installed. */
-export function wrkVersion(): string | null {
-  const r = spawnSync('wrk', ['-v'], { encoding: 'utf8', timeout: 5_000 });
-  if (r.error) return null;
-  const m = /wrk\s+(\S+)/.exec(`${r.stdout}${r.stderr}`);
-  return m ? m[1] : 'unknown version';
-}
-
-function cpuMicros(a: Cpu, b: Cpu): number {
-  return b.user - a.user + (b.system - a.system);
-}
-
-/** Checks one request before loading a server: status 200 and a decision-shaped body. */
-async function probe(port: number): Promise<void> {
-  const r = await fetch(`http://127.0.0.1:${port}/v1/check?policy=free&key=k1`, { signal: AbortSignal.timeout(5_000) });
-  const body = await r.text();
-  if (r.status !== 200 || !body.includes('"allowed"')) throw new Error(`probe: HTTP ${r.status} ${body.slice(0, 200)}`);
-}
-
-interface AcRun {
-  responses: number;
-  wallMs: number;
-  errors: number;
-  non2xx: number;
-  clientCpu: number;
-  sent: number;
-}
-
-/** Keys: 10,000 drawn per request by setupRequest, or 1 (one fixed path, no setupRequest). */
-function acRequests(keys: number, seed: number): Array<Record<string, unknown>> {
-  if (keys <= 1) return [{ method: 'GET', path: '/v1/check?policy=free&key=hot' }];
-  const next = xorshift32(seed);
-  return [{
-    method: 'GET',
-    path: '/v1/check?policy=free&key=k0',
-    setupRequest: (req: { path?: string }) => {
-      req.path = `/v1/check?policy=free&key=k${next() % keys}`;
-      return req;
-    },
-  }];
-}
-
-/**
- * One autocannon instance. `onLatency` gets every response's time (ms, µs resolution: autocannon measures it
- * with process.hrtime). `overallRate` makes it a fixed-rate run.
- */
-function autocannonOnce(port: number, o: { connections: number; pipelining: number; seconds: number; keys: number;
-  seed: number; overallRate?: number; onLatency?: (ms: number) => void }): Promise<AcRun> {
-  let n = 0;
-  return new Promise((resolve, reject) => {
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    const guard = setTimeout(() => inst.stop(), (o.seconds + 10) * 1000);
-    const opts = {
-      url: `http://127.0.0.1:${port}`,
-      connections: o.connections,
-      pipelining: o.pipelining,
-      duration: o.seconds,
-      timeout: 10,
-      requests: acRequests(o.keys, o.seed),
-      ...(o.overallRate !== undefined ? { overallRate: o.overallRate } : {}),
-    };
-    const inst = autocannon(opts as Parameters<typeof autocannon>[0], (err, result) => {
-      clearTimeout(guard);
-      const wallMs = performance.now() - t0;
-      const c = process.cpuUsage(cpu0);
-      if (err) return reject(err);
-      resolve({
-        responses: n, wallMs, errors: result.errors + result.timeouts, non2xx: result.non2xx,
-        clientCpu: c.user + c.system, sent: result.requests.sent,
-      });
-    });
-    const onLatency = o.onLatency;
-    inst.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => {
-      onLatency?.(ms);
-      n++;
-    });
-  });
-}
-
-/** A closed-loop autocannon run against a resident server: req/s, p50/p99 of every response, server CPU. */
-async function autocannonLoad(srv: ServerChild, connections: number, pipelining: number, seconds: number,
-  keys: number): Promise<LoadResult> {
-  const cap = 1 << 23;
-  const lat = new Float64Array(cap);
-  let k = 0;
-  const c0 = await srv.cpu();
-  const r = await autocannonOnce(srv.port, {
-    connections, pipelining, seconds, keys, seed: pipelining * 7919 + connections,
-    onLatency: (ms) => {
-      if (k < cap) lat[k++] = ms;
-    },
-  });
-  const c1 = await srv.cpu();
-  const sorted = lat.subarray(0, k).sort();
-  const serverCpu = cpuMicros(c0, c1);
-  return {
-    rps: (r.responses * 1000) / r.wallMs,
-    p50: percentile(sorted, 50),
-    p99: percentile(sorted, 99),
-    cpu: serverCpu / Math.max(1, r.responses),
-    responses: r.responses,
-    serverCores: serverCpu / 1000 / r.wallMs,
-    clientCores: r.clientCpu / 1000 / r.wallMs,
-    errors: r.errors,
-    non2xx: r.non2xx,
-    sent: r.sent,
-  };
-}
-
-/** Staggered autocannon instances per fixed-rate run: see {@link fixedRateLoad}. */
-const STAGGER = 5;
-
-/**
- * A fixed-rate run: `rate` requests/s over `connections` connections, with autocannon's `overallRate`.
- * autocannon enforces a rate as a quota per connection per second (a 1 s timer resets it), so each second's
- * requests leave as a closed-loop burst at the start of the second. To spread them, the run is 5 autocannon
- * instances (each with a fifth of the connections and of the rate) started 200 ms apart: 5 smaller bursts a
- * second. Every response's time goes into one hdr-histogram (µs, 3 significant digits).
- */
-async function fixedRateLoad(srv: ServerChild, rate: number, connections: number, seconds: number,
-  keys: number): Promise<LoadResult> {
-  const h = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
-  try {
-    const c0 = await srv.cpu();
-    const cpu0 = process.cpuUsage();
-    const t0 = performance.now();
-    const per = Math.max(1, Math.round(connections / STAGGER));
-    const runs = await Promise.all(Array.from({ length: STAGGER }, (_, i) => new Promise<AcRun>((res, rej) => {
-      setTimeout(() => {
-        // Stop just short of the whole second: the rate timer would otherwise start one more burst at the end.
-        autocannonOnce(srv.port, {
-          connections: per, pipelining: 1, seconds: seconds - 0.05, keys, seed: 1 + i, overallRate: rate / STAGGER,
-          onLatency: (ms) => h.recordValue(Math.max(1, Math.round(ms * 1000))),
-        }).then(res, rej);
-      }, (i * 1000) / STAGGER);
-    })));
-    const wallMs = performance.now() - t0;
-    const cc = process.cpuUsage(cpu0);
-    const c1 = await srv.cpu();
-    const responses = runs.reduce((a, r) => a + r.responses, 0);
-    const serverCpu = cpuMicros(c0, c1);
-    return {
-      // Each instance runs `seconds`; the staggered starts add 0.8 s of partial load at the edges.
-      rps: responses / seconds,
-      p50: h.getValueAtPercentile(50) / 1000,
-      p99: h.getValueAtPercentile(99) / 1000,
-      p999: h.getValueAtPercentile(99.9) / 1000,
-      max: h.maxValue / 1000,
-      cpu: serverCpu / Math.max(1, responses),
-      responses,
-      serverCores: serverCpu / 1000 / wallMs,
-      clientCores: (cc.user + cc.system) / 1000 / wallMs,
-      errors: runs.reduce((a, r) => a + r.errors, 0),
-      non2xx: runs.reduce((a, r) => a + r.non2xx, 0),
-      // autocannon's `sent` counts requests held back by the rate quota too: no unanswered check here.
-      sent: null,
-    };
-  } finally {
-    h.destroy();
-  }
-}
-
-/** "1.23ms" / "850.00us" / "1.02s" → ms. */
-function wrkMs(v: string): number {
-  const m = /^([\d.]+)(us|ms|s|m)$/.exec(v.trim());
-  if (!m) return NaN;
-  const x = Number(m[1]);
-  return m[2] === 'us' ? x / 1000 : m[2] === 'ms' ? x : m[2] === 's' ? x * 1000 : x * 60_000;
-}
-
-function runWrk(args: string[], timeoutMs: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const p = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else reject(new Error(`wrk exited with ${code}: ${err || out}`));
-    });
-  });
-}
-
-/** A wrk run against a resident server: 10,000 keys through the Lua script, or one hot key (a plain URL). */
-async function wrkLoad(srv: ServerChild, seconds: number, lua: string, keys: number): Promise<LoadResult> {
-  const url = keys <= 1 ? `http://127.0.0.1:${srv.port}/v1/check?policy=free&key=hot` : `http://127.0.0.1:${srv.port}/`;
-  const script = keys <= 1 ? [] : ['-s', lua];
-  const c0 = await srv.cpu();
-  const t0 = performance.now();
-  const out = await runWrk(['-t1', '-c100', `-d${seconds}s`, '--latency', ...script, url], (seconds + 15) * 1000);
-  const wallMs = performance.now() - t0;
-  const c1 = await srv.cpu();
-  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? NaN);
-  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
-  const p50 = wrkMs(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '');
-  const p99 = wrkMs(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '');
-  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const errors = sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0;
-  const serverCpu = cpuMicros(c0, c1);
-  return {
-    rps, p50, p99, cpu: serverCpu / Math.max(1, total), responses: total,
-    serverCores: serverCpu / 1000 / wallMs, clientCores: null, errors, non2xx, sent: null,
-  };
-}
-
-/**
- * Builds bench/latency/fixed-rate.c (the coordinated-omission-corrected fixed-rate load generator) into the
- * OS temp directory; null when no C compiler is at hand (the section is then skipped, and says so).
- */
-function buildFixedRate(root: string): string | null {
-  const out = join(tmpdir(), `sluice-fixed-rate-${process.pid}`);
-  const r = spawnSync('cc', ['-O2', '-o', out, join(root, 'bench', 'latency', 'fixed-rate.c')], { encoding: 'utf8', timeout: 60_000 });
-  return r.status === 0 ? out : null;
-}
-
-/** One corrected fixed-rate run: `rate` req/s over `connections`, latency from each request's intended send time. */
-async function correctedLoad(bin: string, srv: ServerChild, rate: number, connections: number, seconds: number, keys: number): Promise<LoadResult> {
-  const c0 = await srv.cpu();
-  const t0 = performance.now();
-  const r = await new Promise<string>((resolve, reject) => {
-    const p = spawn(bin, ['127.0.0.1', String(srv.port), String(rate), String(seconds), String(connections), String(keys), '0.2'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const timer = setTimeout(() => p.kill('SIGKILL'), (seconds + 20) * 1000);
-    p.on('error', (e) => { clearTimeout(timer); reject(e); });
-    p.on('close', (code) => { clearTimeout(timer); code === 0 ? resolve(out) : reject(new Error(`fixed-rate exited ${code}: ${err}`)); });
-  });
-  const wallMs = performance.now() - t0;
-  const c1 = await srv.cpu();
-  const j = JSON.parse(r) as { intended: number; answered: number; p50: number; p99: number; p999: number; max: number };
-  const serverCpu = cpuMicros(c0, c1);
-  return {
-    rps: j.answered / seconds, p50: j.p50, p99: j.p99, p999: j.p999, max: j.max, cpu: serverCpu / Math.max(1, j.answered),
-    responses: j.answered, serverCores: serverCpu / 1000 / wallMs, clientCores: null, errors: j.intended - j.answered, non2xx: 0, sent: null,
-  };
-}
 
 /** A row from the alternated runs of one target: medians, with the req/s range over the runs. */
 function row(id: string, kase: string, subject: string, runs: LoadResult[], inFlight: number): Row {
@@ -575,15 +317,9 @@ export const http: Scenario = {
           'recorded in µs into one hdr-histogram-js histogram per run (3 significant digits; autocannon\'s own ' +
           'histogram keeps whole ms), median over runs. Not corrected for coordinated omission. "req/s" is what was ' +
           'achieved (responses ÷ run time), to show the rate was met.',
-        metrics: [
-          { key: 'rps', label: 'req/s done', higherIsBetter: true },
-          { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
-          { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
-          { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
-          { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
-        ],
+        metrics: LATENCY_METRICS,
         baselines: [BASELINES[1], BASELINES[2]],
-        ratioMetrics: ['p50', 'p99', 'p999', 'cpu'],
+        ratioMetrics: LATENCY_RATIOS,
         rows: [],
         notes: [],
       };
@@ -606,15 +342,9 @@ export const http: Scenario = {
           'sluice shards 0\'s median wrk req/s for the same key set in this run (20,000 req/s when wrk did not run). ' +
           `${coSeconds} s per run after 0.2 s unrecorded, ${reps} runs per target alternately; every latency kept and ` +
           'sorted (exact percentiles), medians over runs.',
-        metrics: [
-          { key: 'rps', label: 'req/s done', higherIsBetter: true },
-          { key: 'p50', label: 'p50 ms', higherIsBetter: false, digits: 3 },
-          { key: 'p99', label: 'p99 ms', higherIsBetter: false, digits: 3 },
-          { key: 'p999', label: 'p99.9 ms', higherIsBetter: false, digits: 3 },
-          { key: 'cpu', label: 'server CPU µs/req', higherIsBetter: false },
-        ],
+        metrics: LATENCY_METRICS,
         baselines: [BASELINES[1]],
-        ratioMetrics: ['p50', 'p99', 'p999', 'cpu'],
+        ratioMetrics: LATENCY_RATIOS,
         rows: [],
         notes: [],
       };

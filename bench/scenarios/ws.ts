@@ -15,9 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import type { Decision } from '../../src/index.js';
-import {
-  ANSWER_HEAD, FRAME_ANSWERS, FRAME_CHECKS, FRAME_HEADER, CHECK_HEAD, FrameWriter, KIND_ALLOWED,
-} from '../../src/wire/binary.js';
+import { ANSWER_HEAD, FRAME_ANSWERS, FRAME_CHECKS, FRAME_HEADER, CHECK_HEAD, KIND_ALLOWED } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { alternate, roundMain, startAll, startRoundChild, stopAll, type RoundChild } from '../lib/ab.js';
 import { isChildEntry, serverMain, startServerChild, type Cpu, type ServerChild } from '../lib/harness.js';
 import { median, percentile, summary, xorshift32 } from '../lib/measure.js';

@@ -1,6 +1,6 @@
 import { createLimiter } from '../limiter.js';
-import type { CompiledPolicy } from '../config/policies.js';
-import type { CheckRequest } from '../types.js';
+import type { CompiledPolicy } from '../config/policy-spec.js';
+import type { CheckRequest } from '../types/decision.js';
 import { unknownPolicy, traceError } from '../util/errors.js';
 import { keyOf } from '../keys/derive.js';
 import type { ReplayProgress } from './progress.js';

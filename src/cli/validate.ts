@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { parseYaml, readConfigText } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
 import { isEnvoyRateLimitDocument } from '../config/envoy-ratelimit.js';
-import { joinPath } from '../config/policies.js';
+import { joinPath } from '../config/fields.js';
 import { isSluiceError, usage } from '../util/errors.js';
 
 /** Most errors reported for one file (a generated file could hold thousands). */

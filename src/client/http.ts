@@ -1,4 +1,4 @@
-import type { CheckRequest } from '../types.js';
+import type { CheckRequest } from '../types/decision.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, Transport, TransportStats } from './types.js';

@@ -8,7 +8,8 @@
  * const d = await client.check({ policy: 'free', key: 'tenant-42', cost: 1 });
  * await client.close();
  */
-import type { AcquireRequest, CheckRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
+import type { CheckRequest } from '../types/decision.js';
 import { LeaseClient } from './leases.js';
 import { Backoff, type BackoffOptions } from './backoff.js';
 import { HttpTransport } from './http.js';
@@ -19,7 +20,8 @@ import type { CheckOptions, ClientDecision, Transport, TransportStats } from './
 export { SluiceClientError, isSluiceClientError, type ClientErrorCode } from './errors.js';
 export { SluiceError, isSluiceError } from '../util/errors.js';
 export type { CheckOptions, ClientDecision, ReadyCallback, ReadyEvent } from './types.js';
-export type { AcquireRequest, CheckRequest, Decision, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+export type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
+export type { CheckRequest, Decision } from '../types/decision.js';
 export { Backoff, type BackoffOptions } from './backoff.js';
 
 export interface ClientOptions {

@@ -6,7 +6,7 @@
  * threw (UNKNOWN_LEASE naming `leaseId`, INVALID_ARGUMENT naming the field...); a transport failure is a
  * SluiceClientError (UNAVAILABLE, TIMEOUT, PROTOCOL).
  */
-import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
 import { SluiceClientError, clientClosed, remoteError } from './errors.js';
 
 export interface LeaseClientOptions {

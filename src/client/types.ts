@@ -1,4 +1,4 @@
-import type { CheckRequest, Decision } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
 
 /** A subscription push: the key now admits the cost that was denied. Numbers are from a peek (cost 0) at push time. */
 export interface ReadyEvent {

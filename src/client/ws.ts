@@ -1,9 +1,8 @@
 import WebSocket from 'ws';
-import type { CheckRequest, Decision } from '../types.js';
-import {
-  ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED,
-  KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, AnswerReader,
-} from '../wire/binary.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_CHECKS, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY } from '../wire/binary-format.js';
+import { FrameWriter } from '../wire/binary-write.js';
+import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, Transport, TransportStats } from './types.js';

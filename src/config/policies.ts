@@ -4,12 +4,11 @@
  * the YAML policies file (`load.ts`, through {@link compilePoliciesWith}), so both reject the same inputs
  * with the same reasons; only the prefix naming the place differs.
  *
- * This file compiles a set (each policy, then the links between them, then freezes it) and is the policy
- * compiler's one door for the rooms above config/: it re-exports the model (policy-spec.ts) and the
- * helpers they use. Each job lives in its own file: limits (limits.ts), consistency, lease, scope, carryOver
- * and onLimit (modes.ts), descriptors, auth cost and RLS route (descriptors.ts), shadow mode, guard and
- * shadowOf (links.ts), allow and deny lists (list-entry.ts), versions (policy-version.ts), field reading
- * (fields.ts).
+ * This file compiles a set: each policy, then the links between them, then freezes it. Each job lives in its
+ * own file, and its users import it from there: the model, spec and compiled shapes (policy-spec.ts), limits
+ * (limits.ts), consistency, lease, scope, carryOver and onLimit (modes.ts), descriptors, auth cost and RLS
+ * route (descriptors.ts), shadow mode, guard and shadowOf (links.ts), allow and deny lists (list-entry.ts),
+ * versions (policy-version.ts), field reading (fields.ts).
  */
 import { configError, SluiceError, configSourceError, policiesError } from '../util/errors.js';
 import { describeValue } from './duration.js';
@@ -23,19 +22,6 @@ import {
 import { compileDescriptors, readAuthCost, readRlsRoute } from './descriptors.js';
 import { checkGuard, checkShadowOf, readGuardName, readShadow, readShadowOf } from './links.js';
 import { compileVersion } from './policy-version.js';
-
-export type {
-  Algorithm, LimitSpec, PolicySpec, RlsRouteSpec, CompiledRlsRoute, Consistency, OnLimit, Scope, LeaseSpec, LeaseSettings,
-  StoreErrorRule, DescriptorSpec, DescriptorSource, CompiledLimit, CompiledDescriptor, CompiledPolicy,
-} from './policy-spec.js';
-export {
-  ALGORITHM_CODES, SLIDING_LOG_MAX_ENTRIES, SLIDING_LOG_ENTRIES_CAP, CALENDAR_WINDOW_CODE, DEFAULT_LEASE_TTL_MS, DEFAULT_LEASE_IDLE_MS,
-  DEFAULT_LEASE_MAX_SHARE, NAME_PATTERN, MAX_LIMITS_PER_POLICY, MAX_TOTAL_LIMITS, isBucket, isConcurrency,
-} from './policy-spec.js';
-export { CONCURRENCY_MAX_LIMIT, CONCURRENCY_MAX_TTL_MS, checkLogEntries } from './limits.js';
-export { MAX_DELAY_MS } from './modes.js';
-export { contentVersion, policySetVersion, limitNumbers } from './policy-version.js';
-export { joinPath } from './fields.js';
 
 /** Where a policy error is: `policy` null = the `policies` object itself; `field` null = the whole policy. */
 export interface PolicyErrorSite {

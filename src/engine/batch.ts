@@ -5,7 +5,7 @@
  * and from the kernel's output to the answers frame.
  */
 import { degradedCode } from './degraded.js';
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import { writeLegHash, type PolicyRuntime } from './runtime.js';
 import type { Kernel } from '../shard/kernel.js';
 import { MAX_KEY_BYTES } from '../keys/bounds.js';

@@ -3,7 +3,7 @@
  * calendar window has no fixed P: its P and B slots carry the end of the window holding `nowMs` and the end
  * of the next one (lua/calendar_window.lua), from the shared cached window clocks of src/util/calendar.ts.
  */
-import type { CompiledLimit } from '../config/policies.js';
+import type { CompiledLimit } from '../config/policy-spec.js';
 import { calendarClock } from '../util/calendar.js';
 
 /** The P argument of limit `l` at `nowMs`: periodMs, or a calendar window's end (Unix ms). */

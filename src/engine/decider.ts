@@ -5,7 +5,7 @@
  * mode (issue #14's `lease`, the regions) is one more {@link Decider}, registered with the front by its
  * consistency (`FrontOptions.deciders`), with no change to the others.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { SluiceError } from '../util/errors.js';
 import type { PolicyRuntime } from './runtime.js';
 import type { Batch } from './queue.js';

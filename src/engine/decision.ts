@@ -1,4 +1,4 @@
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
 import { CODE_ALLOW, CODE_DENY, CODE_NEVER, LEG_OUT, OUT_CODE, OUT_DELAY, OUT_REMAINING, OUT_RESET_AFTER, OUT_RETRY_AFTER } from '../shard/abi.js';
 import { SluiceError, shardFailed } from '../util/errors.js';

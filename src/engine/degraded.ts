@@ -1,4 +1,4 @@
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
 
 /** How long a fail-closed denial asks the client to wait, in ms. */

@@ -9,7 +9,8 @@
  * answer frees the place early when its connection closes ({@link DelayPlaces.release}); the tokens are not
  * given back: they were reserved at decision time, exactly as an admission spends them.
  */
-import type { Decision, DelayStats } from '../types.js';
+import type { Decision } from '../types/decision.js';
+import type { DelayStats } from '../types/stats.js';
 import type { PolicyRuntime } from './runtime.js';
 
 /** The script's per-leg group-length argument carries the leg's maxDelayMs above the group length (lua/check.lua). */

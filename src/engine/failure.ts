@@ -7,7 +7,7 @@
  *   learned from the store, where the mode knows one), marked degraded `local`.
  * Every such decision is counted by policy and rule (`sluice_degraded_decisions_total`).
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
 import { degraded, type DegradedCounts } from './degraded.js';
 

@@ -1,4 +1,4 @@
-import type { CheckRequest, Decision } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
 import type { PolicyRuntime } from './runtime.js';

@@ -6,11 +6,12 @@
  * A limiter of another make (a wrapper, a test double) has none, and the transport then goes through the
  * `Limiter` interface alone: same decisions, only slower.
  */
-import type { CheckRequest, Decision, Limiter } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import type { Limiter } from '../types.js';
 import type { CheckBatch } from './batch.js';
 import type { ShardPool } from '../shard/pool.js';
 import type { FrontThreadSource } from '../shard/caller.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CompiledPolicy } from '../config/policy-spec.js';
 import type { DelayPlaces } from './delay.js';
 
 /** A limiter's fast paths and parts, for the transports and tests of this package; not a public API. */

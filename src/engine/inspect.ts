@@ -15,7 +15,7 @@ import type { Hasher } from '../keys/hasher.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { ShardPool } from '../shard/pool.js';
 import type { Store } from '../store/contract.js';
-import type { KeyRequest, KeyState, LimitState } from '../types.js';
+import type { KeyRequest, KeyState, LimitState } from '../types/keys.js';
 import {
   GROUP_SHIFT, IN_COST, IN_LIMIT, LEG_IN, LEG_OUT, OUT_REMAINING, OUT_RESET_AFTER, PEEK_FOUND, PEEK_LAST_SEEN, PEEK_W0, PEEK_W1,
 } from '../shard/abi.js';

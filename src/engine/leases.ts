@@ -11,10 +11,10 @@
  *   before, or expired) it is UNKNOWN_LEASE naming `leaseId`, and changes nothing.
  */
 import { randomInt } from 'node:crypto';
-import { isConcurrency, type CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledPolicy } from '../config/policy-spec.js';
 import { describe, keyOf } from '../keys/derive.js';
 import { escapeTagPart } from '../keys/store-key.js';
-import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
 import { closed, invalidArgument, isSluiceError, overloaded, storeFailed, unknownLease, unknownPolicy } from '../util/errors.js';
 import { readClock } from './clock.js';
 import { CLOSED_RETRY_MS, type DegradedCounts } from './degraded.js';

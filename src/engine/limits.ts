@@ -1,4 +1,4 @@
-import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policy-spec.js';
 import type { KernelLimit } from '../shard/protocol.js';
 import { SluiceError, policiesError } from '../util/errors.js';
 

@@ -4,7 +4,7 @@
  * Deny wins. A match is counted; the live policy's shadow candidates are still evaluated (shadow-step.ts),
  * and on a shadow policy a deny-list match is only a would-deny.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import { readClock } from './clock.js';
 import { listed } from './lists.js';
 import type { PolicyRuntime } from './runtime.js';

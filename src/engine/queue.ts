@@ -3,7 +3,7 @@
  * {@link Batch} view deciders receive. The turn's arrays are reused from turn to turn: a decider that answers
  * later copies the checks it keeps ({@link push}).
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { Hasher } from '../keys/hasher.js';
 import type { PolicyRuntime } from './runtime.js';
 

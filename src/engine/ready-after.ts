@@ -2,8 +2,8 @@
  * When a denied key could next admit a cost: the rule `/v1/stream` subscriptions re-arm by after a peek finds
  * the key still short. A rate-limit rule, so it lives in the engine; the stream only schedules by it.
  */
-import type { Decision } from '../types.js';
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import type { Decision } from '../types/decision.js';
+import type { CompiledLimit, CompiledPolicy } from '../config/policy-spec.js';
 
 /**
  * A lower bound, in ms, on the wait before a key whose peek (cost 0) gave `d` could admit `cost` tokens, under

@@ -1,4 +1,4 @@
-import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policy-spec.js';
 import { DELAY_SHIFT, IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';

@@ -3,7 +3,7 @@
  * would deny) and list matches (allow, deny), plus the throttled would-deny log. Counts are kept by name
  * for the limiter's life, so they survive reloads; only policies that have counted something appear.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
 
 /** Least time between two would-deny log lines of one shadow policy, in ms of the limiter's clock. */

@@ -5,7 +5,7 @@
  * needs more than the kernel (lists, shadows, sync bookkeeping) or arrives while check()s are queued takes the
  * front's synchronous path (Front.checkNow), which decides the queue first, in order.
  */
-import type { CheckRequest, Decision } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
 import type { Kernel } from '../shard/kernel.js';
 import type { Hasher } from '../keys/hasher.js';
 import type { Front } from './front.js';

@@ -3,7 +3,7 @@
  * (`checkBatch`) and the key admin (inspect, reset) all read a request through these, so they refuse the same
  * input with the same error naming the field.
  */
-import type { CheckRequest } from '../types.js';
+import type { CheckRequest } from '../types/decision.js';
 import { isLeasePolicy, type PolicyRuntime } from './runtime.js';
 import { describe } from '../keys/derive.js';
 import { invalidArgument, unknownPolicy } from '../util/errors.js';

@@ -16,8 +16,8 @@
  * Cost: the descriptor's `hits_addend` when set (0 allowed: a look that spends nothing), else the request's
  * `hits_addend`, 0 meaning 1 (as Envoy sends it).
  */
-import type { CheckRequest, Decision } from '../types.js';
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import type { CompiledLimit, CompiledPolicy } from '../config/policy-spec.js';
 import { escapePart } from '../keys/derive.js';
 import { UNIT_SECONDS } from '../config/envoy-ratelimit.js';
 import { invalidArgument } from '../util/errors.js';

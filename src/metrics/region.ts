@@ -19,7 +19,7 @@
  * | sluice_region_untracked_keys_total | counter | region: keys not watched because the set was full |
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { RegionStats } from '../types.js';
+import type { RegionStats } from '../types/stats.js';
 
 export function registerRegionMetrics(registers: Registry[], read: () => RegionStats | undefined): void {
   const perPolicy = (name: string, help: string, value: (p: RegionStats['policies'][number]) => number): void => {

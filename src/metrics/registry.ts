@@ -1,29 +1,21 @@
 /**
- * Prometheus metrics, declared once here: one {@link Registry} per server (so two servers in one process,
- * or a test's, never share counts), served as text by `GET /metrics`.
+ * Prometheus metrics: one {@link Registry} per server (so two servers in one process, or a test's, never
+ * share counts), built by {@link createMetrics} and served as text by `GET /metrics`.
  *
  * Hot-path counts are plain numbers bumped per check and per response; prom-client reads them when a
  * scrape asks (`collect`), so a check pays a Map lookup and an increment, not a label hash. Gauges that
  * describe the engine (pending checks, keys held, evictions, kernel memory) are read from
- * `limiter.stats()` once per scrape.
+ * `limiter.stats()` once per scrape, by the files that declare them.
+ *
+ * The metrics counted here, as the server's checks, responses and reloads happen:
  *
  * | metric | type | labels |
  * |---|---|---|
  * | sluice_decisions_total | counter | policy, result = allowed / denied / never / error |
- * | sluice_shadow_decisions_total | counter | policy, result = allow / would_deny: shadow policies' evaluations (`limiter.stats().shadow`) |
- * | sluice_list_decisions_total | counter | policy, list = allow / deny: checks decided by a policy's allow or deny list (`limiter.stats().lists`) |
  * | sluice_decision_duration_seconds | histogram | (none): from `check()` to its answer |
  * | sluice_shard_failures_total | counter | checks failed with SHARD_FAILED (a worker died or failed holding them) |
  * | sluice_overload_rejections_total | counter | checks refused with OVERLOADED (queues full) |
- * | sluice_pending_checks | gauge | checks queued in the front plus in flight to shards |
- * | sluice_keys | gauge | keys held by the kernels |
- * | sluice_evictions_total | counter | keys evicted to make room (drops when a shard restarts: a counter reset) |
- * | sluice_kernel_memory_bytes | gauge | linear memory of the deciding kernels (fixed at start) |
  * | sluice_http_responses_total | counter | class = 2xx / 3xx / 4xx / 5xx |
- * | sluice_shard_queue_depth | gauge | shard: checks sent to the shard's worker and not answered yet |
- * | sluice_shard_queue_batches | gauge | shard: batches (one per turn) sent to the shard's worker and not answered yet |
- * | sluice_shard_up | gauge | shard: 1 while it has a worker, 0 while down (its checks fail at once) |
- * | sluice_shard_downs_total, sluice_shard_recoveries_total | counter | shard: times it went down; came back |
  * | sluice_policies_info | gauge | version: the policy-set version in force (`limiter.version`), value 1; only that one |
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
  * | sluice_policy_announcements_refused_total | counter | reason = malformed / unsigned / bad_mac / replayed |
@@ -31,51 +23,25 @@
  * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit (with an {@link Activity}) |
  * | sluice_hot_key_checks, sluice_hot_key_denied | gauge | policy, key: the top `hotKeyMetrics` keys per policy of the hot-key sketch (estimates: see src/metrics/hot-keys.ts); none when 0 |
  *
- * With a Redis store only (`limiter.storeStatus() !== 'none'`), read from `limiter.stats().store`:
- *
- * | metric | type | labels |
- * |---|---|---|
- * | sluice_store_errors_total | counter | Redis calls that failed or timed out (the sum of the five below) |
- * | sluice_store_timeouts_total | counter | calls during which Redis sent nothing on the connection for timeoutMs |
- * | sluice_store_script_errors_total | counter | calls Redis answered with an error about the call (the script failed) |
- * | sluice_store_connection_errors_total | counter | calls that could not be sent or lost their connection |
- * | sluice_store_breaker_rejections_total | counter | calls not made because the circuit breaker was open |
- * | sluice_store_unavailable_total | counter | calls Redis refused: OOM, BUSY, LOADING, READONLY... (open the breaker) |
- * | sluice_store_late_calls_total | counter | strict calls answered after they had timed out (Redis ran them late) |
- * | sluice_store_late_spent_tokens_total | counter | tokens those late calls spent in Redis |
- * | sluice_store_over_limit_answers_total | counter | strict checks denied by the over-limit cache, without Redis |
- * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
- * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make |
- * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
- * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
- * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
- *
- * and the write-behind's (sync policies; 0 until one exists):
- *
- * | sluice_sync_merges_total | counter | merges into Redis done |
- * | sluice_sync_failures_total | counter | merges that failed or timed out (retried) |
- * | sluice_sync_dropped_total | counter | deltas dropped because too many keys were waiting |
- * | sluice_sync_pending_keys | gauge | keys waiting to be merged |
- * | sluice_sync_lag_seconds | gauge | seconds since the last successful merge |
- *
- * and lease mode's (lease policies, once one was checked; `limiter.stats().lease`), each by policy:
- *
- * | sluice_lease_acquired_total, sluice_lease_acquired_tokens_total | counter | lease calls granted tokens; the tokens |
- * | sluice_lease_returned_tokens_total | counter | unused tokens given back (idle keys, close) |
- * | sluice_lease_expired_total | counter | other instances' leases found expired in Redis |
- * | sluice_lease_lapsed_tokens_total | counter | tokens held here past their lease's end, unspent |
- * | sluice_lease_waits_total | counter | checks that waited for a lease call |
- * | sluice_lease_tokens_held | gauge | tokens held now |
- *
- * With the region option (`limiter.region`), the reconciler's `sluice_region_*`: see src/metrics/region.ts.
+ * and, read from `limiter.stats()`, the engine's and the shards' (src/metrics/engine.ts); with a Redis store
+ * only (`limiter.storeStatus() !== 'none'`), the store's and the write-behind's (src/metrics/store.ts) and
+ * lease mode's (src/metrics/lease.ts); with the region option (`limiter.region`), the reconciler's
+ * `sluice_region_*` (src/metrics/region.ts).
  */
 import { performance } from 'node:perf_hooks';
 import { AggregatorRegistry, Counter, Gauge, Registry, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import type { CheckRequest, Decision, Limiter, LimiterStats, LeasePolicyCounts, RefusalReason, ReloadSource } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import type { Limiter } from '../types.js';
+import type { LimiterStats } from '../types/stats.js';
+import type { RefusalReason, ReloadSource } from '../types/reload.js';
 import { isSluiceError } from '../util/errors.js';
 import type { Activity } from './activity.js';
 import { keyOf } from '../keys/derive.js';
 import { registerRegionMetrics } from './region.js';
+import { registerEngineGauges, registerListAndShadowMetrics, registerShardMetrics } from './engine.js';
+import { registerStoreMetrics } from './store.js';
+import { registerLeaseMetrics } from './lease.js';
+import { LatencyHistogram } from './histograms.js';
 
 /** How long a scrape waits for `limiter.stats()` (shard workers answer it between batches). */
 export const STATS_TIMEOUT_MS = 1000;
@@ -91,8 +57,6 @@ const RESULTS: readonly DecisionResult[] = ['allowed', 'denied', 'never', 'error
 const CLASSES = ['2xx', '3xx', '4xx', '5xx'] as const;
 const RELOAD_SOURCES: readonly ReloadSource[] = ['file', 'signal', 'api', 'peer'];
 const REFUSAL_REASONS: readonly RefusalReason[] = ['malformed', 'unsigned', 'bad_mac', 'replayed'];
-/** `sluice_store_breaker_state` values. */
-export const BREAKER_STATE = { closed: 0, halfOpen: 1, open: 2 } as const;
 
 /**
  * Decision latency buckets, in seconds: an in-thread decision takes microseconds, a shard round trip tens
@@ -197,34 +161,8 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       }
     },
   });
-  new Counter({
-    name: 'sluice_shadow_decisions_total',
-    help: 'Shadow policies\' evaluations, by policy and result: allow, or would_deny (the check was admitted anyway).',
-    labelNames: ['policy', 'result'],
-    registers,
-    collect() {
-      if (stats?.shadow === undefined) return;
-      this.reset();
-      for (const [policy, c] of Object.entries(stats.shadow)) {
-        this.inc({ policy, result: 'allow' }, c.allow);
-        this.inc({ policy, result: 'would_deny' }, c.wouldDeny);
-      }
-    },
-  });
-  new Counter({
-    name: 'sluice_list_decisions_total',
-    help: 'Checks decided by a policy\'s allow list (admitted, nothing spent) or deny list (refused), by policy and list.',
-    labelNames: ['policy', 'list'],
-    registers,
-    collect() {
-      if (stats?.lists === undefined) return;
-      this.reset();
-      for (const [policy, c] of Object.entries(stats.lists)) {
-        this.inc({ policy, list: 'allow' }, c.allow);
-        this.inc({ policy, list: 'deny' }, c.deny);
-      }
-    },
-  });
+  const read = (): LimiterStats | null => stats;
+  registerListAndShadowMetrics(registers, read);
   const latency = new LatencyHistogram(
     'sluice_decision_duration_seconds',
     'Time from a check entering the engine to its decision or error, in seconds.',
@@ -249,40 +187,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       this.inc(overloads);
     },
   });
-  new Gauge({
-    name: 'sluice_pending_checks',
-    help: 'Checks queued in the front plus checks in flight to shard workers.',
-    registers,
-    collect() {
-      if (stats !== null) this.set(stats.pending);
-    },
-  });
-  new Gauge({
-    name: 'sluice_keys',
-    help: 'Keys held by the kernels (bounded by maxKeys).',
-    registers,
-    collect() {
-      if (stats !== null) this.set(stats.keys);
-    },
-  });
-  new Counter({
-    name: 'sluice_evictions_total',
-    help: 'Keys evicted to make room for new ones. Drops when a shard worker restarts with an empty table (read as a counter reset).',
-    registers,
-    collect() {
-      if (stats === null) return;
-      this.reset();
-      this.inc(stats.evictions);
-    },
-  });
-  new Gauge({
-    name: 'sluice_kernel_memory_bytes',
-    help: 'Linear memory of the deciding kernels, allocated once at start.',
-    registers,
-    collect() {
-      if (stats !== null && typeof stats.memoryBytes === 'number') this.set(stats.memoryBytes);
-    },
-  });
+  registerEngineGauges(registers, read);
   new Counter({
     name: 'sluice_http_responses_total',
     help: 'HTTP responses sent, by status class.',
@@ -293,174 +198,11 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
       for (let c = 0; c < CLASSES.length; c++) this.inc({ class: CLASSES[c] }, responses[c]);
     },
   });
-  type PerShard = LimiterStats['perShard'][number];
-  const shardGauge = (name: string, help: string, read: (st: PerShard) => number): void => {
-    new Gauge({
-      name, help, labelNames: ['shard'], registers,
-      collect() {
-        if (!stats?.perShard) return;
-        this.reset();
-        stats.perShard.forEach((st, s) => this.set({ shard: String(s) }, read(st)));
-      },
-    });
-  };
-  const shardCounter = (name: string, help: string, read: (st: PerShard) => number): void => {
-    new Counter({
-      name, help, labelNames: ['shard'], registers,
-      collect() {
-        if (!stats?.perShard) return;
-        this.reset();
-        stats.perShard.forEach((st, s) => this.inc({ shard: String(s) }, read(st)));
-      },
-    });
-  };
-  shardGauge('sluice_shard_queue_depth', 'Checks sent to a shard worker (queued for it or being decided) and not answered yet.', (st) => st.queuedChecks);
-  shardGauge('sluice_shard_queue_batches', 'Batches (one per event-loop turn) sent to a shard worker and not answered yet.', (st) => st.queuedBatches);
-  shardGauge('sluice_shard_up', '1 while a shard has a worker; 0 while it is down (its checks fail at once with SHARD_FAILED, restarts are attempted).', (st) => (st.up ? 1 : 0));
-  shardCounter('sluice_shard_downs_total', 'Times a shard went down: its worker died and could not be replaced.', (st) => st.downs);
-  shardCounter('sluice_shard_recoveries_total', 'Times a shard that was down came back with a fresh worker (an empty table).', (st) => st.recoveries);
+  registerShardMetrics(registers, read);
   if (limiter.region !== undefined) registerRegionMetrics(registers, () => stats?.region);
   if (limiter.storeStatus() !== 'none') {
-    const store = (): NonNullable<LimiterStats['store']> | undefined => stats?.store;
-    new Counter({
-      name: 'sluice_store_errors_total',
-      help: 'Redis calls that failed or timed out (each applied its policy\'s onStoreError).',
-      registers,
-      collect() {
-        const st = store();
-        if (st === undefined) return;
-        this.reset();
-        this.inc(st.storeErrors);
-      },
-    });
-    const storeCounter = (name: string, help: string, read: (st: NonNullable<LimiterStats['store']>) => number): void => {
-      new Counter({
-        name, help, registers,
-        collect() {
-          const st = store();
-          if (st === undefined) return;
-          this.reset();
-          this.inc(read(st));
-        },
-      });
-    };
-    storeCounter('sluice_store_timeouts_total', 'Redis calls given up: Redis sent nothing on the connection for timeoutMs (frozen, down, unreachable).', (st) => st.timeouts);
-    storeCounter('sluice_store_script_errors_total', 'Redis calls answered with an error about the call: the script failed (a script error).', (st) => st.scriptErrors);
-    storeCounter('sluice_store_connection_errors_total', 'Redis calls that could not be sent or lost their connection (Redis down, restarting, not yet connected).', (st) => st.connectionErrors);
-    storeCounter('sluice_store_breaker_rejections_total', 'Redis calls not made because the circuit breaker was open.', (st) => st.breakerRejections);
-    storeCounter('sluice_store_unavailable_total', 'Redis calls Redis refused because it cannot serve now (OOM, BUSY, LOADING, READONLY...); they count toward the breaker.', (st) => st.unavailable);
-    storeCounter('sluice_store_late_calls_total', 'Strict script calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
-    storeCounter('sluice_store_late_spent_tokens_total', 'Tokens spent in Redis by checks whose call had timed out (they took their failure rule).', (st) => st.lateSpentTokens);
-    storeCounter('sluice_store_over_limit_answers_total', 'Strict checks denied by the exact over-limit cache, without a Redis call.', (st) => st.overLimitAnswers);
-    new Gauge({
-      name: 'sluice_store_known_keys',
-      help: 'Strict keys whose last Redis answer this instance keeps (over-limit cache, local-rule seeding).',
-      registers,
-      collect() {
-        const st = store();
-        if (st !== undefined) this.set(st.knownKeys);
-      },
-    });
-    new Counter({
-      name: 'sluice_degraded_decisions_total',
-      help: 'Strict decisions not made by Redis (it failed), by policy and the rule that made them: open, closed, local.',
-      labelNames: ['policy', 'rule'], registers,
-      collect() {
-        if (stats?.degraded === undefined) return;
-        this.reset();
-        for (const [policy, c] of Object.entries(stats.degraded)) {
-          for (const rule of ['open', 'closed', 'local'] as const) if (c[rule] > 0) this.inc({ policy, rule }, c[rule]);
-        }
-      },
-    });
-    new Gauge({
-      name: 'sluice_store_connected',
-      help: '1 while the Redis client is connected, else 0.',
-      registers,
-      collect() {
-        const st = store();
-        if (st !== undefined) this.set(st.connected ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: 'sluice_store_breaker_state',
-      help: 'The Redis circuit breaker: 0 closed, 1 half-open (probing), 2 open (Redis not called).',
-      registers,
-      collect() {
-        const st = store();
-        if (st !== undefined) this.set(BREAKER_STATE[st.breaker]);
-      },
-    });
-    registry.registerMetric(new SnapshotHistogram(
-      'sluice_store_call_duration_seconds',
-      'Redis script calls (decisions and merges, failed ones included), in seconds.',
-      () => store()?.latency,
-    ) as unknown as Metric);
-    // Registered with every store, not only when a sync policy exists at start: a reload may add one.
-    {
-      type SyncStats = NonNullable<NonNullable<LimiterStats['store']>['sync']>;
-      const syncCounter = (name: string, help: string, read: (s: SyncStats) => number): void => {
-        new Counter({
-          name, help, registers,
-          collect() {
-            const sy = store()?.sync;
-            if (sy == null) return;
-            this.reset();
-            this.inc(read(sy));
-          },
-        });
-      };
-      syncCounter('sluice_sync_merges_total', 'Write-behind merges into Redis done (sync policies).', (sy) => sy.merges);
-      syncCounter('sluice_sync_failures_total', 'Write-behind merges that failed or timed out; each is retried under the same id.', (sy) => sy.failures);
-      syncCounter('sluice_sync_dropped_total', 'Write-behind deltas dropped because too many distinct keys were waiting to be merged.', (sy) => sy.dropped);
-      new Gauge({
-        name: 'sluice_sync_lag_seconds',
-        help: 'Seconds since the last successful write-behind merge: how old this instance\'s view of the others is.',
-        registers,
-        collect() {
-          const sy = store()?.sync;
-          if (sy != null) this.set(sy.lagMs / 1000);
-        },
-      });
-      new Gauge({
-        name: 'sluice_sync_pending_keys',
-        help: 'Keys whose consumed deltas wait to be merged into Redis (including a merge in doubt).',
-        registers,
-        collect() {
-          const sy = store()?.sync;
-          if (sy != null) this.set(sy.pendingKeys);
-        },
-      });
-      // lease policies (read from limiter.stats().lease, present once a lease policy was checked)
-      const leaseCounter = (name: string, help: string, read: (c: LeasePolicyCounts) => number): void => {
-        new Counter({
-          name, help, labelNames: ['policy'], registers,
-          collect() {
-            const le = stats?.lease;
-            if (le === undefined) return;
-            this.reset();
-            for (const [policy, c] of Object.entries(le.policies)) this.inc({ policy }, read(c));
-          },
-        });
-      };
-      leaseCounter('sluice_lease_acquired_total', 'Lease calls that were granted tokens (lease policies).', (c) => c.acquired);
-      leaseCounter('sluice_lease_acquired_tokens_total', 'Tokens granted to this instance by lease calls.', (c) => c.acquiredTokens);
-      leaseCounter('sluice_lease_returned_tokens_total', 'Unused leased tokens given back to Redis (idle keys, close).', (c) => c.returnedTokens);
-      leaseCounter('sluice_lease_expired_total', 'Other instances\' leases this instance found expired in Redis (their tokens counted as used).', (c) => c.expired);
-      leaseCounter('sluice_lease_lapsed_tokens_total', 'Leased tokens this instance held unspent past their lease\'s end (counted as used).', (c) => c.lapsedTokens);
-      leaseCounter('sluice_lease_waits_total', 'Lease-policy checks that waited for a lease call (their tokens were not held here).', (c) => c.waits);
-      new Gauge({
-        name: 'sluice_lease_tokens_held',
-        help: 'Leased tokens this instance holds now, by policy.',
-        labelNames: ['policy'], registers,
-        collect() {
-          const le = stats?.lease;
-          if (le === undefined) return;
-          this.reset();
-          for (const policy of Object.keys(le.policies)) this.set({ policy }, le.heldByPolicy[policy] ?? 0);
-        },
-      });
-    }
+    registerStoreMetrics(registry, read);
+    registerLeaseMetrics(registers, read);
   }
   new Gauge({
     name: 'sluice_policies_info',
@@ -688,89 +430,4 @@ const RESOLVED = Promise.resolve();
  */
 function monotonicMs(): number {
   return performance.now();
-}
-
-/**
- * A label-less Prometheus histogram that costs a few nanoseconds per observation (prom-client's costs about
- * 500 ns: a label hash per call). Registered with `registry.registerMetric`, it renders through prom-client
- * exactly as a prom-client histogram does: `_bucket{le=...}` (cumulative), `_sum`, `_count`.
- */
-class LatencyHistogram {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  private readonly counts: Float64Array;
-  private sum = 0;
-  private n = 0;
-
-  constructor(readonly name: string, readonly help: string, private readonly bounds: readonly number[]) {
-    this.counts = new Float64Array(bounds.length + 1);
-  }
-
-  observe(seconds: number): void {
-    const b = this.bounds;
-    let i = 0;
-    while (i < b.length && seconds > b[i]) i++;
-    this.counts[i]++;
-    this.sum += seconds;
-    this.n++;
-  }
-
-  /** `n` observations of the same value. */
-  observeMany(seconds: number, n: number): void {
-    if (n <= 0) return;
-    const b = this.bounds;
-    let i = 0;
-    while (i < b.length && seconds > b[i]) i++;
-    this.counts[i] += n;
-    this.sum += seconds * n;
-    this.n += n;
-  }
-
-  reset(): void {
-    this.counts.fill(0);
-    this.sum = 0;
-    this.n = 0;
-  }
-
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
-    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
-    let cumulative = 0;
-    for (let i = 0; i <= this.bounds.length; i++) {
-      cumulative += this.counts[i];
-      values.push({ labels: { le: i < this.bounds.length ? this.bounds[i] : '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
-    }
-    values.push({ labels: {}, value: this.sum, metricName: `${this.name}_sum` });
-    values.push({ labels: {}, value: this.n, metricName: `${this.name}_count` });
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-}
-
-/**
- * A label-less histogram rendered from a snapshot another component keeps (bucket counts, +Inf last), in the
- * same form as {@link LatencyHistogram}.
- */
-class SnapshotHistogram {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    private readonly read: () => { bounds: readonly number[]; counts: number[]; sumSeconds: number } | undefined,
-  ) {}
-
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
-    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
-    const snap = this.read();
-    if (snap !== undefined) {
-      let cumulative = 0;
-      for (let i = 0; i <= snap.bounds.length; i++) {
-        cumulative += snap.counts[i];
-        values.push({ labels: { le: i < snap.bounds.length ? snap.bounds[i] : '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
-      }
-      values.push({ labels: {}, value: snap.sumSeconds, metricName: `${this.name}_sum` });
-      values.push({ labels: {}, value: cumulative, metricName: `${this.name}_count` });
-    }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
 }

@@ -10,7 +10,7 @@
  * {@link createLeaser}'s outcome onto their request and response objects.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types.js';
+import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
 import { retryAfterSeconds } from '../wire/headers.js';
 import { QUOTA_EXCEEDED_TYPE } from './core.js';
 

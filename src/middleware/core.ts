@@ -3,8 +3,8 @@
  * to give (headers to set, or a 429 / 503 to send). `node-http.ts`, `express.ts` and `fastify.ts` only move
  * these onto their request and response objects.
  */
-import type { CheckRequest, Decision } from '../types.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
+import type { CompiledPolicy } from '../config/policy-spec.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */

@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { RefusalReason } from '../types.js';
+import type { RefusalReason } from '../types/reload.js';
 import { usage } from '../util/errors.js';
 
 /**

@@ -27,13 +27,14 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument, type SluiceConfig } from '../config/schema.js';
-import { policySetVersion } from '../config/policies.js';
-import type { Limiter, ReloadResult, ReloadSource } from '../types.js';
+import { policySetVersion } from '../config/policy-version.js';
+import type { Limiter } from '../types.js';
+import type { ReloadResult, ReloadSource } from '../types/reload.js';
 import type { PubSub, StoreChannel } from '../store/contract.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
 import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
 
-export type { ReloadSource } from '../types.js';
+export type { ReloadSource } from '../types/reload.js';
 
 /** Where a reload counts its outcome (the server's metrics: `sluice_policy_reloads_total`). */
 export interface ReloadCounter {

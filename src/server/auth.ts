@@ -1,6 +1,6 @@
 import type { HttpRequest } from 'uWebSockets.js';
-import type { CheckRequest } from '../types.js';
-import type { CompiledDescriptor, CompiledPolicy } from '../config/policies.js';
+import type { CheckRequest } from '../types/decision.js';
+import type { CompiledDescriptor, CompiledPolicy } from '../config/policy-spec.js';
 import { checkFromQuery } from '../wire/codec.js';
 import { takeWait } from '../wire/delay.js';
 import { invalidArgument, notFound, unknownPolicy } from '../util/errors.js';

@@ -5,7 +5,8 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLimiter } from '../limiter.js';
-import { adoptCompiled, type CompiledPolicy } from '../config/policies.js';
+import { adoptCompiled } from '../config/policies.js';
+import { type CompiledPolicy } from '../config/policy-spec.js';
 import type { FrontThreadLink, PolicySetUpdate } from '../shard/caller.js';
 import { engineOf } from '../engine/handle.js';
 import { startServer } from './http.js';

@@ -3,7 +3,7 @@
  * that writes the answer when due. A connection that closes first cancels them all and frees their wait
  * places (src/engine/delay.ts); the tokens stay spent, as they were reserved at decision time.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import type { DelayPlaces } from '../engine/delay.js';
 
 export class HeldAnswers {

@@ -6,12 +6,11 @@
  */
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Limiter } from '../types.js';
-import { bodyText } from '../wire/codec.js';
 import { acquireFromJson, releaseFromJson } from '../wire/leases.js';
-import { invalidArgument, methodNotAllowed, tooLarge, unsupportedMediaType } from '../util/errors.js';
-import { readBody } from './body.js';
+import { methodNotAllowed } from '../util/errors.js';
+import { jsonBody, readJsonRequest } from './body.js';
 
-/** What the routes borrow from the HTTP front (src/server/http.ts): its exchange bookkeeping and writers. */
+/** What the routes borrow from the HTTP front: its exchange bookkeeping and writers (src/server/exchange.ts). */
 export interface LeaseRouteHost<X extends { res: HttpResponse; late: boolean }> {
   limiter: Limiter;
   maxBodyBytes: number;
@@ -28,20 +27,11 @@ export function registerLeaseRoutes<X extends { res: HttpResponse; late: boolean
   const route = (path: string, parse: (v: unknown) => unknown, run: (req: never) => Promise<unknown>): void => {
     app.post(path, (res, req) => {
       const x = h.begin(res);
-      const type = req.getHeader('content-type');
-      if (!/^application\/json\s*(;|$)/i.test(type)) return h.fail(x, unsupportedMediaType(type, 'application/json'));
-      readBody(res, h.maxBodyBytes, (body) => {
-        if (body === null) return h.fail(x, tooLarge('body', `larger than ${h.maxBodyBytes} bytes`), { close: true });
+      readJsonRequest(res, req, h.maxBodyBytes, (e, o) => h.fail(x, e, o), (body) => {
         if (x.late) return h.refuseDraining(x);
         let input: unknown;
         try {
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(bodyText(body));
-          } catch (e) {
-            throw e instanceof SyntaxError ? invalidArgument('body', `is not valid JSON (${e.message})`) : e;
-          }
-          input = parse(parsed);
+          input = parse(jsonBody(body));
         } catch (e) {
           return h.fail(x, e);
         }

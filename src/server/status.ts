@@ -20,7 +20,8 @@
  * `/v1/hot?policy=P[&limit=N]` (N 1..1000, default 20): `{ policy, checks, errorBound, keys: [{ key, checks,
  * denied, error, share }] }`; 400 naming `policy` or `limit`, 404 UNKNOWN_POLICY for a policy not in force.
  */
-import type { Limiter, LimiterStats } from '../types.js';
+import type { Limiter } from '../types.js';
+import type { LimiterStats } from '../types/stats.js';
 import type { Activity } from '../metrics/activity.js';
 import type { HotKey } from '../metrics/hot-keys.js';
 import { invalidArgument, unknownPolicy } from '../util/errors.js';

@@ -19,7 +19,7 @@ import { Worker } from 'node:worker_threads';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Limiter } from '../types.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CompiledPolicy } from '../config/policy-spec.js';
 import type { PolicySetUpdate } from '../shard/caller.js';
 import { engineOf } from '../engine/handle.js';
 import type { ChannelMemory } from '../shard/channel.js';

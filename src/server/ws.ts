@@ -4,7 +4,7 @@
  * - stream/conn.ts: connections, their answers and queues, backpressure (the pump);
  * - stream/json-frames.ts: text frames (JSON checks and unsubscribes), plain ones decided through the batch
  *   path as binary ones are (src/wire/json-stream.ts reads them and builds the answers);
- * - stream/binary-frames.ts: binary frames (src/wire/binary.ts), decided through the engine's batch path;
+ * - stream/binary-frames.ts: binary frames (src/wire/binary-format.ts), decided through the engine's batch path;
  * - stream/subscriptions.ts: one-shot pushes at a denied check's retry time (re-armed by the engine's rule,
  *   src/engine/ready-after.ts), within the instance bounds of stream/sub-schedule.ts;
  * - stream/options.ts and stream/state.ts: the options, counters and close codes; the connection's state.

@@ -2,28 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { StoreTimeoutError } from './deadline.js';
 import type { Store } from './contract.js';
 import { debitState } from '../util/debit.js';
-
-/**
- * One leg as the caller describes it the first time the writer sees it: its Redis key and limit, and where its
- * kernel state lives. The writer keeps it (and its key string) while the leg keeps being touched.
- */
-export interface SyncLeg {
-  redisKey: string;
-  algorithmCode: number;
-  limit: number;
-  periodMs: number;
-  burst: number;
-  /** Kernel limit id, leg hash (lo, hi) and owning shard (−1: this thread), to install the merged state. */
-  limitId: number;
-  hashLo: number;
-  hashHi: number;
-  shard: number;
-  /**
-   * The caller's number for the rest of what the Redis key is made of (its policy and version): a leg is
-   * identified by (hashLo, hashHi, limitId, ns), so two legs with one identity must have one Redis key.
-   */
-  ns: number;
-}
+import { DeltaTable, type SyncLeg } from './sync-deltas.js';
 
 /** Installs merged states: 3 numbers per leg (w0, w1, lastSeen), at the merge's time. */
 export type Install = (legs: SyncLeg[], states: number[], nowMs: number) => Promise<void> | void;
@@ -34,7 +13,7 @@ export interface SyncOptions {
   /** Most distinct keys waiting to be merged; past it a delta is dropped and counted. Default 1,000,000. */
   maxKeys?: number;
   /**
-   * Most bytes the writer holds for the keys it knows (each key's Redis key, plus {@link LEG_BYTES} of
+   * Most bytes the writer holds for the keys it knows (each key's Redis key, plus `LEG_BYTES` (sync-deltas.ts) of
    * bookkeeping); past it a new key's delta is dropped and counted, as past maxKeys. Default 128 MiB.
    */
   maxBytes?: number;
@@ -74,14 +53,6 @@ export const MIN_SPLIT = 64;
 /** The longest wait between two attempts of a failing merge, in ms (the wait doubles from intervalMs). */
 export const MAX_BACKOFF_MS = 1000;
 
-/** Bytes counted per known leg beyond its Redis key: the SyncLeg object, its slot and cells. */
-export const LEG_BYTES = 200;
-
-/** Slots of the leg table: (hashLo, hashHi, limitId, ns, index + 1), 0 in the last for an empty slot. */
-const STRIDE = 5;
-/** Legs the table has room for before it first grows, and below which it is never swept. */
-const MIN_LEGS = 1024;
-
 /**
  * Write-behind for `sync` policies, coalescing by key (as gubernator and envoy's ratelimit do): admitted
  * costs are summed per key, and a timer armed by the first one sends every touched key's delta in one script
@@ -94,36 +65,20 @@ const MIN_LEGS = 1024;
  * see {@link Batch.parents}), so one merge too big for the deadline cannot stall the writer for good.
  * Installing a merged state debits what was admitted here while that merge was in flight ({@link debitState}).
  *
- * Per admitted check the caller calls {@link bump} per leg, with the leg's kernel hash: an open-addressing
- * table of typed arrays finds the leg, and its delta is added to, with no allocation and no string. Only a
+ * Per admitted check the caller calls {@link bump} per leg, with the leg's kernel hash: the delta table
+ * (src/store/sync-deltas.ts) finds the leg, and its delta is added to, with no allocation and no string. Only a
  * leg the writer does not know (new, or untouched for a while) is described by the caller ({@link add}),
  * Redis key included; legs touched again and again keep their description from merge to merge.
  */
 export class SyncWriter {
-  /** Known legs, by index. */
-  private legs: SyncLeg[] = [];
-  /**
-   * Two numbers per known leg (one cache line): the interval it was last made pending in ({@link interval}:
-   * pending now; 0: never, or forgotten), and its delta while pending.
-   */
-  private cells = new Float64Array(2 * MIN_LEGS);
-  /** Indexes of the legs pending in this interval. */
-  private pending: number[] = [];
-  /** Numbers the intervals: one per batch of pending legs taken for a merge. */
-  private interval = 1;
-  /** The open-addressing table from a leg's identity to its index; capacity a power of 2, at most half full. */
-  private slots = new Uint32Array(2 * MIN_LEGS * STRIDE);
-  private mask = 2 * MIN_LEGS - 1;
-  /** Legs kept by the last sweep. */
-  private kept = 0;
+  /** The legs known and their deltas pending in this interval. */
+  private readonly deltas: DeltaTable;
   private timer: NodeJS.Timeout | null = null;
   private readonly tick = (): void => void this.flush();
   private running: Promise<void> | null = null;
   private readonly intervalMs: number;
   private readonly maxKeys: number;
   private readonly maxBytes: number;
-  /** Bytes held for the known legs (their Redis keys plus LEG_BYTES each). */
-  private bytes = 0;
   private readonly warn: ((obj: object, msg: string) => void) | null;
   /** Consecutive failed merge attempts: the next waits intervalMs·2^streak (at most MAX_BACKOFF_MS). */
   private streak = 0;
@@ -156,6 +111,7 @@ export class SyncWriter {
     this.intervalMs = o.intervalMs ?? 20;
     this.maxKeys = o.maxKeys ?? 1_000_000;
     this.maxBytes = o.maxBytes ?? 128 * 1024 * 1024;
+    this.deltas = new DeltaTable(this.maxKeys, this.maxBytes);
     this.warn = o.warn ?? null;
     this.lastMerge = clock();
   }
@@ -167,12 +123,12 @@ export class SyncWriter {
    */
   bump(hashLo: number, hashHi: number, limitId: number, ns: number, cost: number): boolean {
     this.arm();
-    const i = this.find(hashLo, hashHi, limitId, ns);
+    const i = this.deltas.find(hashLo, hashHi, limitId, ns);
     if (i >= 0) {
-      this.touch(i, cost);
+      if (!this.deltas.touch(i, cost)) this.drop();
       return true;
     }
-    if (this.pending.length < this.maxKeys && this.bytes < this.maxBytes) return false;
+    if (!this.deltas.full()) return false;
     this.drop();
     return true;
   }
@@ -198,112 +154,21 @@ export class SyncWriter {
   /** Adds `cost` to the delta of `leg`, which {@link bump} did not know. */
   add(leg: SyncLeg, cost: number): void {
     this.arm();
-    let i = this.find(leg.hashLo, leg.hashHi, leg.limitId, leg.ns);
+    let i = this.deltas.find(leg.hashLo, leg.hashHi, leg.limitId, leg.ns);
     if (i < 0) {
-      if (this.pending.length >= this.maxKeys || this.bytes >= this.maxBytes) {
+      if (this.deltas.full()) {
         this.drop();
         return;
       }
-      this.bytes += leg.redisKey.length + LEG_BYTES;
-      i = this.legs.length;
-      if (2 * (i + 1) > this.mask + 1) this.resize(2 * (this.mask + 1));
-      this.legs.push(leg);
-      if (2 * i >= this.cells.length) {
-        const cells = new Float64Array(2 * this.cells.length);
-        cells.set(this.cells);
-        this.cells = cells;
-      }
-      this.cells[2 * i] = 0;
-      this.put(leg, i);
+      i = this.deltas.insert(leg);
     }
-    this.touch(i, cost);
-  }
-
-  /** Adds `cost` to leg i's delta, making it pending (delta 0) first if it is not. */
-  private touch(i: number, cost: number): void {
-    const c = this.cells;
-    if (c[2 * i] === this.interval) {
-      c[2 * i + 1] += cost;
-    } else if (this.pending.length >= this.maxKeys) {
-      this.drop();
-    } else {
-      c[2 * i] = this.interval;
-      c[2 * i + 1] = cost;
-      this.pending.push(i);
-    }
-  }
-
-  /** The index of a leg, or −1. */
-  private find(lo: number, hi: number, limitId: number, ns: number): number {
-    const s = this.slots, mask = this.mask;
-    // as the table holds them (a caller's signed or fractional number would never be found)
-    lo >>>= 0;
-    hi >>>= 0;
-    limitId >>>= 0;
-    ns >>>= 0;
-    for (let p = slotOf(lo, hi, limitId, ns) & mask; ; p = (p + 1) & mask) {
-      const o = p * STRIDE;
-      const v = s[o + 4];
-      if (v === 0) return -1;
-      if (s[o] === lo && s[o + 1] === hi && s[o + 2] === limitId && s[o + 3] === ns) return v - 1;
-    }
-  }
-
-  /** Puts leg `i` (not in the table) in the table. */
-  private put(leg: SyncLeg, i: number): void {
-    const s = this.slots, mask = this.mask;
-    let p = slotOf(leg.hashLo, leg.hashHi, leg.limitId, leg.ns) & mask;
-    while (s[p * STRIDE + 4] !== 0) p = (p + 1) & mask;
-    const o = p * STRIDE;
-    s[o] = leg.hashLo;
-    s[o + 1] = leg.hashHi;
-    s[o + 2] = leg.limitId;
-    s[o + 3] = leg.ns;
-    s[o + 4] = i + 1;
-  }
-
-  /** A table of `cap` slots (a power of 2) holding every known leg. */
-  private resize(cap: number): void {
-    this.slots = new Uint32Array(cap * STRIDE);
-    this.mask = cap - 1;
-    for (let i = 0; i < this.legs.length; i++) this.put(this.legs[i], i);
-  }
-
-  /**
-   * Forgets the legs untouched in the last two intervals, when the legs known have doubled since the last
-   * sweep (and every 256 intervals, and whenever they hold half of maxBytes): the legs kept stay within a
-   * few times the keys touched per interval. Nothing is pending when it runs.
-   */
-  private sweep(): void {
-    const n = this.legs.length;
-    if (n <= MIN_LEGS || (n <= 2 * this.kept && this.interval % 256 !== 0 && 2 * this.bytes < this.maxBytes)) return;
-    const since = this.interval - 2;
-    const kept: SyncLeg[] = [];
-    const c = this.cells;
-    let bytes = 0;
-    for (let i = 0; i < n; i++) {
-      if (c[2 * i] >= since) {
-        c[2 * kept.length] = c[2 * i];
-        kept.push(this.legs[i]);
-        bytes += this.legs[i].redisKey.length + LEG_BYTES;
-      }
-    }
-    this.bytes = bytes;
-    this.legs = kept;
-    this.kept = kept.length;
-    c.fill(0, 2 * kept.length);
-    let len = MIN_LEGS;
-    while (len < kept.length) len *= 2;
-    if (2 * len < c.length) this.cells = c.slice(0, 2 * len);
-    let cap = 2 * MIN_LEGS;
-    while (cap < 2 * kept.length) cap *= 2;
-    this.resize(cap);
+    if (!this.deltas.touch(i, cost)) this.drop();
   }
 
   /** The kernel limit ids of the legs with a delta waiting (pending or queued): ids not to free yet. */
   limitIdsHeld(): Set<number> {
     const ids = new Set<number>();
-    for (const i of this.pending) ids.add(this.legs[i].limitId);
+    this.deltas.forEachPending((l) => ids.add(l.limitId));
     for (const b of this.queue) for (const l of b.legs) ids.add(l.limitId);
     return ids;
   }
@@ -318,7 +183,7 @@ export class SyncWriter {
     for (const b of this.queue) queued += b.legs.length;
     return {
       merges: this.merges, failures: this.failures, dropped: this.dropped,
-      pendingKeys: this.pending.length + queued, lagMs: this.staleness(this.clock()),
+      pendingKeys: this.deltas.size + queued, lagMs: this.staleness(this.clock()),
     };
   }
 
@@ -331,10 +196,10 @@ export class SyncWriter {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     while (this.running) await this.running;
-    if (this.pending.length === 0 && this.queue.length === 0) return;
+    if (this.deltas.size === 0 && this.queue.length === 0) return;
     this.running = this.step(maxMs).finally(() => {
       this.running = null;
-      if (!this.closed && (this.pending.length > 0 || this.queue.length > 0)) this.timer ??= setTimeout(this.tick, this.retryDelay());
+      if (!this.closed && (this.deltas.size > 0 || this.queue.length > 0)) this.timer ??= setTimeout(this.tick, this.retryDelay());
     });
     await this.running;
   }
@@ -349,21 +214,8 @@ export class SyncWriter {
   /** Settles the merges queued (the one in doubt first), if any; then sends what is pending. */
   private async step(maxMs: number): Promise<void> {
     if (!(await this.drain(maxMs))) return;
-    const n = this.pending.length;
-    if (n === 0) return;
-    for (let at = 0; at < n; at += MAX_MERGE) {
-      const m = Math.min(MAX_MERGE, n - at);
-      const batch: Batch = { id: this.nextId(), legs: new Array<SyncLeg>(m), deltas: new Array<number>(m), parents: [] };
-      for (let k = 0; k < m; k++) {
-        const i = this.pending[at + k];
-        batch.legs[k] = this.legs[i];
-        batch.deltas[k] = this.cells[2 * i + 1];
-      }
-      this.queue.push(batch);
-    }
-    this.pending.length = 0; // copied into the batches: the array (and its capacity) is reused
-    this.interval++;
-    this.sweep();
+    if (this.deltas.size === 0) return;
+    for (const { legs, deltas } of this.deltas.take(MAX_MERGE)) this.queue.push({ id: this.nextId(), legs, deltas, parents: [] });
     await this.drain(maxMs);
   }
 
@@ -429,9 +281,7 @@ export class SyncWriter {
     // installed must not give them back. install() writes this thread's kernel before its first await.
     for (let k = 0; k < n; k++) {
       const l = batch.legs[k];
-      const i = this.find(l.hashLo, l.hashHi, l.limitId, l.ns);
-      if (i < 0 || this.cells[2 * i] !== this.interval) continue;
-      const d = this.cells[2 * i + 1];
+      const d = this.deltas.pendingDelta(l);
       if (d > 0) debitState(l.algorithmCode, l.limit, l.periodMs, states[3 * k], states[3 * k + 1], states[3 * k + 2], d, states, 3 * k);
     }
     await this.install(batch.legs, states, now);
@@ -447,18 +297,7 @@ export class SyncWriter {
   async forget(redisKeys: readonly string[]): Promise<number> {
     while (this.running) await this.running;
     const drop = new Set(redisKeys);
-    let n = 0;
-    const kept: number[] = [];
-    for (const i of this.pending) {
-      if (drop.has(this.legs[i].redisKey)) {
-        this.cells[2 * i] = 0;
-        this.cells[2 * i + 1] = 0;
-        n++;
-      } else {
-        kept.push(i);
-      }
-    }
-    this.pending = kept;
+    let n = this.deltas.forget(drop);
     const queue: Batch[] = [];
     for (const { id, legs, deltas, parents } of this.queue) {
       const keep: Batch = { id, legs: [], deltas: [], parents };
@@ -493,7 +332,7 @@ export class SyncWriter {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([this.flush(left), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
       clearTimeout(timer);
-      if (this.pending.length === 0 && this.queue.length === 0) break;
+      if (this.deltas.size === 0 && this.queue.length === 0) break;
       const wait = Math.min(this.retryDelay(), end - Date.now());
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
     }
@@ -502,10 +341,10 @@ export class SyncWriter {
     // a key can have a delta in doubt and a newer one pending: count it once
     const keys = new Set<string>();
     const lost: SyncUnmerged = { keys: 0, tokens: 0 };
-    for (const i of this.pending) {
-      keys.add(this.legs[i].redisKey);
-      lost.tokens += this.cells[2 * i + 1];
-    }
+    this.deltas.forEachPending((l, d) => {
+      keys.add(l.redisKey);
+      lost.tokens += d;
+    });
     for (const b of this.queue) {
       for (const l of b.legs) keys.add(l.redisKey);
       for (const d of b.deltas) lost.tokens += d;
@@ -516,10 +355,4 @@ export class SyncWriter {
     }
     return lost;
   }
-}
-
-/** A leg's first slot (before masking): the hash's low half is already uniform; the rest is mixed in. */
-function slotOf(lo: number, hi: number, limitId: number, ns: number): number {
-  const h = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b) ^ Math.imul(limitId + 1, 0xc2b2ae35) ^ Math.imul(ns + 1, 0x27d4eb2f), 0x9e3779b1);
-  return h ^ (h >>> 15);
 }

@@ -1,5 +1,5 @@
-import type { Decision } from '../types.js';
-import type { CompiledLimit, CompiledPolicy } from '../config/policies.js';
+import type { Decision } from '../types/decision.js';
+import type { CompiledLimit, CompiledPolicy } from '../config/policy-spec.js';
 import { msUntilMoreQuota, rateLimitPolicyHeader, retryAfterSeconds, secondsUp, sfInteger, sfString } from './headers.js';
 
 /**

@@ -3,8 +3,8 @@
  * a batch of answers (server → client). Every number is little-endian; every string is UTF-8 with its length
  * in bytes in front. Numbers that may exceed 2^32 (cost, limit, remaining, times in ms) travel as f64, which
  * holds every integer up to 2^53 − 1 exactly. This file holds the layout, its constants and the frame header;
- * binary-read.ts decodes frames, binary-write.ts encodes them, and binary.ts is the format's one door for the
- * server (`src/server/ws.ts`, `src/server/stream/`) and the client (`src/client/ws.ts`). Pure (no I/O).
+ * binary-read.ts decodes frames and binary-write.ts encodes them; the server (`src/server/ws.ts`,
+ * `src/server/stream/`) and the client (`src/client/ws.ts`) import the three files. Pure (no I/O).
  *
  * ```
  * frame header (4 bytes)

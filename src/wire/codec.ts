@@ -1,4 +1,4 @@
-import type { CheckRequest, Decision } from '../types.js';
+import type { CheckRequest, Decision } from '../types/decision.js';
 import { invalidArgument } from '../util/errors.js';
 import { describe } from '../keys/derive.js';
 import { remember } from './headers.js';

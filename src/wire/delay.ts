@@ -7,8 +7,8 @@
  *   policy with onLimit: delay (the loader refuses a descriptor named `wait` there); on other policies the
  *   name stays what it always was, a descriptor's.
  */
-import type { CheckRequest } from '../types.js';
-import type { CompiledPolicy } from '../config/policies.js';
+import type { CheckRequest } from '../types/decision.js';
+import type { CompiledPolicy } from '../config/policy-spec.js';
 import { invalidArgument } from '../util/errors.js';
 import { describe } from '../keys/derive.js';
 

@@ -1,5 +1,5 @@
-import type { Decision } from '../types.js';
-import { isBucket, type CompiledLimit, type CompiledPolicy } from '../config/policies.js';
+import type { Decision } from '../types/decision.js';
+import { isBucket, type CompiledLimit, type CompiledPolicy } from '../config/policy-spec.js';
 
 /**
  * Rate-limit response headers, per draft-ietf-httpapi-ratelimit-headers-10 and -11 (the fields' meanings have

@@ -1,7 +1,7 @@
 /**
  * `/v1/stream` JSON frames without JSON.parse or a string per answer: a reader that writes a frame of plain
  * checks (`{id, policy, key, cost?}` objects, or an array of them) straight into columns, as binary frames
- * are read (src/wire/binary.ts readCheckColumns), and a writer that builds a connection's JSON answers into
+ * are read (src/wire/binary-read.ts readCheckColumns), and a writer that builds a connection's JSON answers into
  * one UTF-8 buffer, sent as one text frame.
  *
  * The reader is exact by refusing: it takes only the plain form, where what JSON.parse would give is plain
@@ -11,7 +11,7 @@
  * way (JSON.parse, item by item), so every error, and every answer to input off the plain form, is what it
  * was. Only a frame the reader took is decided through the columns.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import { decisionJson } from './codec.js';
 import { grown } from './grow.js';
 

@@ -4,7 +4,7 @@
  * fields, and the answers as JSON. Values are validated by the limiter (src/engine/leases.ts), which names
  * the field at fault.
  */
-import type { AcquireRequest, ReleaseRequest } from '../types.js';
+import type { AcquireRequest, ReleaseRequest } from '../types/leases.js';
 import { invalidArgument } from '../util/errors.js';
 
 const ACQUIRE_FIELDS = new Set(['policy', 'key', 'descriptors']);

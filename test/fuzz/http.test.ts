@@ -12,7 +12,7 @@
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { send, startTestServer, type Answer, type TestServer } from '../helpers/server.js';
 import { checkedRateHeaders, parseRateLimitList } from '../helpers/ratelimit.js';
 

@@ -25,9 +25,8 @@
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
-import {
-  ANSWER_NO_ID, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_ERROR, type BinaryAnswer,
-} from '../../src/wire/binary.js';
+import { ANSWER_NO_ID, FRAME_CHECKS, KIND_ALLOWED, KIND_ERROR, type BinaryAnswer } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, startStreamServer, type StreamServer } from '../integration/ws-support.js';
 import { prng } from '../helpers/prng.js';

@@ -1,4 +1,5 @@
-import type { SyncLeg, SyncWriter } from '../../src/store/sync.js';
+import type { SyncWriter } from '../../src/store/sync.js';
+import type { SyncLeg } from '../../src/store/sync-deltas.js';
 
 /** Leg number `n` for SyncWriter tests: Redis key `k<n>`, a fixed window of 100 per second unless `o` says. */
 export function leg(n: number, o: Partial<SyncLeg> = {}): SyncLeg {

@@ -7,7 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
 import { replay } from '../../src/cli/replay.js';
-import { FRAME_CHECKS, FrameWriter, KIND_ALLOWED } from '../../src/wire/binary.js';
+import { FRAME_CHECKS, KIND_ALLOWED } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { closeAllServers, startStreamServer, TestSocket } from './ws-support.js';
 
 afterEach(async () => {

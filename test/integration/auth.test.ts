@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/default.js';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { send, ServerPool, type Answer } from '../helpers/server.js';
 import { checkedRateHeaders } from '../helpers/ratelimit.js';
 

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkScript } from '../../src/store/scripts.js';
 import { unpackReply } from '../../src/store/reply.js';
-import { CALENDAR_WINDOW_CODE } from '../../src/config/policies.js';
+import { CALENDAR_WINDOW_CODE } from '../../src/config/policy-spec.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 
 let redis: TestRedis;

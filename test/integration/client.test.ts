@@ -10,7 +10,7 @@ import { WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, isSluiceClientError, isSluiceError, type ClientDecision, type ReadyEvent, type SluiceClient } from '../../src/client/index.js';
 import { Backoff } from '../../src/client/backoff.js';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 
 const clients = new Set<SluiceClient>();

@@ -14,7 +14,7 @@ import { createClient } from '../../src/client/index.js';
 import { sluiceExpressConcurrency } from '../../src/middleware/express.js';
 import { sluiceFastifyConcurrency } from '../../src/middleware/fastify.js';
 import { concurrencyLimit, type Leaser } from '../../src/middleware/node-http.js';
-import type { ReleaseRequest, ReleaseResult } from '../../src/types.js';
+import type { ReleaseRequest, ReleaseResult } from '../../src/types/leases.js';
 import { ManualClock } from '../helpers/clock.js';
 import { closeAllServers, startStreamServer } from './ws-support.js';
 

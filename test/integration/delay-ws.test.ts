@@ -5,7 +5,8 @@
  * asserted (a later check answered at once arrives before the held one), never a time.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ANSWER_DELAYED, CHECK_NO_WAIT, FRAME_CHECKS, FrameWriter, KIND_ALLOWED } from '../../src/wire/binary.js';
+import { ANSWER_DELAYED, CHECK_NO_WAIT, FRAME_CHECKS, KIND_ALLOWED } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { closeAllServers, startStreamServer, TestSocket, type StreamServer } from './ws-support.js';
 
 afterEach(async () => {

@@ -10,7 +10,7 @@ import { createLimiter } from '../../src/index.js';
 import { startServer } from '../../src/server/http.js';
 import { grpcService, startGrpcServer, RLS_SERVICE } from '../../src/grpc/server.js';
 import { parseConfig } from '../../src/config/load.js';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { rlsClient, startGrpcRig, type GrpcRig, type RlsAnswer, type RlsCall } from '../helpers/grpc.js';
 import { ManualClock } from '../helpers/clock.js';
 import { freePort } from '../helpers/redis.js';

@@ -13,7 +13,7 @@ import { sluiceExpress } from '../../src/middleware/express.js';
 import { sluiceFastify, sluiceFastifyPlugin } from '../../src/middleware/fastify.js';
 import { rateLimit } from '../../src/middleware/node-http.js';
 import type { Checker, RateLimitOptions } from '../../src/middleware/core.js';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import type { Limiter } from '../../src/types.js';
 import { ManualClock } from '../helpers/clock.js';
 import { closeAllServers, startStreamServer } from './ws-support.js';

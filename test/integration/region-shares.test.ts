@@ -5,7 +5,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
-import { compilePolicies, type CompiledPolicy } from '../../src/config/policies.js';
+import { compilePolicies } from '../../src/config/policies.js';
+import { type CompiledPolicy } from '../../src/config/policy-spec.js';
 import { compileRegion, regionDefaultShare, type RegionSpec } from '../../src/config/regions.js';
 import { GlobalShareStore, RegionShareStore } from '../../src/store/region-share.js';
 import { Reconciler } from '../../src/engine/regions/reconciler.js';

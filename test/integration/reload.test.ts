@@ -12,7 +12,7 @@ import path from 'node:path';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { policySetVersion } from '../../src/config/policies.js';
+import { policySetVersion } from '../../src/config/policy-version.js';
 import { send, spawnServe, type Answer, type ServeProcess } from '../helpers/server.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
 import { ManualClock } from '../helpers/clock.js';

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfigFile } from '../../src/config/load.js';
 import type { SluiceConfig } from '../../src/config/schema.js';
 import { replay, type PolicyReplay } from '../../src/cli/replay.js';
-import type { Decision } from '../../src/types.js';
+import type { Decision } from '../../src/types/decision.js';
 import { HttpConn } from '../helpers/http-conn.js';
 import { PROJECT_ROOT, ServerPool, TRACE_PATH } from '../helpers/server.js';
 

@@ -6,10 +6,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
-import type { Decision } from '../../src/types.js';
-import {
-  ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ERROR, type BinaryAnswer,
-} from '../../src/wire/binary.js';
+import type { Decision } from '../../src/types/decision.js';
+import { ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, KIND_ALLOWED, KIND_DENIED, KIND_ERROR, type BinaryAnswer } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { isSluiceError } from '../../src/util/errors.js';
 import { BATCH_POLICIES, TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
 

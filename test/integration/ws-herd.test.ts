@@ -4,7 +4,7 @@
  * come due together are peeked at most `maxFiresPerTick` per tick, the rest in the next ticks, oldest first.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 
 afterEach(closeAllServers);

@@ -6,7 +6,7 @@
  * 0 (decided on this thread) and 1 (one batch awaited from the shard).
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { BATCH_POLICIES, TestSocket, closeAllServers, startStreamServer, type StreamServer } from './ws-support.js';
 
 afterEach(async () => {

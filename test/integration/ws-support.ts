@@ -3,11 +3,12 @@
  * timer off (tests call `stream.tick()`), and a WebSocket wrapper that collects answers with timeouts.
  */
 import WebSocket from 'ws';
-import type { PolicySpec } from '../../src/config/policies.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { StreamEndpoint, StreamOptions } from '../../src/server/ws.js';
-import { readAnswers, type BinaryAnswer } from '../../src/wire/binary.js';
+import { readAnswers } from '../../src/wire/binary-read.js';
+import { type BinaryAnswer } from '../../src/wire/binary-format.js';
 import type { Limiter, LimiterOptions } from '../../src/types.js';
 import { ManualClock } from '../helpers/clock.js';
 

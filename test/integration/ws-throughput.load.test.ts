@@ -4,7 +4,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
-import { FRAME_CHECKS, FrameWriter, KIND_ALLOWED, KIND_DENIED } from '../../src/wire/binary.js';
+import { FRAME_CHECKS, KIND_ALLOWED, KIND_DENIED } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, closeAllServers, startStreamServer } from './ws-support.js';
 

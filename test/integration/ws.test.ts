@@ -4,12 +4,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
-import type { CheckRequest, Decision } from '../../src/types.js';
-import type { PolicySpec } from '../../src/config/policies.js';
-import {
-  ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FRAME_UNSUBSCRIBE, FrameWriter, KIND_ALLOWED,
-  KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, type BinaryAnswer,
-} from '../../src/wire/binary.js';
+import type { CheckRequest, Decision } from '../../src/types/decision.js';
+import type { PolicySpec } from '../../src/config/policy-spec.js';
+import { ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY, type BinaryAnswer } from '../../src/wire/binary-format.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 

@@ -5,7 +5,8 @@
  * how stale the view behind it is (`stalenessMs`).
  */
 import type { Store } from '../../store/contract.js';
-import { SyncWriter, type SyncLeg, type SyncUnmerged } from '../../store/sync.js';
+import { SyncWriter, type SyncUnmerged } from '../../store/sync.js';
+import type { SyncLeg } from '../../store/sync-deltas.js';
 import { writeLegHash, type PolicyRuntime } from '../runtime.js';
 import type { Batch } from '../queue.js';
 import { legKey } from '../legs.js';

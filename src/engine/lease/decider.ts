@@ -16,8 +16,10 @@
  * Redis down: the tokens held are spent until their lease's end; a check that needs more takes the policy's
  * onStoreError (open, closed, or `local`: this instance's kernel, marked degraded).
  */
-import type { CompiledLimit, CompiledPolicy } from '../../config/policies.js';
-import type { Decision, KeyState, LeaseStats } from '../../types.js';
+import type { CompiledLimit, CompiledPolicy } from '../../config/policy-spec.js';
+import type { Decision } from '../../types/decision.js';
+import type { KeyState } from '../../types/keys.js';
+import type { LeaseStats } from '../../types/stats.js';
 import type { LeaseReply, LeaseStore, LeaseCall } from '../../store/lease.js';
 import type { PolicyRuntime } from '../runtime.js';
 import { GUARD_KEY } from '../runtime.js';

@@ -1,4 +1,4 @@
-import type { CompiledLimit, LeaseSettings } from '../../config/policies.js';
+import type { CompiledLimit, LeaseSettings } from '../../config/policy-spec.js';
 import type { PolicyRuntime } from '../runtime.js';
 
 /** A check waiting for a lease call (its tokens were not held here). */
@@ -7,7 +7,7 @@ export interface Waiter {
   key: string;
   cost: number;
   legs: Holding[];
-  resolve: (d: import('../../types.js').Decision) => void;
+  resolve: (d: import('../../types/decision.js').Decision) => void;
   reject: (e: Error) => void;
   /** The key's hash under the policy's seed (for the kernel, if Redis fails and onStoreError is `local`). */
   hashLo: number;

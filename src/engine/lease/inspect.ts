@@ -1,5 +1,5 @@
-import type { LimitState } from '../../types.js';
-import type { CompiledLimit } from '../../config/policies.js';
+import type { LimitState } from '../../types/keys.js';
+import type { CompiledLimit } from '../../config/policy-spec.js';
 
 /**
  * One leased limit's state as inspect reports it, from its lease HASH (lua/lease.lua's fields) at `now`,

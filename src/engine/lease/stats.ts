@@ -1,4 +1,4 @@
-import type { LeasePolicyCounts } from '../../types.js';
+import type { LeasePolicyCounts } from '../../types/stats.js';
 
 /** Lease mode's counts since start, by policy (the metrics `sluice_lease_*`, read at each scrape). */
 export class LeaseCounters {

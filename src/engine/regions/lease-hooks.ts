@@ -3,7 +3,7 @@
  * script uses until the reconciler writes the key's share hash) and the RegionUsage hook, told once per key
  * the decider starts holding.
  */
-import type { CompiledPolicy } from '../../config/policies.js';
+import type { CompiledPolicy } from '../../config/policy-spec.js';
 import { regionDefaultShare, type RegionSettings, type Share } from '../../config/regions.js';
 import type { RegionUsage } from './usage.js';
 

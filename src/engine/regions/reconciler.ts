@@ -18,11 +18,11 @@
  * Redis keeps the share it holds and decides within it; it cannot borrow. With fixed weights nothing moves;
  * the reports only feed the metrics.
  */
-import type { CompiledPolicy } from '../../config/policies.js';
+import type { CompiledPolicy } from '../../config/policy-spec.js';
 import { regionDefaultShare, type RegionSettings, type Share } from '../../config/regions.js';
 import type { GlobalShareStore, RegionShareStore, ShareRow } from '../../store/region-share.js';
 import { USAGE_SAMPLES, type ActiveKey, type ActiveKeys } from './usage.js';
-import type { RegionPolicyStats, RegionStats } from '../../types.js';
+import type { RegionPolicyStats, RegionStats } from '../../types/stats.js';
 
 /** Rounds without a touch nor any use after which a key at or below its default share stops being watched. */
 const IDLE_ROUNDS = 30;

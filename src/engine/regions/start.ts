@@ -3,7 +3,7 @@
  * the lease decider reports to, and the reconciler on its own connections to the region's Redis and the
  * global one. Loaded only when a region is configured.
  */
-import type { CompiledPolicy } from '../../config/policies.js';
+import type { CompiledPolicy } from '../../config/policy-spec.js';
 import type { RegionSettings } from '../../config/regions.js';
 import type { RedisOptions } from '../../store/redis.js';
 import { GlobalShareStore, RegionShareStore } from '../../store/region-share.js';

@@ -1,15 +1,13 @@
 /**
- * `/v1/stream` binary frames, the versioned format of src/wire/binary.ts: a frame's checks are read straight
+ * `/v1/stream` binary frames, the versioned format of src/wire/binary-format.ts: a frame's checks are read straight
  * into a column segment (a record that cannot be read is answered at once), queued as one run, handed to the
  * engine's batch path a run at a time, and answered straight from the outcome arrays into the connection's
  * answers frame. A frame of another version or type closes the connection with 1002, one of more than
  * `maxChecksPerFrame` records with 1009.
  */
 import type { Logger } from 'pino';
-import {
-  ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED,
-  readCheckColumns, readHeader, readUnsubscribe,
-} from '../../wire/binary.js';
+import { ANSWER_DELAYED, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_ANSWERS, FRAME_UNSUBSCRIBE, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, readHeader } from '../../wire/binary-format.js';
+import { readCheckColumns, readUnsubscribe } from '../../wire/binary-read.js';
 import { OUTCOME_ALLOWED, OUTCOME_ERROR, type BatchOutcomes, type CheckBatch } from '../../engine/batch.js';
 import { invalidArgument, isSluiceError } from '../../util/errors.js';
 import { BinSeg, type Conn, type Item, type Segment } from './state.js';

@@ -11,12 +11,11 @@
  * through {@link StreamDeciders}.
  */
 import type { Logger } from 'pino';
-import type { Decision } from '../../types.js';
+import type { Decision } from '../../types/decision.js';
 import { degradedCode } from '../../engine/degraded.js';
 import { decisionJson } from '../../wire/codec.js';
-import {
-  ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_NO_ID, ANSWER_SUBSCRIBED, FRAME_ANSWERS, FrameWriter, KIND_ALLOWED, KIND_DENIED, KIND_ERROR,
-} from '../../wire/binary.js';
+import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_NO_ID, ANSWER_SUBSCRIBED, FRAME_ANSWERS, KIND_ALLOWED, KIND_DENIED, KIND_ERROR } from '../../wire/binary-format.js';
+import { FrameWriter } from '../../wire/binary-write.js';
 import { errorItem } from '../problem.js';
 import { overloaded, shuttingDown } from '../../util/errors.js';
 import { BinSeg, JsonSeg, Segment, type Conn, type Item } from './state.js';

@@ -10,7 +10,8 @@
  * `maxChecksPerFrame` closes 1009.
  */
 import type { Logger } from 'pino';
-import type { CheckRequest, Decision, Limiter } from '../../types.js';
+import type { CheckRequest, Decision } from '../../types/decision.js';
+import type { Limiter } from '../../types.js';
 import { checkFromStreamItem } from '../../wire/codec.js';
 import { invalidArgument, isSluiceError, shuttingDown } from '../../util/errors.js';
 import { isLeaseOp, leaseOp } from '../ws-leases.js';

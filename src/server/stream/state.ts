@@ -6,8 +6,10 @@
  */
 import type { HeldAnswers } from '../held.js';
 import type { WebSocket } from 'uWebSockets.js';
-import type { CheckRequest } from '../../types.js';
-import { FrameWriter, readUtf8, type CheckColumns } from '../../wire/binary.js';
+import type { CheckRequest } from '../../types/decision.js';
+import { FrameWriter } from '../../wire/binary-write.js';
+import { readUtf8 } from '../../wire/binary-format.js';
+import { type CheckColumns } from '../../wire/binary-read.js';
 import { JsonAnswers, type JsonCheckColumns } from '../../wire/json-stream.js';
 import type { BatchInput } from '../../engine/batch.js';
 
@@ -80,7 +82,7 @@ export abstract class Segment implements BatchInput {
   }
 }
 
-/** Binary checks of a connection (src/wire/binary.ts readCheckColumns). */
+/** Binary checks of a connection (src/wire/binary-read.ts readCheckColumns). */
 export class BinSeg extends Segment implements CheckColumns {
   readonly ids: Uint32Array;
   readonly flags: Uint8Array;

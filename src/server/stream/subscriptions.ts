@@ -4,9 +4,10 @@
  * re-arms at the engine's lower bound (src/engine/ready-after.ts). Due subscriptions wait in a min-heap by due
  * time; a timer (every `tickMs`) fires them within the instance bounds of sub-schedule.ts.
  */
-import type { CheckRequest, Decision, Limiter } from '../../types.js';
+import type { CheckRequest, Decision } from '../../types/decision.js';
+import type { Limiter } from '../../types.js';
 import type { ReadyAfter } from '../../engine/ready-after.js';
-import { ANSWER_SUBSCRIBED, KIND_ENDED, KIND_READY } from '../../wire/binary.js';
+import { ANSWER_SUBSCRIBED, KIND_ENDED, KIND_READY } from '../../wire/binary-format.js';
 import { errorItem } from '../problem.js';
 import { SubscriptionScheduler } from './sub-schedule.js';
 import { Sub, type Conn } from './state.js';

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createLimiter } from '../../../src/index.js';
-import type { CompiledPolicy } from '../../../src/config/policies.js';
+import type { CompiledPolicy } from '../../../src/config/policy-spec.js';
 
 describe('createLimiter with a Map of policies', () => {
   it('refuses a policy the loader would refuse', async () => {

@@ -1,6 +1,7 @@
 /** Policy fields for forward auth and Envoy RLS routing: descriptor `from`, `authCost`, `rls`. */
 import { describe, expect, it } from 'vitest';
-import { compilePolicies, policySetVersion } from '../../../src/config/policies.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { policySetVersion } from '../../../src/config/policy-version.js';
 
 const base = { algorithm: 'fixed_window', limit: 1, period: 1000 } as const;
 

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createLimiter } from '../../../src/index.js';
 import { parseConfig } from '../../../src/config/load.js';
-import { CALENDAR_WINDOW_CODE, compilePolicies } from '../../../src/config/policies.js';
+import { CALENDAR_WINDOW_CODE } from '../../../src/config/policy-spec.js';
+import { compilePolicies } from '../../../src/config/policies.js';
 import { calendarWindow, CalendarClock } from '../../../src/util/calendar.js';
 import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
 

@@ -1,6 +1,7 @@
 /** `consistency: lease` and its `lease:` settings: defaults, bounds, and the algorithms refused at load. */
 import { describe, expect, it } from 'vitest';
-import { compilePolicies, DEFAULT_LEASE_TTL_MS } from '../../../src/config/policies.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { DEFAULT_LEASE_TTL_MS } from '../../../src/config/policy-spec.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { isSluiceError, type SluiceError } from '../../../src/index.js';
 

@@ -1,11 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import {
-  ALGORITHM_CODES,
-  compilePolicies,
-  type Algorithm,
-  type CompiledPolicy,
-} from '../../../src/config/policies.js';
+import { ALGORITHM_CODES, type Algorithm, type CompiledPolicy } from '../../../src/config/policy-spec.js';
+import { compilePolicies } from '../../../src/config/policies.js';
 import { isSluiceError, type SluiceError } from '../../../src/util/errors.js';
 
 const MAX = Number.MAX_SAFE_INTEGER;

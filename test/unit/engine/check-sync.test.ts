@@ -5,8 +5,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../../src/index.js';
-import type { CheckRequest, Decision, Limiter } from '../../../src/types.js';
-import type { PolicySpec } from '../../../src/config/policies.js';
+import type { CheckRequest, Decision } from '../../../src/types/decision.js';
+import type { Limiter } from '../../../src/types.js';
+import type { PolicySpec } from '../../../src/config/policy-spec.js';
 import { ManualClock } from '../../helpers/clock.js';
 
 const open: Limiter[] = [];

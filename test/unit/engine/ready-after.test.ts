@@ -4,8 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ReadyAfter } from '../../../src/engine/ready-after.js';
-import { compilePolicies, type CompiledPolicy } from '../../../src/config/policies.js';
-import type { Decision } from '../../../src/types.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { type CompiledPolicy } from '../../../src/config/policy-spec.js';
+import type { Decision } from '../../../src/types/decision.js';
 
 const peek = (policy: string, remaining: number, resetAfterMs: number): Decision =>
   ({ allowed: true, limit: 0, remaining, resetAfterMs, retryAfterMs: 0, policy });

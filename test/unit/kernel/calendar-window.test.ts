@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { KernelLimit } from '../../../src/shard/protocol.js';
-import { CALENDAR_WINDOW_CODE } from '../../../src/config/policies.js';
+import { CALENDAR_WINDOW_CODE } from '../../../src/config/policy-spec.js';
 import { allow, check, deny, never, newKernel, peek } from './harness.js';
 
 const H = 3_600_000;

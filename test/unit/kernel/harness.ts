@@ -7,7 +7,7 @@
  */
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
 import { DELAY_SHIFT, GROUP_SHIFT, LEG_IN, LEG_OUT, type KernelLimit } from '../../../src/shard/protocol.js';
-import { ALGORITHM_CODES } from '../../../src/config/policies.js';
+import { ALGORITHM_CODES } from '../../../src/config/policy-spec.js';
 
 export const TOKEN_BUCKET = ALGORITHM_CODES.token_bucket;
 export const GCRA = ALGORITHM_CODES.gcra;

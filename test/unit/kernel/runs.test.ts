@@ -7,7 +7,7 @@
  * later legs fails it.
  */
 import { describe, expect, it } from 'vitest';
-import { ALGORITHM_CODES } from '../../../src/config/policies.js';
+import { ALGORITHM_CODES } from '../../../src/config/policy-spec.js';
 import { FIXED_WINDOW, GCRA, TOKEN_BUCKET, batch, lim, newKernel, peek, readOut, writeLeg, type Leg, type Out } from './harness.js';
 
 const SLIDING_LOG = ALGORITHM_CODES.sliding_log;

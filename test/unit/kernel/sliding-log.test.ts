@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
-import { ALGORITHM_CODES } from '../../../src/config/policies.js';
+import { ALGORITHM_CODES } from '../../../src/config/policy-spec.js';
 import type { KernelLimit } from '../../../src/shard/protocol.js';
 import { allow, check, deny, group, lim, never, newKernel, peek, TOKEN_BUCKET } from './harness.js';
 

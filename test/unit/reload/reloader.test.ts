@@ -9,7 +9,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/index.js';
 import { parseConfig } from '../../../src/config/load.js';
-import { policySetVersion } from '../../../src/config/policies.js';
+import { policySetVersion } from '../../../src/config/policy-version.js';
 import { PolicyReloader, type ReloadSource } from '../../../src/reload/reloader.js';
 import { AnnouncementSigner, MAX_AGE_MS, type RefusalReason } from '../../../src/reload/announce.js';
 import { isSluiceError } from '../../../src/util/errors.js';

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../../src/index.js';
 import { engineOf } from '../../../src/engine/handle.js';
-import type { CheckRequest, Decision, Limiter } from '../../../src/types.js';
+import type { CheckRequest, Decision } from '../../../src/types/decision.js';
+import type { Limiter } from '../../../src/types.js';
 
 /** The synchronous path of the HTTP front (Front.checkNow through the limiter's engine handle; with shards, their channels). */
 type CheckNow = (req: CheckRequest) => Decision | undefined;

@@ -3,7 +3,9 @@
  * document back: compiling the specs again gives the same compiled policies and the same set version.
  */
 import { describe, expect, it } from 'vitest';
-import { compilePolicies, policySetVersion, type PolicySpec } from '../../../src/config/policies.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { policySetVersion } from '../../../src/config/policy-version.js';
+import { type PolicySpec } from '../../../src/config/policy-spec.js';
 import { policySpecOf } from '../../../src/server/admin.js';
 
 const SET: Record<string, PolicySpec> = {

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { RedisStore } from '../../../src/store/redis.js';
-import { MAX_MERGE, SyncWriter, type SyncLeg } from '../../../src/store/sync.js';
+import { MAX_MERGE, SyncWriter } from '../../../src/store/sync.js';
+import type { SyncLeg } from '../../../src/store/sync-deltas.js';
 import { leg, record } from '../../helpers/sync-legs.js';
 
 interface Call {

@@ -4,11 +4,12 @@
  * every decision it takes, and it must decline (null: the caller writes the strings) every decision it does not.
  */
 import { describe, expect, it } from 'vitest';
-import { compilePolicies, type CompiledPolicy } from '../../../src/config/policies.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { type CompiledPolicy } from '../../../src/config/policy-spec.js';
 import { AnswerBytes, answerTable } from '../../../src/wire/answer.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../../../src/wire/headers.js';
 import { decisionJson } from '../../../src/wire/codec.js';
-import type { Decision } from '../../../src/types.js';
+import type { Decision } from '../../../src/types/decision.js';
 
 const policies = compilePolicies({
   free: { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100, guard: 'global' },

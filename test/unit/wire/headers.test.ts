@@ -5,7 +5,8 @@
  * within sf-integer's 15 digits, and a bucket's burst is advertised.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { compilePolicies, type PolicySpec } from '../../../src/config/policies.js';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { type PolicySpec } from '../../../src/config/policy-spec.js';
 import { quotaWindow, rateLimitHeader, rateLimitPolicyHeader, SF_INTEGER_MAX } from '../../../src/wire/headers.js';
 import { EPOCH_MINUTE, ManualClock } from '../../helpers/clock.js';
 import { checkedRateHeaders, parseRateLimitList } from '../../helpers/ratelimit.js';

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { JsonAnswers, maxPlainChecks, readPlainChecks, type JsonCheckColumns } from '../../../src/wire/json-stream.js';
 import { decisionJson } from '../../../src/wire/codec.js';
-import type { Decision } from '../../../src/types.js';
+import type { Decision } from '../../../src/types/decision.js';
 
 function columns(capacity: number): JsonCheckColumns {
   return {

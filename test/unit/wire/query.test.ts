@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { checkFromQuery } from '../../../src/wire/codec.js';
 import { describe as describeValue } from '../../../src/keys/derive.js';
 import { invalidArgument } from '../../../src/util/errors.js';
-import type { CheckRequest } from '../../../src/types.js';
+import type { CheckRequest } from '../../../src/types/decision.js';
 
 /**
  * The query parser as first written (split on `&`, decode every part, a Set of names seen): the reference
