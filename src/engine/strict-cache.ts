@@ -39,6 +39,8 @@ import { LEG_WIDE } from '../store/reply.js';
 import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
 import { storeKey } from '../keys/store-key.js';
 import { legKey } from './legs.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
+import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../config/policies.js';
 
 /** One strict key (a check's leg-0 Redis key) as this instance last learned it. */
 export interface Known {
@@ -57,6 +59,12 @@ export interface Known {
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
   /**
+   * Answers still to come that may predate a drop of the key (a reset, a sync merge): the checks in flight
+   * when it was dropped. None of them is learned. (One whose call failed is not learned anyway: a later
+   * answer is then skipped in its place, which only costs a Redis call.)
+   */
+  stale: number;
+  /**
    * The sum of the epochs of the shared keys among its legs (a guard's), when its last call was sent, and
    * when its states were learned: a check of another policy or key that this instance sent through one of
    * them since makes the states stale (0 for a check with no shared leg).
@@ -66,6 +74,7 @@ export interface Known {
 }
 
 const RENEW_MS = 10_000;
+const SLIDING_LOG_CODE = ALGORITHM_CODES.sliding_log;
 
 export class StrictCache {
   /**
@@ -119,7 +128,7 @@ export class StrictCache {
       if (this.count >= this.maxKeys) this.evictOne();
       e = {
         rt, key, keys: legKeys(prefix, rt, key), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        exact: false, seeded: false, sentEpoch: 0, epoch: 0,
+        exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0,
       };
       m.set(key, e);
       this.count++;
@@ -179,7 +188,13 @@ export class StrictCache {
     const s = e.states;
     for (let j = 0; j < rt.legCount; j++) {
       const l = rt.legLimits[j];
-      evaluateLeg(l.algorithmCode, l.limit, l.periodMs, l.burst, s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      if (l.algorithmCode === CALENDAR_WINDOW_CODE) {
+        // the windows move: the ends a call sent now would carry (at this instance's `now`, as decide() sends
+        // them), so a denial learned in a window that has ended since is evaluated in the current one
+        evaluateLeg(CALENDAR_WINDOW_CODE, l.limit, scriptPeriod(l, now), scriptBurst(l, now), s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      } else {
+        evaluateLeg(l.algorithmCode, l.limit, l.periodMs, l.burst, s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      }
     }
     const d = compose(out, 0, rt);
     if (d instanceof Error || d.allowed) {
@@ -196,8 +211,17 @@ export class StrictCache {
    */
   learn(e: Known, wide: ArrayLike<number>, base: number, cost: number): void {
     const rt = e.rt;
-    const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
     const s = e.states;
+    if (e.stale > 0) {
+      // sent before the key was dropped: the answer may predate the drop (a reset's DEL, a merge)
+      e.stale--;
+      e.deniedCost = -1;
+      e.exact = false;
+      e.seeded = false;
+      s.fill(-1);
+      return;
+    }
+    const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
     for (let j = 0; j < rt.legCount; j++) {
       const r = (base + j) * LEG_WIDE;
       if (denied) {
@@ -210,8 +234,9 @@ export class StrictCache {
     }
     e.exact = denied;
     e.deniedCost = denied && cost > 0 ? cost : -1;
-    // calendar windows and sliding logs (codes 4, 5) have no TS twin in lua-algorithms.ts: never answered here
-    for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode >= 4) e.deniedCost = -1;
+    // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
+    // follow it as entries leave (lua-algorithms.ts), so a check with such a leg is never answered here
+    for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode === SLIDING_LOG_CODE) e.deniedCost = -1;
     // onLimit: delay: a denied check may be admitted with a delay by the next call (the TS twin has no delay)
     if (rt.delayed !== null || rt.legDelayMs !== null) e.deniedCost = -1;
     e.seeded = false;
@@ -262,11 +287,24 @@ export class StrictCache {
       if (e.inflight > 0) {
         e.deniedCost = -1;
         e.states.fill(-1);
+        e.exact = false;
+        e.stale = e.inflight;
       } else {
         m.delete(key);
         this.count--;
       }
     }
+  }
+
+  /**
+   * Forgets a reset key (this instance's admin reset, or another's heard on the reset channel): `keys` are its
+   * own legs' Redis keys, leg 0 first. Its entry goes ({@link drop}); and when they are keys other checks
+   * share (a guard's, reset through the guard policy's key `*`), every entry learned through them is made
+   * stale (as by a check sent through them: {@link touch}).
+   */
+  forget(keys: readonly string[]): void {
+    if (keys.length > 0) this.drop(keys[0]);
+    for (const k of keys) if (this.epochs.has(k)) this.touch(k);
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */
