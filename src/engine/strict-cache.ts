@@ -8,11 +8,16 @@
  * ≥ c on that key can be admitted by anyone. This instance then answers such checks itself: it evaluates the
  * kept states at the current Redis time with the very arithmetic of the script (src/store/lua-algorithms.ts),
  * and answers the denial that gives, with its remaining wait; once that evaluation would admit, the check goes
- * to Redis and the entry is dropped. A check of a smaller cost (which Redis may admit, changing the state),
- * a policy reload, an admin reset and a sync merge into the key drop the entry too, and every denial is
- * forgotten when the Redis connection (re)opens (Redis may have restarted without its data, or failed over). With one cost per key
- * (the usual case) the answer equals Redis's, field for field; with a smaller cost spent elsewhere meanwhile,
- * Redis's remaining could be lower and its wait longer, the denial stands either way.
+ * to Redis and the entry is dropped. A calendar window's leg is evaluated with the window ends a call sent now
+ * would carry (src/engine/calendar-args.ts), so a denial learned in a window that has ended since is not
+ * answered (the count no longer holds, as in the script). A sliding log's leg is never answered: the reply
+ * carries numbers only, not the log, so a later remaining cannot be computed. A check of a smaller cost (which
+ * Redis may admit, changing the state), a policy reload, an admin reset on any instance (src/engine/reset-channel.ts)
+ * and a sync merge into the key drop the entry too; a call in flight when the entry is dropped is not learned
+ * from (its answer may predate the drop); and every denial is forgotten when the Redis connection or the reset
+ * channel (re)opens (Redis may have restarted without its data, or failed over; a reset may have been missed).
+ * With one cost per key (the usual case) the answer equals Redis's, field for field; with a smaller cost spent
+ * elsewhere meanwhile, Redis's remaining could be lower and its wait longer, the denial stands either way.
  *
  * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
  * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
@@ -275,7 +280,10 @@ export class StrictCache {
     return Math.min(now, t - lo);
   }
 
-  /** Drops what is known of `key0`, a check's leg-0 Redis key (an admin reset, a sync merge into it). */
+  /**
+   * Drops what is known of `key0`, a check's leg-0 Redis key (an admin reset, a sync merge into it). An entry
+   * with calls in flight stays, emptied, and learns nothing from their answers ({@link Known.stale}).
+   */
   drop(key0: string): void {
     if (!key0.endsWith(LEG0_END)) return;
     for (const [head, m] of this.map) {
