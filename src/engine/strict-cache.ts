@@ -248,6 +248,14 @@ export class StrictCache {
     e.epoch = e.sentEpoch;
   }
 
+  /**
+   * Whether leg j of `e` has a state to seed the local kernel with: one was learned, and it is not a sliding
+   * log's (whose entries stay in Redis; see {@link rebuild}).
+   */
+  seedable(e: Known, j: number): boolean {
+    return e.states[3 * j + 2] >= 0 && e.rt.legLimits[j].algorithmCode !== SLIDING_LOG_CODE;
+  }
+
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
   sample(t: number, s0: number, s1: number): void {
     if (!this.redisTime || !(t > 0)) return;
@@ -346,6 +354,8 @@ function legKeys(prefix: string, rt: PolicyRuntime, key: string): string[] {
  * - fixed window: count = L − r, exactly.
  * - sliding window: the previous window's weight cannot be told from the current's: all of L − r is put
  *   in the current window, which admits no more now and no more later than the true state.
+ * - calendar window: count = L − r and its window's end t + z (resetAfterMs is until that end), exactly.
+ * A sliding log (code 5) cannot be rebuilt from numbers: its legs are left as they are (the caller skips them).
  */
 export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: number, s: Float64Array, at: number): void {
   const l = rt.legLimits[j];
@@ -370,6 +380,10 @@ export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: n
     }
     case 2:
       w0 = L - r;
+      break;
+    case CALENDAR_WINDOW_CODE:
+      w0 = L - r;
+      w1 = t + z;
       break;
     default:
       w0 = 0;
