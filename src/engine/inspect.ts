@@ -202,12 +202,14 @@ export class KeyAdmin {
 
   /**
    * Another instance reset `key` of `policy` (at `version`; src/engine/reset-channel.ts): drops what this
-   * instance learned of it from Redis, so its next check asks Redis. Strict: the over-limit denial and the
-   * last-known state (and, for a guard's key `*`, what its guarded policies learned through it); sync: the
+   * instance learned of it from Redis, so its next check asks Redis. Strict: the over-limit denial (and, for
+   * a guard's key `*`, those its guarded policies learned through it; the last-known state that seeds the
+   * `local` rule while Redis is down stays until Redis answers again: StrictCache.resetElsewhere); sync: the
    * next merge reads the key from Redis and replaces this instance's view (its own deltas still merge);
    * lease: this instance's leases of the key (its next check takes a new lease; Redis counts an abandoned
-   * lease as all used when it expires). Nothing that only this instance knows is dropped (deltas not merged,
-   * the local kernel's own state), so a forged message costs Redis calls and admits nothing.
+   * lease as all used when it expires). Nothing whose loss could admit more is dropped (deltas not merged, the
+   * local kernel's own state, the strict last-known state stay; a dropped lease counts as all used), so a
+   * forged message costs Redis calls and admits nothing.
    * @returns false when the policy is not in force here under that version, or not store-backed (nothing done).
    */
   heard(r: HeardReset): boolean {
@@ -219,7 +221,7 @@ export class KeyAdmin {
       return true;
     }
     if (!rt.stored && !rt.synced) return false;
-    this.d.front.strict?.forget(ownStoreKeys(store.prefix, rt, r.key));
+    this.d.front.strict?.resetElsewhere(store.prefix, rt, r.key, ownStoreKeys(store.prefix, rt, r.key));
     if (rt.synced) {
       const at = this.locate({ policy: r.policy, key: r.key });
       this.d.front.refreshSync(rt, at.key, at.lo, at.hi, at.shard);

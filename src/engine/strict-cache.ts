@@ -65,8 +65,9 @@ export interface Known {
   seeded: boolean;
   /**
    * Answers still to come that may predate a drop of the key (a reset, a sync merge): the checks in flight
-   * when it was dropped. None of them is learned. (One whose call failed is not learned anyway: a later
-   * answer is then skipped in its place, which only costs a Redis call.)
+   * when it was dropped. None of them is learned (states and denial stay as the drop left them). (One whose
+   * call failed is not learned anyway: a later answer is then skipped in its place, which only costs a Redis
+   * call.)
    */
   stale: number;
   /**
@@ -221,9 +222,6 @@ export class StrictCache {
       // sent before the key was dropped: the answer may predate the drop (a reset's DEL, a merge)
       e.stale--;
       e.deniedCost = -1;
-      e.exact = false;
-      e.seeded = false;
-      s.fill(-1);
       return;
     }
     const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
@@ -313,13 +311,33 @@ export class StrictCache {
   }
 
   /**
-   * Forgets a reset key (this instance's admin reset, or another's heard on the reset channel): `keys` are its
-   * own legs' Redis keys, leg 0 first. Its entry goes ({@link drop}); and when they are keys other checks
-   * share (a guard's, reset through the guard policy's key `*`), every entry learned through them is made
-   * stale (as by a check sent through them: {@link touch}).
+   * Forgets a key this instance reset: `keys` are its own legs' Redis keys, leg 0 first. Its entry goes
+   * ({@link drop}); and when they are keys other checks share (a guard's, reset through the guard policy's
+   * key `*`), every denial learned through them goes too (as after a check sent through them: {@link touch}).
    */
   forget(keys: readonly string[]): void {
     if (keys.length > 0) this.drop(keys[0]);
+    this.touchShared(keys);
+  }
+
+  /**
+   * Another instance reset `key` of `rt` (heard on the reset channel; Redis keys under `prefix`, `keys` its
+   * own legs'): its denial goes, answers of calls in flight now are not learned (they may predate the
+   * reset), and denials learned through it as a shared key go ({@link forget}). Its last-known states stay:
+   * they only seed the kernel while Redis is down (`local`), the next Redis answer replaces them, and a
+   * message anyone can publish must not make a stall start the key fresh.
+   */
+  resetElsewhere(prefix: string, rt: PolicyRuntime, key: string, keys: readonly string[]): void {
+    const e = this.map.get(keyHead(prefix, rt))?.get(key);
+    if (e !== undefined) {
+      e.deniedCost = -1;
+      e.stale = e.inflight;
+    }
+    this.touchShared(keys);
+  }
+
+  /** Bumps the epochs of those of `keys` that checks share (a guard's): denials learned through them go. */
+  private touchShared(keys: readonly string[]): void {
     for (const k of keys) if (this.epochs.has(k)) this.touch(k);
   }
 

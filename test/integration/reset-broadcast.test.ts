@@ -4,8 +4,9 @@
  * check from it); the key is reset through one (the admin API's DELETE, or `limiter.reset`); the other hears
  * it, and its next check goes to the store and is admitted. On Redis and on a shared MemoryStore; for sync
  * (the other's view is read again from Redis at its next merge) and lease policies (the other's lease of the
- * key is dropped); and with a check in flight on the other instance when it hears the reset (its answer,
- * decided before the reset, is not learned).
+ * key is dropped); with a check in flight on the other instance when it hears the reset (its answer,
+ * decided before the reset, is not learned); and what the other instance keeps to seed `onStoreError: local`
+ * stays (a message anyone can publish must not make a stall start a key fresh).
  *
  * Policies refill one token a day (or count a day's window), so nothing refills during a test; waits are for
  * a message to arrive (bounded polls), never on time.
@@ -233,6 +234,28 @@ describe('a reset on one instance drops the key on the others (MemoryStore)', ()
       expect((await inFlight).allowed).toBe(false);
       // but not learned: the next check goes to the store, which no longer holds the key
       await admittedByStore(b, 'k');
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('what the other instance keeps for onStoreError: local (its last-known state) stays: a message cannot make a stall start the key fresh', async () => {
+    const store = new MemoryStore({ prefix: 'mem3:' });
+    let failing = false;
+    const flaky = Object.create(store) as Store;
+    flaky.decideWide = (keys, args, now) => (failing ? Promise.reject(new Error('store down')) : store.decideWide(keys, args, now));
+    const policies: Record<string, PolicySpec> = { p: { ...STRICT.p, onStoreError: 'local' } };
+    const a = await createLimiter({ policies, store });
+    const b = await createLimiter({ policies, store: flaky });
+    try {
+      await deniedOnBoth(a, b, 'k');
+      // a message as anyone could publish it: b drops its denial, not what it knows of the key
+      const chan = store.channel('mem3:resets', () => undefined);
+      await chan.publish(JSON.stringify({ v: 1, origin: 'someone', policy: 'p', version: a.policies.get('p')!.version, key: 'k' }));
+      await until('b heard it', async () => (await storeStats(b)).resets.applied === 1);
+      await chan.close();
+      failing = true;
+      expect(await b.check({ policy: 'p', cost: 1, key: 'k' })).toMatchObject({ allowed: false, degraded: true, degradedBy: 'local' });
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
