@@ -13,6 +13,7 @@ import { LimitTable, type LimitPlan } from './engine/limits.js';
 import { Front } from './engine/front.js';
 import { bindEngine } from './engine/handle.js';
 import { KeyAdmin } from './engine/inspect.js';
+import { ResetChannel } from './engine/reset-channel.js';
 import { DEFAULT_MAX_DELAYED, waitDelay } from './engine/delay.js';
 import { Leases } from './engine/leases.js';
 import { SyncCheck } from './engine/sync-check.js';
@@ -125,7 +126,16 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
   let version = policySetVersion(policies);
   // concurrency policies' leases (acquire, release): not checks, so beside the front, on this thread
   const leases = new Leases({ policies: () => policies, store, clock, maxKeys, degraded: store ? front.degraded : null, closed: () => closing !== null });
-  const keyAdmin = new KeyAdmin({ front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease });
+  // Resets told to the other instances on the store's pub/sub, and theirs heard (src/engine/reset-channel.ts)
+  const resets: ResetChannel | null = store === null ? null : new ResetChannel({
+    pubsub: store, prefix: store.prefix, apply: (r) => keyAdmin.heard(r),
+    // resets may have been missed while the channel was away: no over-limit denial is kept past it
+    onReady: () => front.strict?.clearDenials(),
+  });
+  const keyAdmin = new KeyAdmin({
+    front, hasher, kernel, pool, store, clock, closed: () => closing !== null, lease,
+    ...(resets === null ? {} : { announce: (p: string, v: string, k: string) => resets.announce(p, v, k) }),
+  });
   const syncCheck = new SyncCheck({ front, hasher, kernel, clock, shards, closed: () => closing !== null });
   // Everything up to the first await is synchronous: a reload takes effect at the call (checks issued after
   // it are decided under the new set), and two reloads cannot interleave their plans.
@@ -243,7 +253,7 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
         memoryBytes: parts.reduce((a, p) => a + p.memoryBytes, 0),
         pending: front.pending,
         perShard: pool?.shardStates() ?? [],
-        ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size } } : {}),
+        ...(store ? { store: { ...store.stats(), sync: front.syncStats(), overLimitAnswers: front.strict!.answers, knownKeys: front.strict!.size, resets: resets!.stats() } } : {}),
         ...front.counters.snapshot(),
         ...(store ? { degraded: front.degraded.snapshot() } : {}),
         ...(regions ? { region: regions.reconciler.stats() } : {}),
@@ -258,11 +268,14 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
         const start = Date.now();
+        // begun first: its bounded wait on a frozen Redis runs alongside the drain
+        const channelClosed = resets?.close();
         await front.close(options?.drainMs);
         await regions?.reconciler.close();
         // unused leased tokens go back, and what was spent is reported, before the store closes
         await lease?.close(options?.drainMs === undefined ? undefined : Math.max(0, options.drainMs - (Date.now() - start)));
         await pool?.close();
+        await channelClosed;
         await store?.close();
       })();
       return closing;

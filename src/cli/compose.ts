@@ -103,7 +103,8 @@ export async function compose(o: ComposeOptions): Promise<App> {
   let drainMs: number | undefined;
   let closeBegun = 0;
   try {
-    // The store is built here, once: the limiter decides through it and the reloader announces through it.
+    // The store is built here, once: the limiter decides through it (and tells other instances of key resets on
+    // its channel `<prefix>resets`), and the reloader announces through it.
     const store = o.store === null ? null : await o.store();
     // A limiter closes the store it was given, last (LimiterOptions.store): this stage only closes a store
     // whose limiter failed to start.

@@ -157,6 +157,14 @@ export class Front {
     return this.sync?.writer ?? null;
   }
 
+  /**
+   * Has the next sync merge read `key`'s state of sync policy `rt` from Redis and install it here (another
+   * instance reset it: WriteBehind.refresh); nothing without sync policies.
+   */
+  refreshSync(rt: PolicyRuntime, key: string, lo: number, hi: number, shard: number): void {
+    this.sync?.refresh(rt, key, lo, hi, shard);
+  }
+
   get pending(): number {
     return this.q.length + this.flight.count;
   }

@@ -28,6 +28,7 @@ import { decodeState } from '../store/state.js';
 import { fixedWindowCount, slidingWindowCounts } from './window.js';
 import { SluiceError, isSluiceError, closed, storeFailed as redisFailed } from '../util/errors.js';
 import { scriptBurst, scriptPeriod } from './calendar-args.js';
+import type { HeardReset } from './reset-channel.js';
 
 /** What inspect and reset need from a limiter. */
 export interface KeyAdminDeps {
@@ -42,6 +43,11 @@ export interface KeyAdminDeps {
   closed: () => boolean;
   /** Lease policies' decider (their leases are read and dropped through it); null without one. */
   lease?: LeaseDecider | null;
+  /**
+   * Tells other instances of a reset of a store-backed policy's key (src/engine/reset-channel.ts: policy,
+   * version, key); absent: resets stay on this instance.
+   */
+  announce?: (policy: string, version: string, key: string) => void;
 }
 
 /** One key of one policy, located: its runtime, key, hash and owner. */
@@ -145,8 +151,9 @@ export class KeyAdmin {
   /**
    * Forgets one key under its policy's own limits (not its guard's): in the kernel that owns it, in Redis for
    * `strict` and `sync` policies, and, for `sync`, its deltas not yet merged (a merge in flight is waited for),
-   * so a later merge does not bring it back. Resolves to the number of states forgotten: each limit's state
-   * counts once per place it was held (the kernel, Redis).
+   * so a later merge does not bring it back. For a store-backed policy, other instances are then told
+   * (`announce`), and drop what they learned of the key from Redis ({@link heard}). Resolves to the number of
+   * states forgotten: each limit's state counts once per place it was held (the kernel, Redis).
    * @throws SluiceError INVALID_ARGUMENT / UNKNOWN_POLICY naming the field, SHARD_FAILED if the owning shard is
    *   down, STORE_FAILED if Redis does not answer, CLOSED.
    */
@@ -154,27 +161,34 @@ export class KeyAdmin {
     const at = this.locate(req);
     const { rt } = at;
     const own = rt.saltLo.length;
+    const store = this.d.store;
     let removed = 0;
-    if (rt.leased && this.d.store !== null) {
-      // the key's lease states (every instance's leases of it go with them) and what this instance holds
-      const keys = this.d.lease!.forget(rt, at.key);
-      try {
-        removed += await this.d.store.remove(keys, null);
-      } catch (e) {
-        throw storeFailed(e);
+    try {
+      if (rt.leased && store !== null) {
+        // the key's lease states (every instance's leases of it go with them) and what this instance holds
+        const keys = this.d.lease!.forget(rt, at.key);
+        try {
+          removed += await store.remove(keys, null);
+        } catch (e) {
+          throw storeFailed(e);
+        }
       }
-    }
-    if ((rt.stored || rt.synced) && !rt.leased && this.d.store !== null) {
-      const keys = Array.from({ length: own }, (_, j) => storeKey(this.d.store!.prefix, rt.policy.name, rt.policy.version, at.key, j));
-      const sync = this.d.front.syncWriter;
-      if (sync !== null) await sync.forget(keys);
-      // what this instance learned of the key from Redis (an over-limit denial) no longer holds
-      this.d.front.strict?.drop(keys[0]);
-      try {
-        removed += await this.d.store.remove(keys, guardKeyOf(rt));
-      } catch (e) {
-        throw storeFailed(e);
+      if ((rt.stored || rt.synced) && !rt.leased && store !== null) {
+        const keys = ownStoreKeys(store.prefix, rt, at.key);
+        const sync = this.d.front.syncWriter;
+        if (sync !== null) await sync.forget(keys);
+        // what this instance learned of the key from Redis (an over-limit denial) no longer holds
+        this.d.front.strict?.forget(keys);
+        try {
+          removed += await store.remove(keys, guardKeyOf(rt));
+        } catch (e) {
+          throw storeFailed(e);
+        }
       }
+    } finally {
+      // after the delete (tried): an instance that hears it asks Redis next, which no longer holds the key.
+      // Told even when the delete failed (it may have run late): dropping what was learned is always safe
+      if ((rt.stored || rt.synced || rt.leased) && store !== null) this.d.announce?.(rt.policy.name, rt.policy.version, at.key);
     }
     const legs = this.legs(at, false).subarray(0, own * LEG_IN);
     if (at.shard < 0) {
@@ -184,6 +198,35 @@ export class KeyAdmin {
       removed += (await this.d.pool!.keys(at.shard, { kind: 'remove', n: own, legs: Float64Array.from(legs) })) as number;
     }
     return { removed };
+  }
+
+  /**
+   * Another instance reset `key` of `policy` (at `version`; src/engine/reset-channel.ts): drops what this
+   * instance learned of it from Redis, so its next check asks Redis. Strict: the over-limit denial (and, for
+   * a guard's key `*`, those its guarded policies learned through it; the last-known state that seeds the
+   * `local` rule while Redis is down stays until Redis answers again: StrictCache.resetElsewhere); sync: the
+   * next merge reads the key from Redis and replaces this instance's view (its own deltas still merge);
+   * lease: this instance's leases of the key (its next check takes a new lease; Redis counts an abandoned
+   * lease as all used when it expires). Nothing whose loss could admit more is dropped (deltas not merged, the
+   * local kernel's own state, the strict last-known state stay; a dropped lease counts as all used), so a
+   * forged message costs Redis calls and admits nothing.
+   * @returns false when the policy is not in force here under that version, or not store-backed (nothing done).
+   */
+  heard(r: HeardReset): boolean {
+    const store = this.d.store;
+    const rt = this.d.front.policyRuntimes.get(r.policy);
+    if (this.d.closed() || store === null || rt === undefined || rt.policy.version !== r.version) return false;
+    if (rt.leased) {
+      this.d.lease?.forget(rt, r.key);
+      return true;
+    }
+    if (!rt.stored && !rt.synced) return false;
+    this.d.front.strict?.resetElsewhere(store.prefix, rt, r.key, ownStoreKeys(store.prefix, rt, r.key));
+    if (rt.synced) {
+      const at = this.locate({ policy: r.policy, key: r.key });
+      this.d.front.refreshSync(rt, at.key, at.lo, at.hi, at.shard);
+    }
+    return true;
   }
 
   /** Validates the request, hashes its key with the policy's seed and finds the owning shard. */
@@ -252,6 +295,11 @@ export class KeyAdmin {
     }
   }
 
+}
+
+/** The store keys of `key`'s own legs under `rt` (not its guard's), leg 0 first. */
+function ownStoreKeys(prefix: string, rt: PolicyRuntime, key: string): string[] {
+  return Array.from({ length: rt.saltLo.length }, (_, j) => storeKey(prefix, rt.policy.name, rt.policy.version, key, j));
 }
 
 /** The key of a guarded policy's guard leg (the last of its group), where a Redis Cluster keeps its keys; else null. */

@@ -8,11 +8,16 @@
  * ≥ c on that key can be admitted by anyone. This instance then answers such checks itself: it evaluates the
  * kept states at the current Redis time with the very arithmetic of the script (src/store/lua-algorithms.ts),
  * and answers the denial that gives, with its remaining wait; once that evaluation would admit, the check goes
- * to Redis and the entry is dropped. A check of a smaller cost (which Redis may admit, changing the state),
- * a policy reload, an admin reset and a sync merge into the key drop the entry too, and every denial is
- * forgotten when the Redis connection (re)opens (Redis may have restarted without its data, or failed over). With one cost per key
- * (the usual case) the answer equals Redis's, field for field; with a smaller cost spent elsewhere meanwhile,
- * Redis's remaining could be lower and its wait longer, the denial stands either way.
+ * to Redis and the entry is dropped. A calendar window's leg is evaluated with the window ends a call sent now
+ * would carry (src/engine/calendar-args.ts), so a denial learned in a window that has ended since is not
+ * answered (the count no longer holds, as in the script). A sliding log's leg is never answered: the reply
+ * carries numbers only, not the log, so a later remaining cannot be computed. A check of a smaller cost (which
+ * Redis may admit, changing the state), a policy reload, an admin reset on any instance (src/engine/reset-channel.ts)
+ * and a sync merge into the key drop the entry too; a call in flight when the entry is dropped is not learned
+ * from (its answer may predate the drop); and every denial is forgotten when the Redis connection or the reset
+ * channel (re)opens (Redis may have restarted without its data, or failed over; a reset may have been missed).
+ * With one cost per key (the usual case) the answer equals Redis's, field for field; with a smaller cost spent
+ * elsewhere meanwhile, Redis's remaining could be lower and its wait longer, the denial stands either way.
  *
  * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
  * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
@@ -39,6 +44,8 @@ import { LEG_WIDE } from '../store/reply.js';
 import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
 import { storeKey } from '../keys/store-key.js';
 import { legKey } from './legs.js';
+import { scriptBurst, scriptPeriod } from './calendar-args.js';
+import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../config/policy-spec.js';
 
 /** One strict key (a check's leg-0 Redis key) as this instance last learned it. */
 export interface Known {
@@ -57,6 +64,13 @@ export interface Known {
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
   /**
+   * Answers still to come that may predate a drop of the key (a reset, a sync merge): the checks in flight
+   * when it was dropped. None of them is learned (states and denial stay as the drop left them). (One whose
+   * call failed is not learned anyway: a later answer is then skipped in its place, which only costs a Redis
+   * call.)
+   */
+  stale: number;
+  /**
    * The sum of the epochs of the shared keys among its legs (a guard's), when its last call was sent, and
    * when its states were learned: a check of another policy or key that this instance sent through one of
    * them since makes the states stale (0 for a check with no shared leg).
@@ -66,6 +80,7 @@ export interface Known {
 }
 
 const RENEW_MS = 10_000;
+const SLIDING_LOG_CODE = ALGORITHM_CODES.sliding_log;
 
 export class StrictCache {
   /**
@@ -119,7 +134,7 @@ export class StrictCache {
       if (this.count >= this.maxKeys) this.evictOne();
       e = {
         rt, key, keys: legKeys(prefix, rt, key), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        exact: false, seeded: false, sentEpoch: 0, epoch: 0,
+        exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0,
       };
       m.set(key, e);
       this.count++;
@@ -179,7 +194,13 @@ export class StrictCache {
     const s = e.states;
     for (let j = 0; j < rt.legCount; j++) {
       const l = rt.legLimits[j];
-      evaluateLeg(l.algorithmCode, l.limit, l.periodMs, l.burst, s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      if (l.algorithmCode === CALENDAR_WINDOW_CODE) {
+        // the windows move: the ends a call sent now would carry (at this instance's `now`, as decide() sends
+        // them), so a denial learned in a window that has ended since is evaluated in the current one
+        evaluateLeg(CALENDAR_WINDOW_CODE, l.limit, scriptPeriod(l, now), scriptBurst(l, now), s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      } else {
+        evaluateLeg(l.algorithmCode, l.limit, l.periodMs, l.burst, s[3 * j], s[3 * j + 1], s[3 * j + 2], cost, t, out, j * LEG_OUT);
+      }
     }
     const d = compose(out, 0, rt);
     if (d instanceof Error || d.allowed) {
@@ -196,8 +217,14 @@ export class StrictCache {
    */
   learn(e: Known, wide: ArrayLike<number>, base: number, cost: number): void {
     const rt = e.rt;
-    const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
     const s = e.states;
+    if (e.stale > 0) {
+      // sent before the key was dropped: the answer may predate the drop (a reset's DEL, a merge)
+      e.stale--;
+      e.deniedCost = -1;
+      return;
+    }
+    const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
     for (let j = 0; j < rt.legCount; j++) {
       const r = (base + j) * LEG_WIDE;
       if (denied) {
@@ -210,12 +237,21 @@ export class StrictCache {
     }
     e.exact = denied;
     e.deniedCost = denied && cost > 0 ? cost : -1;
-    // calendar windows and sliding logs (codes 4, 5) have no TS twin in lua-algorithms.ts: never answered here
-    for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode >= 4) e.deniedCost = -1;
+    // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
+    // follow it as entries leave (lua-algorithms.ts), so a check with such a leg is never answered here
+    for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode === SLIDING_LOG_CODE) e.deniedCost = -1;
     // onLimit: delay: a denied check may be admitted with a delay by the next call (the TS twin has no delay)
     if (rt.delayed !== null || rt.legDelayMs !== null) e.deniedCost = -1;
     e.seeded = false;
     e.epoch = e.sentEpoch;
+  }
+
+  /**
+   * Whether leg j of `e` has a state to seed the local kernel with: one was learned, and it is not a sliding
+   * log's (whose entries stay in Redis; see {@link rebuild}).
+   */
+  seedable(e: Known, j: number): boolean {
+    return e.states[3 * j + 2] >= 0 && e.rt.legLimits[j].algorithmCode !== SLIDING_LOG_CODE;
   }
 
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
@@ -250,7 +286,10 @@ export class StrictCache {
     return Math.min(now, t - lo);
   }
 
-  /** Drops what is known of `key0`, a check's leg-0 Redis key (an admin reset, a sync merge into it). */
+  /**
+   * Drops what is known of `key0`, a check's leg-0 Redis key (an admin reset, a sync merge into it). An entry
+   * with calls in flight stays, emptied, and learns nothing from their answers ({@link Known.stale}).
+   */
   drop(key0: string): void {
     if (!key0.endsWith(LEG0_END)) return;
     for (const [head, m] of this.map) {
@@ -262,11 +301,44 @@ export class StrictCache {
       if (e.inflight > 0) {
         e.deniedCost = -1;
         e.states.fill(-1);
+        e.exact = false;
+        e.stale = e.inflight;
       } else {
         m.delete(key);
         this.count--;
       }
     }
+  }
+
+  /**
+   * Forgets a key this instance reset: `keys` are its own legs' Redis keys, leg 0 first. Its entry goes
+   * ({@link drop}); and when they are keys other checks share (a guard's, reset through the guard policy's
+   * key `*`), every denial learned through them goes too (as after a check sent through them: {@link touch}).
+   */
+  forget(keys: readonly string[]): void {
+    if (keys.length > 0) this.drop(keys[0]);
+    this.touchShared(keys);
+  }
+
+  /**
+   * Another instance reset `key` of `rt` (heard on the reset channel; Redis keys under `prefix`, `keys` its
+   * own legs'): its denial goes, answers of calls in flight now are not learned (they may predate the
+   * reset), and denials learned through it as a shared key go ({@link forget}). Its last-known states stay:
+   * they only seed the kernel while Redis is down (`local`), the next Redis answer replaces them, and a
+   * message anyone can publish must not make a stall start the key fresh.
+   */
+  resetElsewhere(prefix: string, rt: PolicyRuntime, key: string, keys: readonly string[]): void {
+    const e = this.map.get(keyHead(prefix, rt))?.get(key);
+    if (e !== undefined) {
+      e.deniedCost = -1;
+      e.stale = e.inflight;
+    }
+    this.touchShared(keys);
+  }
+
+  /** Bumps the epochs of those of `keys` that checks share (a guard's): denials learned through them go. */
+  private touchShared(keys: readonly string[]): void {
+    for (const k of keys) if (this.epochs.has(k)) this.touch(k);
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */
@@ -300,6 +372,8 @@ function legKeys(prefix: string, rt: PolicyRuntime, key: string): string[] {
  * - fixed window: count = L − r, exactly.
  * - sliding window: the previous window's weight cannot be told from the current's: all of L − r is put
  *   in the current window, which admits no more now and no more later than the true state.
+ * - calendar window: count = L − r and its window's end t + z (resetAfterMs is until that end), exactly.
+ * A sliding log (code 5) cannot be rebuilt from numbers: its legs are left as they are (the caller skips them).
  */
 export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: number, s: Float64Array, at: number): void {
   const l = rt.legLimits[j];
@@ -324,6 +398,10 @@ export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: n
     }
     case 2:
       w0 = L - r;
+      break;
+    case CALENDAR_WINDOW_CODE:
+      w0 = L - r;
+      w1 = t + z;
       break;
     default:
       w0 = 0;

@@ -15,6 +15,8 @@
  * | sluice_store_late_spent_tokens_total | counter | tokens those late calls spent in Redis |
  * | sluice_store_over_limit_answers_total | counter | strict checks denied by the over-limit cache, without Redis |
  * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
+ * | sluice_store_resets_heard_total | counter | key resets announced by other instances and applied here |
+ * | sluice_store_reset_messages_malformed_total | counter | messages on the reset channel that are not a reset (ignored) |
  * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
@@ -78,6 +80,8 @@ export function registerStoreMetrics(registry: Registry, read: StatsReader): voi
   storeCounter('sluice_store_late_calls_total', 'Strict script calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
   storeCounter('sluice_store_late_spent_tokens_total', 'Tokens spent in Redis by checks whose call had timed out (they took their failure rule).', (st) => st.lateSpentTokens);
   storeCounter('sluice_store_over_limit_answers_total', 'Strict checks denied by the exact over-limit cache, without a Redis call.', (st) => st.overLimitAnswers);
+  storeCounter('sluice_store_resets_heard_total', 'Key resets announced by other instances and applied here (what was learned of the key from Redis dropped).', (st) => st.resets.applied);
+  storeCounter('sluice_store_reset_messages_malformed_total', 'Messages on the reset channel that are not a reset (ignored).', (st) => st.resets.malformed);
   storeGauge('sluice_store_known_keys', 'Strict keys whose last Redis answer this instance keeps (over-limit cache, local-rule seeding).', (st) => st.knownKeys);
   new Counter({
     name: 'sluice_degraded_decisions_total',

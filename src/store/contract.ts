@@ -69,7 +69,10 @@ export interface StoreChannel {
   close(): Promise<void>;
 }
 
-/** What the reloader needs to announce policy sets and hear those of other instances. */
+/**
+ * What the reloader needs to announce policy sets and hear those of other instances (src/reload/), and the
+ * engine to tell other instances of key resets (src/engine/reset-channel.ts): one channel each.
+ */
 export interface PubSub {
   /**
    * Opens `name` for publishing and subscribes to it; `onMessage` receives each message published on it (by

@@ -1,12 +1,15 @@
 /**
- * lua/lib.lua's four algorithms, line for line in TypeScript: both run on doubles, so for the same state,
- * limit, cost and time they give the same outputs. The over-limit cache (src/engine/strict-cache.ts) uses them
- * to answer, without Redis, a check Redis is known to deny, with the numbers Redis would give.
+ * The Lua algorithms of lua/lib.lua (token bucket, GCRA, fixed window, sliding window) and
+ * lua/calendar_window.lua, line for line in TypeScript: both run on doubles, so for the same state, limit,
+ * cost and time they give the same outputs. The over-limit cache (src/engine/strict-cache.ts) uses them to
+ * answer, without Redis, a check Redis is known to deny, with the numbers Redis would give. The sliding log
+ * (lua/sliding_log.lua) has no twin: its state is the log's entries, which a reply does not carry.
  *
  * {@link evaluateLeg} writes code, remaining, resetAfterMs, retryAfterMs (−1 = never) into `out` at `at`.
  */
 
-const ALLOW = 0, DENY = 1, NEVER = 2;
+/** Outcome codes, as lib.lua's: UNREADABLE is a leg the script cannot place (it changes nothing). */
+const ALLOW = 0, DENY = 1, NEVER = 2, UNREADABLE = 4;
 
 function fdiv(a: number, b: number): number {
   const r = a % b;
@@ -112,9 +115,34 @@ function slidingWindow(L: number, P: number, exists: boolean, w0: number, w1: nu
 }
 
 /**
+ * lua/calendar_window.lua (ALG[4]): w0 = the count, w1 = the end (Unix ms) of the window it belongs to; P =
+ * the end of the window holding the caller's time, B = the end of the next one (src/engine/calendar-args.ts).
+ * A stored count holds while t < w1; else the window is the caller's (t < P) or the next (t < B); a t past
+ * both cannot be placed (UNREADABLE).
+ */
+function calendarWindow(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, c: number, t: number, out: Float64Array, at: number): void {
+  let count = 0, stop = P;
+  if (exists && t < w1) {
+    count = w0;
+    stop = w1;
+  } else if (t >= P) {
+    if (t >= B) return put(out, at, UNREADABLE, 0, 0, 0);
+    stop = B;
+  }
+  const untilEnd = stop - t;
+  let room = L - count;
+  if (room < 0) room = 0;
+  if (c > L) return put(out, at, NEVER, room, untilEnd, -1);
+  if (c <= room) return put(out, at, ALLOW, room - c, untilEnd, 0);
+  put(out, at, DENY, room, untilEnd, untilEnd);
+}
+
+/**
  * One leg as lua/check.lua's evaluate() decides it at time `now` (Unix ms) from the state (w0, w1, last;
  * last < 0: no state), without changing anything: algorithm code 0 token bucket, 1 GCRA, 2 fixed window,
- * 3 sliding window; L tokens per P ms, burst B; cost c.
+ * 3 sliding window, 4 calendar window; L tokens per P ms, burst B (a calendar window: P and B are the ends
+ * of the caller's window and of the next one, as the script is passed them); cost c. Code 4 in `out`:
+ * UNREADABLE (a calendar time past both ends). Code 5 (the sliding log) has no twin: callers never pass it.
  */
 export function evaluateLeg(alg: number, L: number, P: number, B: number, w0: number, w1: number, last: number,
   c: number, now: number, out: Float64Array, at: number): void {
@@ -124,5 +152,6 @@ export function evaluateLeg(alg: number, L: number, P: number, B: number, w0: nu
   if (alg === 0) tokenBucket(L, P, B, exists, w0, last, c, t, out, at);
   else if (alg === 1) gcra(L, P, B, exists, w0, w1, t, c, out, at);
   else if (alg === 2) fixedWindow(L, P, exists, w0, last, c, t, out, at);
+  else if (alg === 4) calendarWindow(L, P, B, exists, w0, w1, c, t, out, at);
   else slidingWindow(L, P, exists, w0, w1, last, c, t, out, at);
 }

@@ -47,6 +47,12 @@ export interface LimiterStats {
     /** Strict checks answered by the over-limit cache (no Redis call); strict keys whose last answer is kept. */
     overLimitAnswers: number;
     knownKeys: number;
+    /**
+     * Key resets on the store's channel `<prefix>resets` (src/engine/reset-channel.ts): announced by this
+     * instance; heard from others and applied; heard for a policy or version not in force here; messages on
+     * the channel that are not a reset.
+     */
+    resets: { sent: number; applied: number; ignored: number; malformed: number };
     /** Calls that could not be sent or lost their connection; calls not made because the breaker was open. */
     connectionErrors: number;
     breakerRejections: number;

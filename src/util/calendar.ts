@@ -143,14 +143,19 @@ export class CalendarClock {
 }
 
 const clocks = new Map<string, CalendarClock>();
+/** The clock of each period object seen (a compiled limit's): found again without building its id string. */
+const byPeriod = new WeakMap<CalendarPeriod, CalendarClock>();
 
 /** The shared {@link CalendarClock} of a period (one per unit and time zone, per thread). */
 export function calendarClock(period: CalendarPeriod): CalendarClock {
+  let c = byPeriod.get(period);
+  if (c !== undefined) return c;
   const id = `${period.unit}\u0000${period.timeZone}`;
-  let c = clocks.get(id);
+  c = clocks.get(id);
   if (c === undefined) {
     c = new CalendarClock(period);
     clocks.set(id, c);
   }
+  byPeriod.set(period, c);
   return c;
 }

@@ -131,7 +131,9 @@ describe.each(['open', 'closed', 'local'] as const)('case 15, kill -9 and a rest
     expect(last.fromRedis, `Redis never decided again within 8 s: ${after.map(brief).join(', ')}`).toBe(true);
     expect(brief(last), `after ${recoveredMs.toFixed(0)} ms`).toBe('allow r=4');
     expect(breaker).toBe('closed');
-    expect(clients, 'no reconnect storm').toBeLessThanOrEqual(2);
+    // the test's own client, the limiter's store connection, and its reset channel's subscriber and publisher
+    // (src/engine/reset-channel.ts)
+    expect(clients, 'no reconnect storm').toBeLessThanOrEqual(4);
   }, 90_000);
 });
 

@@ -8,6 +8,7 @@
  * - guarded: a guarded check (own key + guard key) is one atomic step in the guard's slot: the exact per
  *   tenant admissions of one ordered batch, mixed with unguarded checks in other slots.
  * - script cache lost on every master (SCRIPT FLUSH): decisions continue, no error.
+ * - a reset through one limiter reaches the other on the cluster's pub/sub: its cached denials go.
  * - sync: two instances over 40 keys converge on the merged state; merge markers live in their keys' slots.
  * - config: `cluster` with `url`, or a malformed node, is a CONFIG error naming `redis.cluster`.
  * - CLI: `sluice serve --redis-cluster ...` answers a strict check from the cluster (runs the BUILT dist/).
@@ -173,6 +174,35 @@ describe('strict mode on a Redis Cluster', () => {
     expect(await round()).toStrictEqual(keys.map(() => 0));
     await expectNoStoreError(l);
     expect(await expectTtls('cs3:', () => HOUR)).toBe(30);
+  }, 30_000);
+
+  it('a reset through one limiter reaches the other (the reset channel on the cluster): its cached denials go', async () => {
+    const policies = { p: strict({ algorithm: 'fixed_window', limit: 1, period: '1h' }) };
+    const [a, b] = [await limiter(policies, 'cs4:'), await limiter(policies, 'cs4:')];
+    const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+    const answers = async (l: Limiter): Promise<number> => (await l.stats()).store!.overLimitAnswers;
+    // both subscribed (a subscriber connects to one master: the count is summed over them)
+    const subscribers = async (): Promise<number> => (await Promise.all(c.clients.map(async (r) =>
+      Number(((await r.call('PUBSUB', 'NUMSUB', 'cs4:resets')) as [string, number])[1])))).reduce((x, y) => x + y, 0);
+    const subscribedBy = Date.now() + 10_000;
+    while ((await subscribers()) < 2 && Date.now() < subscribedBy) await sleep(5);
+    expect(await subscribers()).toBe(2);
+    for (const key of keys) expect((await a.check({ policy: 'p', key, cost: 1 })).allowed).toBe(true);
+    for (const l of [a, b]) {
+      // each learns the denials from Redis, then answers them itself
+      for (const key of keys) expect((await l.check({ policy: 'p', key, cost: 1 })).allowed).toBe(false);
+      const before = await answers(l);
+      for (const key of keys) expect((await l.check({ policy: 'p', key, cost: 1 })).allowed).toBe(false);
+      expect(await answers(l)).toBe(before + keys.length);
+    }
+    for (const key of keys) await a.reset({ policy: 'p', key });
+    const end = Date.now() + 10_000;
+    while ((await b.stats()).store!.resets.applied < keys.length && Date.now() < end) await sleep(5);
+    expect((await b.stats()).store!.resets.applied).toBe(keys.length);
+    const before = await answers(b);
+    for (const key of keys) expect((await b.check({ policy: 'p', key, cost: 1 })).allowed).toBe(true);
+    expect(await answers(b)).toBe(before);
+    await expectNoStoreError(a, b);
   }, 30_000);
 });
 

@@ -156,8 +156,8 @@ export class StrictDecider implements Decider {
     const h = this.legHash;
     for (let j = 0; j < rt.legCount; j++) {
       const last = e.states[3 * j + 2];
-      // calendar windows and sliding logs (codes 4, 5) keep state the cache does not rebuild: fresh locally
-      if (!(last >= 0) || rt.legLimits[j].algorithmCode >= 4) continue;
+      // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
+      if (!cache.seedable(e, j)) continue;
       const local = cache.toLocal(last, now);
       writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
       // a GCRA state's w0 is a time (the TAT): it moves with the clock

@@ -48,20 +48,36 @@ export class WriteBehind implements AdmissionLog {
    */
   record(b: Batch, i: number, shard: number): void {
     const rt = b.rts[i];
+    this.add(rt, b.keys[i], b.hashes[2 * i], b.hashes[2 * i + 1], shard, b.costs[i], rt.legCount);
+  }
+
+  /**
+   * Adds `cost` to the deltas of the first `legs` legs of a check of `rt` on `key` (hash lo, hi; owned by
+   * `shard`, −1 for this thread).
+   */
+  private add(rt: PolicyRuntime, key: string, lo: number, hi: number, shard: number, cost: number, legs: number): void {
     const sync = this.writer;
-    const lo = b.hashes[2 * i], hi = b.hashes[2 * i + 1];
-    const cost = b.costs[i];
     const ns = this.namespaces(rt);
     const h = this.legHash;
-    for (let j = 0; j < rt.legCount; j++) {
+    for (let j = 0; j < legs; j++) {
       writeLegHash(rt, lo, hi, j, h, 0);
       if (sync.bump(h[0], h[1], rt.limitIds[j], ns[j], cost)) continue;
       const l = rt.legLimits[j];
       sync.add({
-        redisKey: legKey(this.o.store.prefix, rt, b.keys[i], j), algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs,
+        redisKey: legKey(this.o.store.prefix, rt, key, j), algorithmCode: l.algorithmCode, limit: l.limit, periodMs: l.periodMs,
         burst: l.burst, limitId: rt.limitIds[j], hashLo: h[0], hashHi: h[1], shard, ns: ns[j],
       }, cost);
     }
+  }
+
+  /**
+   * Makes `key`'s own legs (not its guard's) of `rt` part of the next merge with nothing added: the merge
+   * reads their state from Redis and installs it in the kernel that owns them (hash lo, hi; `shard`, −1 for
+   * this thread), in place of this instance's view. Another instance's reset of the key (src/engine/inspect.ts
+   * heard): the view no longer holds, and no spending of this instance is dropped (its deltas merge as usual).
+   */
+  refresh(rt: PolicyRuntime, key: string, lo: number, hi: number, shard: number): void {
+    this.add(rt, key, lo, hi, shard, 0, rt.saltLo.length);
   }
 
   /** Merges what is left, retrying until `drainMs` (SyncWriter.close). */
