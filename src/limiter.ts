@@ -214,17 +214,17 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
     front.flush();
     const nextRuntimes = buildRuntimes(compiled, p.ids, hasher, store?.prefix ?? '');
+    // Every kernel holds the new limits before any check can name them: this thread's, and each shard's,
+    // whichever way a check reaches it (a batch through its worker's queue, or the synchronous channel, which
+    // overtakes that queue). Throws, the set in force unchanged, when a shard did not take them.
     for (const { id, limit } of p.added) kernel.setLimit(id, limit);
-    // Queued after every batch sent so far and before any sent under the new set: a shard always knows
-    // the ids of the checks it is sent.
-    const shardsReady = pool?.setLimits(p.added);
+    pool?.installLimits(p.added);
     table.commit(p);
     inUse = p.ids;
     front.setRuntimes(nextRuntimes);
     const result = diff(policies, compiled);
     policies = compiled;
     version = policySetVersion(compiled);
-    await shardsReady;
     return { version, ...result };
   }
 
