@@ -147,6 +147,12 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
   let reclaiming: Promise<number> | null = null;
   function reclaim(): Promise<number> {
     reclaiming ??= (async () => {
+      // a store-backed check issued under a replaced set may still be decided by the kernels (onStoreError:
+      // local) under that set's ids: none is freed (and set again with other numbers) before it is settled
+      for (let e = front.epoch; ; e = front.epoch) {
+        await front.settledBefore(e);
+        if (front.epoch === e) break;
+      }
       const held = front.syncWriter?.limitIdsHeld() ?? new Set<number>();
       const ids = table.retired(inUse).filter((id) => !held.has(id));
       if (ids.length === 0) return 0;

@@ -44,8 +44,8 @@ afterAll(() => {
   for (const dir of roots) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A day's worth of tokens per `l` days: no token comes back during a test. */
-const bucket = (l: number): PolicySpec => ({ algorithm: 'token_bucket', limit: l, period: `${l}d` });
+/** A token a day (`l` per `l` days): no token comes back during a test. */
+const bucket = (l: number) => ({ algorithm: 'token_bucket' as const, limit: l, period: `${l}d` });
 
 /** What a check came to: its policy's limit and what it had left, or the error's code and message. */
 function outcome(x: Decision | unknown): string {
