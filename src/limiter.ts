@@ -147,6 +147,12 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
   let reclaiming: Promise<number> | null = null;
   function reclaim(): Promise<number> {
     reclaiming ??= (async () => {
+      // a store-backed check issued under a replaced set may still be decided by the kernels (onStoreError:
+      // local) under that set's ids: none is freed (and set again with other numbers) before it is settled
+      for (let e = front.epoch; ; e = front.epoch) {
+        await front.settledBefore(e);
+        if (front.epoch === e) break;
+      }
       const held = front.syncWriter?.limitIdsHeld() ?? new Set<number>();
       const ids = table.retired(inUse).filter((id) => !held.has(id));
       if (ids.length === 0) return 0;
@@ -214,17 +220,17 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
     // Checks queued this turn go out now, under the old set; this also frees the hasher for the new seeds.
     front.flush();
     const nextRuntimes = buildRuntimes(compiled, p.ids, hasher, store?.prefix ?? '');
+    // Every kernel holds the new limits before any check can name them: this thread's, and each shard's,
+    // whichever way a check reaches it (a batch through its worker's queue, or the synchronous channel, which
+    // overtakes that queue). Throws, the set in force unchanged, when a shard did not take them.
     for (const { id, limit } of p.added) kernel.setLimit(id, limit);
-    // Queued after every batch sent so far and before any sent under the new set: a shard always knows
-    // the ids of the checks it is sent.
-    const shardsReady = pool?.setLimits(p.added);
+    pool?.installLimits(p.added);
     table.commit(p);
     inUse = p.ids;
     front.setRuntimes(nextRuntimes);
     const result = diff(policies, compiled);
     policies = compiled;
     version = policySetVersion(compiled);
-    await shardsReady;
     return { version, ...result };
   }
 

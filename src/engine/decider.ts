@@ -87,6 +87,69 @@ export class Flight {
   }
 }
 
+/**
+ * Store-backed checks that the kernels may still decide (their policy's `onStoreError` is `local`: a store
+ * failure hands them to the {@link LocalFallback}) and are not settled yet, by the policy set they were issued
+ * under (its epoch: the front counts the sets it is given). Their runtimes name the limit ids of that set, so
+ * the limiter frees no id a replaced set used until they are settled ({@link settledBefore}): a freed id may be
+ * set again with other numbers, and such a check would then be decided under them.
+ */
+export class Fallbacks {
+  /** The epoch of the set checks are issued under now. */
+  epoch = 0;
+  private readonly open = new Map<number, number>();
+  private waiters: Array<{ before: number; resolve: () => void }> = [];
+
+  /** Counts check i of `b` (issued now) until it is settled: wraps its resolve and reject. */
+  track(b: Batch, i: number): void {
+    const e = this.epoch;
+    this.open.set(e, (this.open.get(e) ?? 0) + 1);
+    const resolve = b.resolves[i];
+    const reject = b.rejects[i];
+    let counted = true;
+    const done = (): void => {
+      if (!counted) return;
+      counted = false;
+      this.settled(e);
+    };
+    b.resolves[i] = (d) => {
+      done();
+      resolve(d);
+    };
+    b.rejects[i] = (err) => {
+      done();
+      reject(err);
+    };
+  }
+
+  /** Resolves once every check tracked under an epoch before `epoch` is settled. */
+  settledBefore(epoch: number): Promise<void> {
+    if (this.oldest() >= epoch) return Promise.resolve();
+    return new Promise<void>((resolve) => this.waiters.push({ before: epoch, resolve }));
+  }
+
+  /** The oldest epoch with checks open (Infinity when none). */
+  private oldest(): number {
+    let min = Number.POSITIVE_INFINITY;
+    for (const e of this.open.keys()) if (e < min) min = e;
+    return min;
+  }
+
+  private settled(e: number): void {
+    const left = this.open.get(e)! - 1;
+    if (left > 0) {
+      this.open.set(e, left);
+      return;
+    }
+    this.open.delete(e);
+    const oldest = this.oldest();
+    const ready = this.waiters.filter((w) => oldest >= w.before);
+    if (ready.length === 0) return;
+    this.waiters = this.waiters.filter((w) => oldest < w.before);
+    for (const w of ready) w.resolve();
+  }
+}
+
 /** Settles check i of `b` with `d`: a shadow policy's decision is counted and becomes an admission. */
 export function settle(counters: PolicyCounters, d: Decision | SluiceError, b: Batch, i: number, now: number): void {
   const rt = b.rts[i];

@@ -17,7 +17,7 @@ import { StrictCache } from './strict-cache.js';
 import { DegradedCounts } from './degraded.js';
 import { emptyBatch, push, TurnQueue, type Batch, type Reject, type Resolve } from './queue.js';
 import { checkCost, policyOf, runtimeNamed } from './validate.js';
-import { Flight, type Decider, type LocalFallback } from './decider.js';
+import { Fallbacks, Flight, type Decider, type LocalFallback } from './decider.js';
 import { LocalDecider } from './deciders/local.js';
 import { StrictDecider } from './deciders/strict.js';
 import { WriteBehind } from './deciders/write-behind.js';
@@ -70,6 +70,8 @@ export class Front {
   private readonly flushNow = (): void => this.flush();
   /** Checks answered after their turn (shards, the store). */
   private readonly flight = new Flight();
+  /** Store-backed checks the kernels may yet decide, by the set they were issued under (see {@link settledBefore}). */
+  private readonly fallbacks = new Fallbacks();
   /** Decides `local` and `sync` checks, and store-backed ones that fall back under `local`. */
   private readonly local: LocalDecider;
   /** The deciders of store-backed modes, by consistency (`strict`, and those given in FrontOptions.deciders). */
@@ -130,6 +132,7 @@ export class Front {
    */
   setRuntimes(runtimes: Map<string, PolicyRuntime>): void {
     this.runtimes = runtimes;
+    this.fallbacks.epoch++;
     for (const d of this.routed.values()) d.setRuntimes?.(runtimes);
     this.startSync();
   }
@@ -145,6 +148,19 @@ export class Front {
   /** Write-behind counters, when there are sync policies. */
   syncStats(): ReturnType<SyncWriter['stats']> | null {
     return this.sync?.writer.stats() ?? null;
+  }
+
+  /** Policy sets given so far ({@link setRuntimes} counts them): the epoch of the set in force. */
+  get epoch(): number {
+    return this.fallbacks.epoch;
+  }
+
+  /**
+   * Resolves once every store-backed check issued under a set before epoch `epoch` that the kernels could still
+   * decide (onStoreError `local`) is settled: until then, the limit ids of those sets stay in use.
+   */
+  settledBefore(epoch: number): Promise<void> {
+    return this.fallbacks.settledBefore(epoch);
   }
 
   /** The policies checks are decided under now (inspect and reset find keys as checks do: src/engine/inspect.ts). */
@@ -397,6 +413,8 @@ export class Front {
 
   /** Hands each store-backed check of the turn to its mode's decider, and decides the rest locally. */
   private split(all: Batch, now: number): void {
+    // a check whose store may fail it over to the kernels names this set's limit ids until it is settled
+    for (let i = 0; i < all.n; i++) if (all.rts[i].stored && all.rts[i].policy.onStoreError === 'local') this.fallbacks.track(all, i);
     // a turn of strict checks only: the strict decider takes the turn's batch uncopied (it copies what it keeps)
     if (all.n === this.q.routed) {
       let i = 0;

@@ -104,8 +104,8 @@ export class ShardCaller {
     return out;
   }
 
-  /** The main thread's limiter told the shards the limits before this thread adopts a set that uses them. */
-  async setLimits(): Promise<void> {}
+  /** The main thread's limiter sets the limits on the shards before this thread adopts a set that uses them. */
+  installLimits(): void {}
 
   /** The main thread's limiter reports the shards; this thread holds nothing of its own. */
   shardStates(): [] {

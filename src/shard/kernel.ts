@@ -130,6 +130,12 @@ export class Kernel {
     if (code !== STATUS.OK) {
       throw new Error(`sluice kernel: bad limit ${id} (room for ${this.limitCapacity}; a sliding_log needs min(limit, period) <= ${this.k.logBlockEntries()} entries)`);
     }
+    // an id set again (a reload reusing a freed id, a restarted shard catching up) keeps one window clock
+    const was = this.calendarIds.indexOf(id);
+    if (was >= 0) {
+      this.calendarIds.splice(was, 1);
+      this.calendarClocks.splice(was, 1);
+    }
     if (l.calendar) {
       this.calendarIds.push(id);
       this.calendarClocks.push(calendarClock(l.calendar));

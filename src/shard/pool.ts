@@ -5,7 +5,7 @@ import { packageRoot } from '../util/paths.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
 import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, ShardLink, type ChannelMemory } from './channel.js';
-import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type ShardInit, type ShardKeys, type ShardLimits, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
+import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type KernelLimit, type LimitsAdded, type ShardInit, type ShardKeys, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
 const MAX_QUEUED_BATCHES = 1024;
@@ -102,10 +102,15 @@ export class ShardPool {
     this.pools = Array.from({ length: n }, (_, s) => this.spawn(s));
     const mem = init.channels!;
     this.links = Array.from({ length: n }, (_, s) => new ShardLink(mem, s, 0));
+    this.published = new Int32Array(mem.limitsGen);
   }
 
   /** This thread's synchronous channel to each shard. */
   private readonly links: ShardLink[];
+  /** The limits generation in force, as the shards read it (ChannelMemory.limitsGen). */
+  private readonly published: Int32Array;
+  /** Limits generations made: each {@link installLimits} takes the next. */
+  private gen = 0;
 
   /** Every front thread's channels to the shards (thread 0 is this one's): handed to other front threads. */
   get channels(): ChannelMemory {
@@ -213,10 +218,24 @@ export class ShardPool {
   /** One restart attempt of down shard `s`: a fresh pool that must answer within startTimeoutMs. */
   private async restart(s: number, attempt: number): Promise<void> {
     if (this.closing) return;
+    // the limits the worker starts from (its start-up data is copied when it is created, here)
+    const gen = this.init.limitsGen ?? 0;
+    const limits = this.init.limits.slice();
     const p = this.spawn(s);
     this.trying[s] = p;
-    const failure = await started(p, this.startTimeoutMs);
+    let failure = await started(p, this.startTimeoutMs);
     this.trying[s] = null;
+    if (!this.closing && failure === null && (this.init.limitsGen ?? 0) !== gen) {
+      // reloads while it started (the shard was down: they skipped it) added limits it lacks: set them before
+      // it is up (till then it decides no check, src/shard/channel.ts); nothing can come between from here on
+      const added: LimitsAdded = [];
+      this.init.limits.forEach((l, id) => { if (l !== null && l !== limits[id]) added.push({ id, limit: l as KernelLimit }); });
+      try {
+        this.install(s, added, this.init.limitsGen!);
+      } catch (e) {
+        failure = (e as Error).message;
+      }
+    }
     if (this.closing || failure !== null) {
       // destroy(), not close(): a worker that fails while loading is respawned by piscina until destroyed.
       await p.destroy();
@@ -285,14 +304,68 @@ export class ShardPool {
   }
 
   /**
-   * Adds limits by id on every shard that is up (a policy reload), in order with its batches. They are also
-   * written into the start-up data, so a worker started later (a replacement, a restart) has them too.
+   * Sets limits by id on every shard that is up (a policy reload) and returns once each shard's kernel holds
+   * them: call it before any check may name them. They go through this thread's synchronous channel to each
+   * shard, which a shard serves between its batches (a batch sent before keeps limit ids every kernel holds),
+   * not through its worker's queue, which that channel overtakes: a check decided through the channel right
+   * after could otherwise reach the kernel before its limits did. They are also written into the start-up
+   * data, so a worker started later has them; a shard that is down catches up before it is back up
+   * ({@link restart}). Their generation is then published to the shards: a kernel older than it (a worker
+   * started from older data) decides no check until it is brought up to date (src/shard/channel.ts).
+   *
+   * Blocks this thread while the shards take the call: a few µs each, or up to the batch a shard is deciding.
+   * @throws SluiceError SHARD_FAILED when a shard did not take them within {@link CHANNEL_TIMEOUT_MS} or could
+   *   not set them: none of them may be used then (the reload fails; the generation in force is unchanged).
    */
-  async setLimits(limits: ShardLimits['limits']): Promise<void> {
+  installLimits(limits: LimitsAdded): void {
+    if (limits.length === 0) return;
+    const gen = ++this.gen;
     for (const { id, limit } of limits) this.init.limits[id] = limit;
-    await Promise.all(this.pools.map((p, s) => (this.dead[s] !== null ? undefined
-      // a worker that dies here is replaced from the start-up data, which already holds the limits
-      : p.run({ kind: 'limits', limits } satisfies ShardRequest).catch(() => undefined))));
+    this.init.limitsGen = gen;
+    for (let s = 0; s < this.pools.length; s++) if (this.dead[s] === null) this.install(s, limits, gen);
+    Atomics.store(this.published, 0, gen);
+  }
+
+  /**
+   * Sets `limits` on shard `s`'s kernel through this thread's channel, in calls that fit, the last one bringing
+   * the kernel to generation `gen` (an empty list still does).
+   * @throws SluiceError SHARD_FAILED when the shard did not take a call in time or failed on it.
+   */
+  private install(s: number, limits: LimitsAdded, gen: number): void {
+    const link = this.links[s];
+    const room = link.installBytes;
+    const calls: string[] = [];
+    let json = '';
+    let bytes = 0;
+    for (const l of limits) {
+      const one = JSON.stringify(l);
+      const size = Buffer.byteLength(one);
+      // '[', the limits joined by ',', ']'
+      if (json !== '' && bytes + 1 + size + 1 > room) {
+        calls.push(`${json}]`);
+        json = '';
+      }
+      if (json === '') {
+        json = `[${one}`;
+        bytes = 1 + size;
+      } else {
+        json += `,${one}`;
+        bytes += 1 + size;
+      }
+    }
+    calls.push(json === '' ? '[]' : `${json}]`);
+    calls.forEach((call, i) => {
+      // only the last call moves the generation: the kernel decides under it once it holds every limit
+      const at = i === calls.length - 1 ? gen : 0;
+      let r = link.install(call, at, CHANNEL_TIMEOUT_MS);
+      // a worker that died holding the call: its replacement, started from the start-up data (which has the
+      // limits), answered it as failed; it takes the call again
+      if (r === 'failed') r = link.install(call, at, CHANNEL_TIMEOUT_MS);
+      if (r === 'done') return;
+      throw shardFailed(r === 'timeout' ? `shard ${s} did not take new limits within ${CHANNEL_TIMEOUT_MS} ms`
+        : r === 'failed' ? `shard ${s} failed to set new limits`
+        : `shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+    });
   }
 
   /**

@@ -37,12 +37,6 @@ export interface ShardStates {
   settled?: number[];
 }
 
-/** Limits to add by id (a policy reload), applied in order with the shard's batches. */
-export interface ShardLimits {
-  kind: 'limits';
-  limits: Array<{ id: number; limit: KernelLimit }>;
-}
-
 /**
  * Keys to read (`peek`: reply n rows [found, w0, w1, lastSeen]) or forget (`remove`: reply the count held),
  * as n leg rows [hashLo, hashHi, limitId, 0]: the admin API's inspect and reset.
@@ -63,8 +57,16 @@ export interface ShardPurge {
   ids: number[];
 }
 
-/** Everything a shard is asked: a batch, states to install, limits to add, keys to read or forget, limit ids to free, its kernel's counters, or a start-up ping. */
-export type ShardRequest = ShardTask | ShardStates | ShardLimits | ShardKeys | ShardPurge | { kind: 'stats' } | { kind: 'ping' };
+/**
+ * Everything a shard is asked through its worker's queue: a batch, states to install, keys to read or forget,
+ * limit ids to free, its kernel's counters, or a start-up ping. Limits a reload adds go through the shard's
+ * synchronous channel instead (ShardPool.installLimits), so that they are set before any check that names
+ * them is sent, on either path.
+ */
+export type ShardRequest = ShardTask | ShardStates | ShardKeys | ShardPurge | { kind: 'stats' } | { kind: 'ping' };
+
+/** Limits to add by id (a policy reload): ShardPool.installLimits. */
+export type LimitsAdded = Array<{ id: number; limit: KernelLimit }>;
 
 /** What a shard worker is built with (structured-cloned into each worker; the Module is not recompiled). */
 export interface ShardInit {
@@ -73,6 +75,11 @@ export interface ShardInit {
   maxBatch: number;
   /** Kernel parameters by limit id (holes for ids not in use). */
   limits: Array<KernelLimit | null>;
+  /**
+   * The limits generation of {@link limits} (ShardPool.installLimits counts them): a worker started from them
+   * decides no channel call while a newer generation is in force (src/shard/channel.ts). 0 at start-up.
+   */
+  limitsGen?: number;
   /** Room for limit ids (see Kernel's limitCapacity). */
   limitCapacity: number;
   /** Entries per sliding-log key (KernelOptions.logEntries). */

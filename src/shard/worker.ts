@@ -5,7 +5,7 @@
 import { workerData } from 'node:worker_threads';
 import { move } from 'piscina';
 import { Kernel } from './kernel.js';
-import { LEG_IN, LEG_OUT, type ShardInit, type ShardRequest } from './protocol.js';
+import { LEG_IN, LEG_OUT, type KernelLimit, type ShardInit, type ShardRequest } from './protocol.js';
 import { AdmissionLog } from './admissions.js';
 import { serveChannels } from './channel.js';
 
@@ -16,14 +16,17 @@ const kernel = new Kernel(init.module, {
 });
 const admitted = new AdmissionLog();
 
-// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings.
+// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, and
+// the limits a reload adds (through the same channels, before any check can name them).
 if (init.channels !== undefined) {
   serveChannels(init.channels, Number(process.env.SLUICE_SHARD), (legs, n, now, seq, ack, out) => {
     kernel.legIn.set(legs.subarray(0, n * LEG_IN));
     kernel.decide(n, now);
     if (seq !== 0) admitted.record(seq, ack, n, legs, kernel.legOut);
     out.set(kernel.legOut.subarray(0, n * LEG_OUT));
-  });
+  }, (limits) => {
+    for (const { id, limit } of limits as Array<{ id: number; limit: KernelLimit }>) kernel.setLimit(id, limit);
+  }, init.limitsGen ?? 0);
 }
 
 export default function handle(req: ShardRequest): unknown {
@@ -38,9 +41,6 @@ export default function handle(req: ShardRequest): unknown {
       if (req.params !== undefined) admitted.debit(req.rows, req.n, req.params, req.after ?? 0, req.settled);
       kernel.legIn.set(req.rows);
       kernel.setState(req.n, req.now);
-      return null;
-    case 'limits':
-      for (const { id, limit } of req.limits) kernel.setLimit(id, limit);
       return null;
     case 'peek':
       kernel.legIn.set(req.legs.subarray(0, req.n * LEG_IN));

@@ -100,6 +100,8 @@ export interface Faults {
   atLoad?: 'throw' | 'exit' | 'hang';
   loadFlag?: string;
   loadHangFlag?: string;
+  loadWaitFlag?: string;
+  loadWaitingFlag?: string;
   throwCost?: number;
   exitCost?: number;
   stallCost?: number;

@@ -8,6 +8,9 @@ import { LimitTable } from '../../../src/engine/limits.js';
 import { compilePolicies } from '../../../src/config/policies.js';
 import { ManualClock } from '../../helpers/clock.js';
 import { spend } from '../../helpers/limiter.js';
+import { MemoryStore } from '../../../src/store/memory.js';
+import type { Store } from '../../../src/store/contract.js';
+import { LIMIT_CAPACITY } from '../../../src/shard/kernel.js';
 
 const FREE: PolicySpec = { algorithm: 'token_bucket', limit: 100, period: '1m', burst: 100 };
 const PAID: PolicySpec = { algorithm: 'token_bucket', limit: 10_000, period: '1m', burst: 2000 };
@@ -134,6 +137,48 @@ describe.each([0, 2])('limiter.reload with %i shards', (shards) => {
     expect(ds.map((d) => d.limit)).toEqual(issuedUnder);
   });
 });
+
+describe.each([0, 2])('a strict check waiting on the store across reloads that free limit ids, shards %i', (shards) => {
+  it('falls back (onStoreError: local) under its own set\'s numbers: the ids it names are not freed and set again meanwhile', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore({ clock: clock.now, time: 'limiter' });
+    // the store holds the first call it is given until the test fails it
+    let fail: ((e: Error) => void) | null = null;
+    let hold = true;
+    const held = Object.create(store) as Store;
+    held.decideWide = (keys, args, now) => {
+      if (!hold) return store.decideWide(keys, args, now);
+      hold = false;
+      return new Promise((_, reject) => (fail = reject));
+    };
+    const strict = (limit: number): PolicySpec => ({ algorithm: 'token_bucket', limit, period: '1d', consistency: 'strict', onStoreError: 'local' });
+    const window = (limit: number): PolicySpec => ({ algorithm: 'fixed_window', limit, period: '1s' });
+    limiter = await createLimiter({ policies: { s: strict(5), api: window(3) }, store: held, shards, clock: clock.now, maxKeys: 1024 });
+    const waiting = limiter.check({ policy: 's', key: 'k', cost: 1 });
+    await until(() => fail !== null);
+    // its set is replaced, then more than half the limit table is taken: the reloads free what no key needs
+    // (ids under which no kernel holds state, as the waiting check's), and the next ones take freed ids
+    for (let i = 0; i < LIMIT_CAPACITY / 2 + 16; i++) {
+      await limiter.reload({ s: strict(6), api: window(10 + i) });
+      clock.advance(1000);
+      await new Promise((r) => setImmediate(r));
+    }
+    fail!(new Error('store down'));
+    expect(await waiting).toStrictEqual({
+      allowed: true, limit: 5, remaining: 4, resetAfterMs: 86_400_000 / 5, retryAfterMs: 0, policy: 's', degraded: true, degradedBy: 'local',
+    });
+    // settled: the replaced sets' ids are freed from now on, and reloads go on with new numbers
+    for (let i = 0; i < LIMIT_CAPACITY; i++) await limiter.reload({ s: strict(6), api: window(5000 + i) });
+    expect(await spend(limiter, 'api', 'k', 5000 + LIMIT_CAPACITY)).toBe(5000 + LIMIT_CAPACITY - 1);
+  }, 120_000);
+});
+
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; !cond(); i++) {
+    if (i > 1000) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 describe('policy set version', () => {
   it('is the same for the same rules, and changes with any field', async () => {
