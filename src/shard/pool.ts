@@ -2,6 +2,7 @@ import { Piscina } from 'piscina';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { packageRoot } from '../util/paths.js';
+import { discard, watchExits } from './discard.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
 import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, ShardLink, type ChannelMemory } from './channel.js';
@@ -160,6 +161,7 @@ export class ShardPool {
       workerData: this.init,
       env: { ...process.env, SLUICE_SHARD: String(s) },
     });
+    watchExits(p);
     // Without a listener, a worker error outside any task (a replacement failing while it loads) is an
     // unhandled 'error' event: it would crash the process. Events of a pool that is not (or no longer) the
     // shard's current one are ignored.
@@ -198,8 +200,8 @@ export class ShardPool {
     this.lastKernel[s] = NO_KERNEL;
     if (this.startWatch[s] !== null) clearTimeout(this.startWatch[s]!);
     this.startWatch[s] = null;
-    // destroy() rejects the batches queued for the missing worker, so none waits forever.
-    void p.destroy();
+    // discard() rejects the batches queued for the missing worker, so none waits forever.
+    void discard(p);
     this.scheduleRestart(s, 0);
   }
 
@@ -237,8 +239,8 @@ export class ShardPool {
       }
     }
     if (this.closing || failure !== null) {
-      // destroy(), not close(): a worker that fails while loading is respawned by piscina until destroyed.
-      await p.destroy();
+      // not close(): a worker that fails while loading is respawned by piscina until destroyed.
+      await discard(p);
       if (failure !== null) this.scheduleRestart(s, attempt + 1);
       return;
     }
@@ -263,7 +265,7 @@ export class ShardPool {
     const failures = await Promise.all(pool.pools.map((p) => started(p, pool.startTimeoutMs)));
     const failed = failures.findIndex((f) => f !== null);
     if (failed >= 0) {
-      // destroy(), not close(): close() waits for the replacement piscina starts, which fails the same way.
+      // not close(): close() waits for the replacement piscina starts, which fails the same way.
       await pool.destroy();
       throw shardFailed(`shard ${failed}: worker failed to start: ${failures[failed]}`);
     }
@@ -433,8 +435,8 @@ export class ShardPool {
     this.closing = true;
     this.clearTimers();
     await Promise.all([
-      ...this.pools.map((p, s) => (this.dead[s] !== null ? p.destroy() : p.close())),
-      ...this.trying.map((p) => p?.destroy()),
+      ...this.pools.map((p, s) => (this.dead[s] !== null ? discard(p) : p.close())),
+      ...this.trying.map((p) => (p === null ? undefined : discard(p))),
     ]);
   }
 
@@ -442,7 +444,7 @@ export class ShardPool {
   private async destroy(): Promise<void> {
     this.closing = true;
     this.clearTimers();
-    await Promise.all(this.pools.map((p) => p.destroy()));
+    await Promise.all(this.pools.map(discard));
   }
 
   private clearTimers(): void {

@@ -135,6 +135,24 @@ describe('region shares', () => {
     await invariant();
   });
 
+  it('two reads within one millisecond of Redis time that saw tokens spent measure a usage, not none', async () => {
+    const eu = reconciler('eu');
+    const read = eu.regional.read.bind(eu.regional);
+    let pinned = -1; // every read answers at the first read's Redis time, as two rounds within one ms do
+    eu.regional.read = async (...a) => {
+      const row = await read(...a);
+      if (pinned < 0) pinned = row.nowMs;
+      return { ...row, nowMs: pinned };
+    };
+    await eu.r.round();
+    await spend(regionDb.eu.client, 500);
+    await eu.r.round(); // 500 tokens in (at most) 1 ms: 500 · 3,600,000 an hour, short, takes the pool's 1
+    expect(eu.r.stats().policies[0].usage).toBe(500 * 3_600_000);
+    expect(await record()).toMatchObject({ pl: 0, 'l:eu': 334 });
+    expect(await share('eu')).toEqual({ limit: 334, burst: 334 });
+    await invariant();
+  });
+
   it('a raise that fails leaves the share with the record, and the next report gives it back to the pool', async () => {
     const [eu] = NAMES.map((n) => reconciler(n));
     await eu.r.round();

@@ -123,8 +123,10 @@ export class Reconciler {
     e.samples.push({ used: row.used, atMs: row.nowMs });
     if (e.samples.length > USAGE_SAMPLES) e.samples.shift();
     const first = e.samples[0];
-    e.usage = row.nowMs > first.atMs && row.used > first.used
-      ? Math.ceil(((row.used - first.used) * limit.periodMs) / (row.nowMs - first.atMs)) : 0;
+    // Redis's TIME in whole ms: two reads within one ms that saw tokens spent measured at least that many per
+    // ms (the clock's resolution), not no usage at all
+    e.usage = row.used > first.used
+      ? Math.ceil(((row.used - first.used) * limit.periodMs) / Math.max(1, row.nowMs - first.atMs)) : 0;
     this.note(e, row);
     if (e.idleRounds >= IDLE_ROUNDS && row.limit <= dflt.limit && row.burst <= dflt.burst) {
       this.o.active.keys.delete(e.stateKey);
