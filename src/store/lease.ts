@@ -3,7 +3,8 @@ import type { Cluster, Redis } from 'ioredis';
 import { quotaLeaseScript } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
-import { DEFAULT_TIMEOUT_MS, failureKind, RedisStore, type StoreFailures } from './redis.js';
+import { DEFAULT_TIMEOUT_MS, RedisStore, type StoreFailures } from './redis.js';
+import { failureKind } from './failure-kind.js';
 import type { Store } from './contract.js';
 
 /** What one lease call asks (lua/lease.lua's ARGV, see there). Counts in tokens, times in ms. */

@@ -1,21 +1,21 @@
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { checkScript, syncScript } from './scripts.js';
-import { splitChecks, splitKeys, type SlotPart } from './slots.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
-import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
-import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
+import { followSwitches, sentinelOptions, type SentinelTarget } from './sentinel.js';
 import { leaseCaller } from './lease-call.js';
-import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreLatency, StoreStats, StoredValues } from './contract.js';
+import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreStats, StoredValues } from './contract.js';
 import { hashTag, placedKey } from './slots.js';
 import { openChannel, type ChannelTarget } from './pubsub.js';
 import { reconnectBackoff } from './backoff.js';
 import { LatencyHistogram } from './latency.js';
+import { clusterCalls, clusterNodes, type CheckCall } from './cluster-calls.js';
+import { failureKind } from './failure-kind.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 export type { MergeOptions, StoreFailures, StoreLatency } from './contract.js';
@@ -83,15 +83,6 @@ export const DEFAULT_TIMEOUT_MS = 200;
 export { STORE_LATENCY_BUCKETS } from './latency.js';
 
 type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Buffer>) => Promise<number[]>;
-/** A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's. */
-type CheckCall = (keys: string[], args: number[], flag: number, now: number) => Promise<number[]>;
-
-/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
-function packLegs(args: readonly number[], from: number): Buffer {
-  const b = Buffer.allocUnsafe((args.length - from) * 8);
-  for (let i = from; i < args.length; i++) b.writeDoubleLE(args[i], (i - from) * 8);
-  return b;
-}
 
 /**
  * Decides batches of legs with one atomic script call each (lua/check.lua), through ioredis with no offline
@@ -394,132 +385,8 @@ export class RedisStore implements Store {
   }
 }
 
-/** A script as EVALSHA needs it. */
-interface Script {
-  lua: string;
-  sha: string;
-}
-
-function script(lua: string): Script {
-  return { lua, sha: createHash('sha1').update(lua).digest('hex') };
-}
-
-/** Host and port of each `host:port` seed; throws a CONFIG error naming `redis.cluster`. */
-export function clusterNodes(nodes: readonly string[]): Array<{ host: string; port: number }> {
-  return hostPorts(nodes, 'redis.cluster');
-}
-
-/**
- * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
- * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
- * the replies are put back in the batch's order. The calls are EVALSHA issued directly: ioredis's
- * auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
- * script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending that call as EVAL,
- * which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
- * master fails its slots' calls while the others keep answering.
- */
-function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
-  lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
-  check: CheckCall;
-  merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
-} {
-  const checkLua = script(checkScript());
-  const syncLua = script(syncScript());
-  const lives = new Map<string, Liveness>();
-  const liveOf = (slot: number): Liveness => {
-    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
-    let l = lives.get(node);
-    if (l === undefined) lives.set(node, (l = new Liveness()));
-    return l;
-  };
-  const run = async (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
-    try {
-      return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
-    } catch (e) {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
-      return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
-    }
-  };
-  // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
-  // (ioredis has evalshaBuffer and evalBuffer on a Cluster, untyped; its callBuffer drops the command name there)
-  const bytes = c as unknown as {
-    evalshaBuffer(sha: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
-    evalBuffer(lua: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
-  };
-  const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
-    try {
-      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
-    } catch (e) {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
-      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args));
-    }
-  };
-  // without a slot map, ioredis would queue the call until connected: fail now instead
-  const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
-  return {
-    // args: 6 per leg. Each slot's call has its own deadline, and the slots that answered are decided even if
-    // another failed (a master lost): its legs' rows are NaN. All failed: rejects.
-    async check(keys, args, flag, now) {
-      if (c.status !== 'ready') return notReady();
-      const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args, 0)]),
-        timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
-      const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-      // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
-      if (failed.length > 0 && failed.length === parts.length) {
-        for (const r of failed.slice(1)) partFailed(r.reason);
-        throw failed[0].reason;
-      }
-      for (const r of failed) partFailed(r.reason);
-      const out = new Array<number>(keys.length * LEG_WIDE).fill(NaN);
-      parts.forEach((p, k) => {
-        const r = settled[k];
-        if (r.status !== 'fulfilled') return;
-        const wide = widen(r.value, p.args, 0);
-        p.legs.forEach((leg, i) => {
-          for (let a = 0; a < LEG_WIDE; a++) out[leg * LEG_WIDE + a] = wide[i * LEG_WIDE + a];
-        });
-      });
-      return out;
-    },
-    // keys: the n state keys, then the batch's markers (its own, then its parents'); args: clock flag, now, n,
-    // then 5 per key. Each part gets its own markers, in its slot: `<marker>:{<tag>}`; a retry splits the same
-    // way, so it meets the same. `capMs` caps each part's deadline (deadline.ts).
-    async merge(keys, args, capMs) {
-      if (c.status !== 'ready') return notReady();
-      const n = args[2];
-      const parts = splitKeys(keys.slice(0, n), args.slice(3), 5);
-      const markers = keys.slice(n);
-      const replies = await Promise.all(parts.map((p) => deadline(
-        run(syncLua, [...p.keys, ...markers.map((m) => `${m}:{${p.tag}}`)], [args[0], args[1], p.keys.length, ...p.args]),
-        Math.min(timeoutMs, capMs), liveOf(p.slot), undefined, capMs)));
-      const out = new Array<number>(n * 3);
-      parts.forEach((p, k) => p.legs.forEach((leg, i) => {
-        for (let a = 0; a < 3; a++) out[leg * 3 + a] = replies[k][i * 3 + a];
-      }));
-      return out;
-    },
-  };
-}
-
 /** Added to a merge's deadline per key, in ms. */
 export const MERGE_MS_PER_KEY = 0.05;
-
-/**
- * Redis replies that say it cannot serve now (its memory, a busy script, loading, a replica, cluster state),
- * not that the script failed. ioredis may wrap a script's error as "ERR Error running script ...: OOM ...",
- * so the code is looked for after a script-error prefix too.
- */
-const UNAVAILABLE_REPLY = /(^|: |^ERR Error running script.*?)(OOM|BUSY|LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|TRYAGAIN|MISCONF|NOREPLICAS)\b/;
-
-/** The kind of a failed store call (see {@link StoreFailures}). */
-export function failureKind(e: unknown): keyof StoreFailures {
-  const err = e as { code?: unknown; name?: unknown; message?: unknown } | null;
-  if (err?.code === 'EOPENBREAKER') return 'breakerRejections';
-  if (err instanceof StoreTimeoutError || err?.message === 'Command timed out') return 'timeouts';
-  if (err?.name === 'ReplyError') return UNAVAILABLE_REPLY.test(String(err.message)) ? 'unavailable' : 'scriptErrors';
-  return 'connectionErrors';
-}
 
 /** The script's code for a leg whose stored state cannot be read (lua/lib.lua UNREADABLE). */
 const UNREADABLE = 4;

@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { packageRoot } from '../util/paths.js';
-import { clusterNodes, type RedisOptions } from './redis.js';
+import type { RedisOptions } from './redis.js';
+import { clusterNodes } from './cluster-calls.js';
 import { sentinelOptions } from './sentinel.js';
 
 type Cmd = (numKeys: number, ...args: Array<string | number>) => Promise<Array<number | string>>;

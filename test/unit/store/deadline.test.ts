@@ -1,12 +1,12 @@
 /**
  * The store's deadline (src/store/deadline.ts), its reply reading (src/store/reply.ts) and the failure kinds
- * (src/store/redis.ts failureKind): which errors are about Redis's health (they count toward the breaker) and
+ * (src/store/failure-kind.ts): which errors are about Redis's health (they count toward the breaker) and
  * which about one call.
  */
 import { describe, expect, it, vi, afterEach } from 'vitest';
 import { deadline, Liveness, StoreTimeoutError } from '../../../src/store/deadline.js';
 import { LEG_WIDE, spentBy, widen } from '../../../src/store/reply.js';
-import { failureKind } from '../../../src/store/redis.js';
+import { failureKind } from '../../../src/store/failure-kind.js';
 
 afterEach(() => {
   vi.useRealTimers();
