@@ -68,7 +68,9 @@ export async function startSentinelSet(name = 'sluice-test'): Promise<SentinelSe
     const replicaPort = await freePort();
     // --dir: a replica writes the RDB of its full sync to dump.rdb in its working directory (--save '' or
     // not), and so may a master on failover: the set's temporary folder, never the project root (vitest's cwd)
-    const master = await launchRedis(masterPort, ['--dir', dir]);
+    // --repl-diskless-sync-delay 0: Redis 7 waits 5 s by default before a diskless full sync, for more replicas
+    // to join it; there is one
+    const master = await launchRedis(masterPort, ['--dir', dir, '--repl-diskless-sync-delay', '0']);
     procs.push(master);
     procs.push(await launchRedis(replicaPort, ['--dir', dir, '--replicaof', '127.0.0.1', String(masterPort)]));
     const r = client(replicaPort);
