@@ -1,18 +1,18 @@
 /**
  * lua/calendar_window.lua on its own: the caller passes the end of the window holding ITS time (P slot) and
  * the end of the next one (B slot); the time the script decides at may differ (Redis TIME in strict mode).
- * Driven by EVAL of the whole check script with the time in ARGV[2], against a redis-server of its own:
- * the caller's window, the next one when the script's time is past P, UNREADABLE (4) past both, and the
+ * Driven by EVAL of the whole check script with the time in ARGV[2], against a database of the run's shared
+ * redis-server: the caller's window, the next one when the script's time is past P, UNREADABLE (4) past both, and the
  * stored state (count, the window's end) with its PX.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkScript } from '../../src/store/scripts.js';
 import { unpackReply } from '../../src/store/reply.js';
 import { CALENDAR_WINDOW_CODE } from '../../src/config/policy-spec.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
-let redis: TestRedis;
-beforeAll(async () => { redis = await startRedis(); });
+let redis: SharedRedis;
+beforeAll(async () => { redis = await sharedRedis(); });
 afterAll(async () => { await redis?.stop(); });
 
 const E = Date.parse('2026-02-01T00:00:00Z'); // the caller's window (January, UTC) ends here

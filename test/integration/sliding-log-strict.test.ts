@@ -1,14 +1,14 @@
 /**
- * sliding_log in strict mode against a redis-server of its own, on the limiter's clock: the stored value is
- * the packed log (little-endian doubles ts, count, oldest first) with PX = P after an admission, and inspect
+ * sliding_log in strict mode against a database of the run's shared redis-server, on the limiter's clock: the
+ * stored value is the packed log (little-endian doubles ts, count, oldest first) with PX = P after an admission, and inspect
  * reads it as held, with the newest entry's time.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
-import { connected, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
+import { connected, keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
-let redis: TestRedis;
-beforeAll(async () => { redis = await startRedis(); });
+let redis: SharedRedis;
+beforeAll(async () => { redis = await sharedRedis(); });
 afterAll(async () => { await redis?.stop(); });
 
 describe('sliding_log, consistency strict', () => {
