@@ -43,6 +43,8 @@ export interface StreamServerOptions {
   clock?: ManualClock;
   maxPending?: number;
   maxKeys?: number;
+  /** The limiter's store, for policies kept in Redis. */
+  redis?: LimiterOptions['redis'];
   /** Stream options; tickMs defaults to 0 here (tests tick by hand). */
   stream?: StreamOptions;
   port?: number;
@@ -55,6 +57,7 @@ export async function startStreamServer(o: StreamServerOptions): Promise<StreamS
   const clock = o.clock ?? new ManualClock();
   const limiter = await createLimiter({
     policies: o.policies, shards: o.shards ?? 0, clock: clock.now, maxKeys: o.maxKeys ?? 16_384, maxPending: o.maxPending,
+    ...(o.redis === undefined ? {} : { redis: o.redis }),
   });
   let server: SluiceServer;
   try {
