@@ -41,6 +41,7 @@ import type { PolicyRuntime } from './runtime.js';
 import { compose } from './decision.js';
 import { evaluateLeg } from '../store/lua-algorithms.js';
 import { LEG_WIDE } from '../store/reply.js';
+import { keyWire } from '../store/key-wire.js';
 import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
 import { storeKey } from '../keys/store-key.js';
 import { legKey } from './legs.js';
@@ -53,6 +54,8 @@ export interface Known {
   /** The check's key, and the Redis keys of its legs (built once: a check sent to Redis builds no string). */
   readonly key: string;
   keys: string[];
+  /** {@link keys} as the bytes of a RESP request (src/store/key-wire.ts), for the check script's call. */
+  wire: Buffer;
   /** Calls for this key sent to Redis and not answered yet (the cache answers only when 0: key order). */
   inflight: number;
   /** The cost of the denial the states prove, or −1: none. */
@@ -132,8 +135,9 @@ export class StrictCache {
     let e = m.get(key);
     if (e === undefined) {
       if (this.count >= this.maxKeys) this.evictOne();
+      const keys = legKeys(prefix, rt, key);
       e = {
-        rt, key, keys: legKeys(prefix, rt, key), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
+        rt, key, keys, wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
         exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0,
       };
       m.set(key, e);
@@ -143,6 +147,7 @@ export class StrictCache {
       // and so may its legs' keys (a guard's are the guard's own)
       e.rt = rt;
       e.keys = legKeys(prefix, rt, key);
+      e.wire = keyWire(e.keys);
       e.deniedCost = -1;
       if (e.states.length !== rt.legCount * 3) e.states = new Float64Array(rt.legCount * 3);
       e.states.fill(-1);

@@ -67,6 +67,48 @@ export function encodeCheck(sha: string, keys: readonly string[], flag: number, 
   return buf;
 }
 
+/** Whether a Float64Array holds little-endian doubles here (then a call's legs are copied in one piece). */
+const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
+
+/** The legs of the call being encoded, as doubles (grown as needed; the request copies its bytes). */
+let legScratch = new Float64Array(64 * 6);
+
+/**
+ * {@link encodeCheck} with the keys given as RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each,
+ * in order, any number per element; `n` keys in all): the keys are copied, not encoded, and the legs' doubles
+ * go in one copy. The same bytes as encodeCheck for the same keys.
+ */
+export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
+  const legBytes = n * LEG_BYTES;
+  const nStr = String(n), nowStr = String(now), flagStr = String(flag);
+  // ASCII only: one byte per character
+  const head = `${shaHead(n, sha)}$${nStr.length}\r\n${nStr}\r\n`;
+  const tail = `$${flagStr.length}\r\n${flagStr}\r\n$${nowStr.length}\r\n${nowStr}\r\n$${nStr.length}\r\n${nStr}\r\n$${legBytes}\r\n`;
+  let keyBytes = 0;
+  for (let i = 0; i < wire.length; i++) keyBytes += wire[i].length;
+  const buf = Buffer.allocUnsafe(head.length + keyBytes + tail.length + legBytes + 2);
+  let o = buf.write(head, 0, 'latin1');
+  for (let i = 0; i < wire.length; i++) {
+    buf.set(wire[i], o);
+    o += wire[i].length;
+  }
+  o += buf.write(tail, o, 'latin1');
+  const m = n * 6;
+  if (LITTLE_ENDIAN) {
+    // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
+    if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
+    const f = legScratch;
+    for (let i = 0; i < m; i++) f[i] = args[from + i];
+    buf.set(new Uint8Array(f.buffer, 0, legBytes), o);
+    o += legBytes;
+  } else {
+    for (let i = 0; i < m; i++) o = buf.writeDoubleLE(args[from + i], o);
+  }
+  buf[o] = 13;
+  buf[o + 1] = 10;
+  return buf;
+}
+
 /** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
 export function asEval(req: Buffer, n: number, sha: string, lua: string): Buffer {
   const from = shaHead(n, sha).length;
@@ -76,9 +118,11 @@ export function asEval(req: Buffer, n: number, sha: string, lua: string): Buffer
 /**
  * Calls the check script `lua` on `redis` (one server, or the master Sentinel follows): resolves to the
  * script's reply as bytes (one bulk string of packed doubles, src/store/reply.ts), rejects as ioredis does.
- * The request is encoded when called: `args` may be reused once this returns.
+ * The request is encoded when called: `args` may be reused once this returns. `wire`, when given, holds
+ * `keys` as RESP bytes (src/store/key-wire.ts), copied instead of encoding the keys.
  */
-export function checkCaller(redis: Redis, lua: string): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number) => Promise<Buffer> {
+export function checkCaller(redis: Redis, lua: string): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number,
+  wire?: readonly Uint8Array[]) => Promise<Buffer> {
   const sha = createHash('sha1').update(lua).digest('hex');
   /** The connection (socket) the script was last sent on by EVAL: a new one gets an EVAL first. */
   let loadedOn: unknown = null;
@@ -90,8 +134,8 @@ export function checkCaller(redis: Redis, lua: string): (keys: readonly string[]
     void redis.sendCommand(c);
     return c.promise as Promise<Buffer>;
   };
-  return (keys, flag, now, args, from) => {
-    const req = encodeCheck(sha, keys, flag, now, args, from);
+  return (keys, flag, now, args, from, wire) => {
+    const req = wire === undefined ? encodeCheck(sha, keys, flag, now, args, from) : encodeCheckWire(sha, keys.length, wire, flag, now, args, from);
     const n = keys.length;
     return send(req, n).catch((e: unknown) => {
       if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;

@@ -10,8 +10,11 @@ import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 
-/** A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's. */
-export type CheckCall = (keys: string[], args: number[], flag: number, now: number) => Promise<number[]>;
+/**
+ * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
+ * `wire` optionally the keys as RESP bytes (Store.decideWide; a Cluster's calls, split by slot, ignore it).
+ */
+export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
 
 /** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
 function packLegs(args: readonly number[], from: number): Buffer {

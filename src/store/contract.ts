@@ -117,8 +117,10 @@ export interface Store extends PubSub {
    * per leg (src/store/reply.ts): code, remaining, resetAfterMs, retryAfterMs, the store time of the
    * decision, and for a denied check's legs the state it was decided on. Legs of a Cluster slot whose call
    * failed while others answered, or whose state is unreadable, come back as NaN rows (the failure rule).
+   * `wire`, when given, holds the same keys as RESP bytes (src/store/key-wire.ts), in order, any number of
+   * keys per element: a store that writes the request itself may copy them instead of encoding `keys`.
    */
-  decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]>;
+  decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[]): Promise<number[]>;
 
   /** {@link decideWide} with only the first 4 numbers per leg (code, remaining, resetAfterMs, retryAfterMs). */
   decide(keys: string[], args: number[], nowMs: number): Promise<number[]>;

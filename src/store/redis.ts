@@ -145,8 +145,8 @@ export class RedisStore implements Store {
       const checkCmd = checkCaller(redis, checkScript());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
-      check = async (keys, args, flag, now) => {
-        const raw = await deadline(checkCmd(keys, flag, now, args, 0).then(unpackReply), timeoutMs, live, (r) => lateSpend(r, args, 0));
+      check = async (keys, args, flag, now, wire) => {
+        const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then(unpackReply), timeoutMs, live, (r) => lateSpend(r, args, 0));
         return widen(raw, args, 0);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
@@ -160,7 +160,7 @@ export class RedisStore implements Store {
       // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
       // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
       (e) => failureKind(e) === 'scriptErrors');
-    this.call = (keys, args, flag, now) => breaker.fire(keys, args, flag, now);
+    this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
     this.breakerState = state;
     this.leaseCall = leaseCaller(redis, timeoutMs);
   }
@@ -237,10 +237,10 @@ export class RedisStore implements Store {
    * the Redis time the leg was decided at (Unix ms), then for a leg of a denied check the state it was decided
    * on (w0, w1, lastSeen; lastSeen −1: absent), else NaN NaN NaN (src/store/reply.ts).
    */
-  async decideWide(keys: string[], args: number[], nowMs: number): Promise<number[]> {
+  async decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[]): Promise<number[]> {
     const start = performance.now();
     try {
-      return this.unreadable(await this.call(keys, args, this.useRedisTime ? 1 : 0, nowMs));
+      return this.unreadable(await this.call(keys, args, this.useRedisTime ? 1 : 0, nowMs, wire));
     } catch (e) {
       this.failed(e);
       throw e;

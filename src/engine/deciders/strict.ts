@@ -64,6 +64,7 @@ export class StrictDecider implements Decider {
       }
       e.inflight++;
       call.known.push(e);
+      call.wire.push(e.wire);
       push(call.sent, b, i);
       const { keys, args } = call;
       for (let j = 0; j < rt.legCount; j++) {
@@ -88,7 +89,7 @@ export class StrictDecider implements Decider {
     const flight = this.o.flight;
     flight.add(sent.n);
     this.calls++;
-    store.decideWide(call.keys, call.args, now).then(
+    store.decideWide(call.keys, call.args, now, call.wire).then(
       (rows) => {
         for (const e of known) e.inflight--;
         if (rows.length > 0) cache.sample(rows[4], now, readClock(this.o.clock));
@@ -173,6 +174,8 @@ class Call {
   readonly sent = emptyBatch();
   readonly known: Known[] = [];
   readonly keys: string[] = [];
+  /** Each check's keys as RESP bytes (Known.wire), for the request. */
+  readonly wire: Buffer[] = [];
   readonly args: number[] = [];
 }
 

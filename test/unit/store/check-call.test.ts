@@ -1,10 +1,12 @@
 /**
  * The check script's request as sluice encodes it (src/store/check-call.ts) against what ioredis writes for
- * the same arguments: byte for byte, with ASCII and non-ASCII keys, as EVALSHA and as EVAL.
+ * the same arguments: byte for byte, with ASCII and non-ASCII keys, as EVALSHA and as EVAL; and with the keys
+ * given as prebuilt RESP bytes (src/store/key-wire.ts), the same bytes again.
  */
 import { describe, expect, it } from 'vitest';
 import { Command } from 'ioredis';
-import { asEval, encodeCheck } from '../../../src/store/check-call.js';
+import { asEval, encodeCheck, encodeCheckWire } from '../../../src/store/check-call.js';
+import { keyWire } from '../../../src/store/key-wire.js';
 
 const SHA = 'a'.repeat(40);
 
@@ -38,11 +40,22 @@ describe('check request encoding', () => {
       expect(mine.equals(ioredisBytes('evalsha', [SHA, keys.length, ...keys, 1, now, keys.length, packed(args)]))).toBe(true);
       const lua = '-- a script − with a non-ASCII comment\nreturn 1';
       expect(asEval(mine, keys.length, SHA, lua).equals(ioredisBytes('eval', [lua, keys.length, ...keys, 1, now, keys.length, packed(args)]))).toBe(true);
+      // the keys as RESP bytes: one element per key, and all of them in one element (a check's legs)
+      expect(encodeCheckWire(SHA, keys.length, keys.map((k) => keyWire([k])), 1, now, args, 0).equals(mine)).toBe(true);
+      expect(encodeCheckWire(SHA, keys.length, [keyWire(keys)], 1, now, args, 0).equals(mine)).toBe(true);
     });
   }
 
   it('reads the legs from `from` on', () => {
     const args = [7, 7, 7, 0, 5, 60_000, 5, 1, 1];
     expect(encodeCheck(SHA, ['k'], 0, 12, args, 3).equals(ioredisBytes('evalsha', [SHA, 1, 'k', 0, 12, 1, packed(args.slice(3))]))).toBe(true);
+    expect(encodeCheckWire(SHA, 1, [keyWire(['k'])], 0, 12, args, 3).equals(encodeCheck(SHA, ['k'], 0, 12, args, 3))).toBe(true);
+  });
+
+  it('copies the legs of a call larger than its first scratch (64 checks of 8 legs)', () => {
+    const keys = Array.from({ length: 512 }, (_, i) => `p:{a:1:k${i}}:${i % 8}`);
+    const args: number[] = [];
+    keys.forEach((_, i) => args.push(0, i, 60_000, 1e9 + i, 1, i % 8 === 0 ? 8 : 0));
+    expect(encodeCheckWire(SHA, keys.length, [keyWire(keys)], 1, 5, args, 0).equals(encodeCheck(SHA, keys, 1, 5, args, 0))).toBe(true);
   });
 });

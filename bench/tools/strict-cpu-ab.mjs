@@ -1,0 +1,154 @@
+// Client CPU per strict decision of two (or more) builds of sluice, A/B alternated in one run: where the
+// redis bench's decisions/s swing with the machine's load, the CPU time the limiter's process spends per
+// decision, in rounds taken back to back, is the steadier figure. Each build is a child process with its own
+// limiter (createLimiter from that build's dist/, shards 0, `consistency: strict`, onStoreError closed,
+// timeoutMs 1000) running the loop of bench/scenarios/redis.ts: C checks always in flight on keys uniform over
+// 10,000, a token bucket of 1e9 refilled 1/s (every check admitted), each answer's replacement issued in the
+// next turn (setImmediate), all of a turn's together. All children share one redis-server started for the run
+// on a free loopback port (no persistence); rounds alternated A B, B A, ...; medians of µs of process CPU
+// (user + system, the loop included) per decision, of decisions/s, and of Redis CPU per decision (/proc).
+//
+//   node bench/tools/strict-cpu-ab.mjs C ROUNDS MS ROOT_A ROOT_B ...
+//
+// A ROOT is a built checkout (its dist/ and build/ made by `npm run build`), e.g. a `git worktree` of the
+// commit to compare against. OVER=1 puts 90 % of checks on 100 over-limit keys (bench/scenarios/redis.ts'
+// over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof).
+import { fork, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { loadavg } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+const KEYS = 10_000, HOT_KEYS = 100;
+
+if (process.argv[2] === '--child') {
+  const [, , , root, port] = process.argv;
+  const { createLimiter } = await import(`${root}/dist/src/index.js`);
+  const strict = (limit, burst) => ({ algorithm: 'token_bucket', limit, period: 60_000, burst, consistency: 'strict', onStoreError: 'closed' });
+  const lim = await createLimiter({
+    policies: { bench: strict(60, 1_000_000_000), hot: strict(10, 10) },
+    shards: 0,
+    maxKeys: KEYS * 2,
+    redis: { url: `redis://127.0.0.1:${port}`, prefix: `ab:${process.pid}:`, timeoutMs: 1_000 },
+  });
+  const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
+  const hotKeys = Array.from({ length: HOT_KEYS }, (_, i) => `h${i}`);
+  for (let i = 0; i < 10; i++) await lim.check({ policy: 'bench', key: keys[i], cost: 1 });
+  let seed = 0x5eed;
+  const next = () => {
+    seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^= seed << 5; seed >>>= 0;
+    return seed;
+  };
+  const round = (c, ms, over) => new Promise((resolve) => {
+    let done = 0, denied = 0, degraded = 0, inFlight = 0, owed = 0, scheduled = false, running = true, cpu = null, elapsed = 0;
+    const t0 = performance.now();
+    const cpu0 = process.cpuUsage();
+    const issueOwed = () => {
+      scheduled = false;
+      const k = owed;
+      owed = 0;
+      for (let i = 0; i < k; i++) one();
+    };
+    const one = () => {
+      inFlight++;
+      const r = next();
+      const hot = over && r % 10 !== 0;
+      lim.check({ policy: hot ? 'hot' : 'bench', key: hot ? hotKeys[(r >>> 4) % HOT_KEYS] : keys[r % KEYS], cost: 1 }).then((d) => {
+        inFlight--;
+        if (running) {
+          done++;
+          if (!d.allowed) denied++;
+          if (d.degraded === true) degraded++;
+          owed++;
+          if (!scheduled) {
+            scheduled = true;
+            setImmediate(issueOwed);
+          }
+        } else if (inFlight === 0) resolve({ done, denied, degraded, cpu, elapsed });
+      });
+    };
+    for (let i = 0; i < c; i++) one();
+    setTimeout(() => {
+      running = false;
+      elapsed = performance.now() - t0;
+      const u = process.cpuUsage(cpu0);
+      cpu = u.user + u.system;
+      if (inFlight === 0) resolve({ done, denied, degraded, cpu, elapsed });
+    }, ms);
+  });
+  process.on('message', async (m) => {
+    if (m.stop) {
+      await lim.close();
+      process.exit(0);
+    }
+    process.send(await round(m.c, m.ms, m.over));
+  });
+  process.send({ ready: true });
+} else {
+  const [cArg, roundsArg, msArg, ...roots] = process.argv.slice(2);
+  if (!(Number(cArg) > 0) || roots.length === 0) {
+    console.error('usage: node bench/tools/strict-cpu-ab.mjs C ROUNDS MS ROOT_A [ROOT_B ...]');
+    process.exit(2);
+  }
+  const c = Number(cArg), rounds = Number(roundsArg), ms = Number(msArg), over = process.env.OVER === '1';
+  const port = await new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise((resolve) => {
+    let log = '';
+    redis.stdout.on('data', (d) => {
+      log += d;
+      if (log.includes('Ready to accept connections')) resolve();
+    });
+  });
+  const redisCpu = () => {
+    const f = readFileSync(`/proc/${redis.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) * 10_000;
+  };
+  const self = fileURLToPath(import.meta.url);
+  const kids = [];
+  for (const root of roots) {
+    const execArgv = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=prof'] : [];
+    const ch = fork(self, ['--child', root, String(port)], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    await new Promise((r) => ch.once('message', r));
+    kids.push({ root, ch, res: [] });
+  }
+  const ask = (k, q) => new Promise((r) => {
+    k.ch.once('message', r);
+    k.ch.send(q);
+  });
+  const load0 = loadavg()[0];
+  for (const k of kids) await ask(k, { c, ms: 300, over }); // warm-up
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? kids : [...kids].reverse();
+    for (const k of order) {
+      const r0 = redisCpu();
+      const res = await ask(k, { c, ms, over });
+      res.redis = redisCpu() - r0;
+      k.res.push(res);
+    }
+  }
+  const med = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  console.log(`strict-cpu-ab: ${c} in flight${over ? ', 90 % over limit' : ''}, ${rounds} rounds of ${ms} ms, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}`);
+  let base = null;
+  for (const k of kids) {
+    const us = med(k.res.map((x) => x.cpu / x.done));
+    const rate = med(k.res.map((x) => (x.done * 1000) / x.elapsed));
+    const rus = med(k.res.map((x) => x.redis / x.done));
+    const bad = k.res.reduce((a, x) => a + x.degraded, 0);
+    base ??= { us, rate };
+    console.log(`${k.root}: client ${us.toFixed(2)} µs/decision (${(us / base.us).toFixed(3)}×), ${(rate / 1000).toFixed(1)} k/s (${(rate / base.rate).toFixed(3)}×), ` +
+      `Redis ${rus.toFixed(2)} µs/decision; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')}${bad ? `; ${bad} degraded` : ''}`);
+  }
+  for (const k of kids) k.ch.send({ stop: true });
+  await Promise.all(kids.map((k) => new Promise((r) => k.ch.once('exit', r))));
+  redis.kill('SIGTERM');
+}
