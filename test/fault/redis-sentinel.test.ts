@@ -85,9 +85,7 @@ describe('Redis Sentinel', () => {
         strict: { algorithm: 'fixed_window', limit: 1_000_000, period: HOUR, consistency: 'strict', onStoreError: 'open' },
         sync: { algorithm: 'fixed_window', limit: 1_000_000, period: HOUR, consistency: 'sync' },
       },
-      // timeoutMs 1000: before the kill every strict check must be Redis's, and a loaded run of the whole suite
-      // once left a call 500 ms without a reply (the killed master's calls fail at once, by connection error)
-      redis: { sentinel: { sentinels: set.sentinels, name: set.name }, prefix: 'sentinel-test:', timeoutMs: 1000, syncIntervalMs: 20 },
+      redis: { sentinel: { sentinels: set.sentinels, name: set.name }, prefix: 'sentinel-test:', timeoutMs: 500, syncIntervalMs: 20 },
     });
     let closed = false;
     try {
@@ -107,7 +105,9 @@ describe('Redis Sentinel', () => {
               limiter.check({ policy: 'strict', key: 'k', cost: 1 }),
               limiter.check({ policy: 'sync', key: 'k', cost: 1 }),
             ]);
-            seen.push({ phase: at, strict, sync });
+            // a pair issued before the kill but answered after it began met the switch (the 41st pair, in flight
+            // when the 40th was seen, is killed under): it counts there, not before
+            seen.push({ phase: at === 'before' && phase !== 'before' ? 'switch' : at, strict, sync });
           } catch {
             failures++;
           }
