@@ -3,11 +3,11 @@
  *
  * ioredis builds a command argument by argument: a length string, a `Buffer.byteLength` and a `buf.write`
  * (two calls into C++) per key, then concatenates the pieces: at 64 checks a call that was a quarter of the
- * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is one
- * JS string (its header, every key, the three small arguments) written into one Buffer with one call, then the
- * packed legs (lua/check.lua's ARGV[4]: 6 little-endian doubles per leg) after it. The request goes through
- * ioredis as a {@link Command} whose bytes are already made, so the client's reply queue, its connection
- * handling and its errors stay ioredis's.
+ * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is
+ * written into one Buffer: its small ASCII header and arguments as two strings, each key's bytes copied from
+ * what the over-limit cache made once for it (src/store/key-wire.ts), then the packed legs (lua/check.lua's
+ * ARGV[4]: 6 little-endian doubles per leg). The request goes through ioredis as a {@link Command} whose bytes
+ * are already made, so the client's reply queue, its connection handling and its errors stay ioredis's.
  *
  * Like ioredis's own scripts, the first call on a connection (and every call after a NOSCRIPT: a restart, a
  * failover, SCRIPT FLUSH) is an EVAL with the script's text, which also caches it in Redis; the others are
@@ -15,6 +15,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
+import { keyWire } from './key-wire.js';
 
 /** Bytes per packed leg: 6 doubles. */
 const LEG_BYTES = 48;
@@ -35,38 +36,6 @@ function shaHead(n: number, sha: string): string {
   return `*${n + 7}\r\n$7\r\nevalsha\r\n$40\r\n${sha}\r\n`;
 }
 
-/**
- * The request `EVALSHA sha n key… flag now n legs`: `args` holds 6 numbers per leg from `from` (algorithm, L,
- * P, B, cost, group length), one leg per key.
- */
-export function encodeCheck(sha: string, keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
-  const n = keys.length;
-  const legBytes = n * LEG_BYTES;
-  const nStr = String(n), nowStr = String(now), flagStr = String(flag);
-  const tail = `$${flagStr.length}\r\n${flagStr}\r\n$${nowStr.length}\r\n${nowStr}\r\n$${nStr.length}\r\n${nStr}\r\n$${legBytes}\r\n`;
-  const head = `${shaHead(n, sha)}$${nStr.length}\r\n${nStr}\r\n`;
-  // one byte per character assumed (keys are ASCII as a rule), checked once on the whole string
-  let s = head;
-  for (let i = 0; i < n; i++) s += `$${keys[i].length}\r\n${keys[i]}\r\n`;
-  s += tail;
-  let bytes = Buffer.byteLength(s);
-  if (bytes !== s.length) {
-    // some key is not ASCII: its length header counts its UTF-8 bytes
-    s = head;
-    for (let i = 0; i < n; i++) s += `$${Buffer.byteLength(keys[i])}\r\n${keys[i]}\r\n`;
-    s += tail;
-    bytes = Buffer.byteLength(s);
-  }
-  const buf = Buffer.allocUnsafe(bytes + legBytes + 2);
-  buf.write(s, 0, bytes, 'utf8');
-  let o = bytes;
-  const end = from + n * 6;
-  for (let i = from; i < end; i++) o = buf.writeDoubleLE(args[i], o);
-  buf[o] = 13;
-  buf[o + 1] = 10;
-  return buf;
-}
-
 /** Whether a Float64Array holds little-endian doubles here (then a call's legs are copied in one piece). */
 const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
 
@@ -74,9 +43,10 @@ const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
 let legScratch = new Float64Array(64 * 6);
 
 /**
- * {@link encodeCheck} with the keys given as RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each,
- * in order, any number per element; `n` keys in all): the keys are copied, not encoded, and the legs' doubles
- * go in one copy. The same bytes as encodeCheck for the same keys.
+ * The request `EVALSHA sha n key… flag now n legs`, its keys given as RESP bytes (src/store/key-wire.ts:
+ * `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys in all): `args` holds 6 numbers per
+ * leg from `from` (algorithm, L, P, B, cost, group length), one leg per key. The keys are copied, not encoded,
+ * and the legs' doubles go in one copy.
  */
 export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
   const legBytes = n * LEG_BYTES;
@@ -107,6 +77,11 @@ export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Arra
   buf[o] = 13;
   buf[o + 1] = 10;
   return buf;
+}
+
+/** {@link encodeCheckWire} for keys not encoded yet (a call that comes without the over-limit cache's bytes). */
+export function encodeCheck(sha: string, keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
+  return encodeCheckWire(sha, keys.length, [keyWire(keys)], flag, now, args, from);
 }
 
 /** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
