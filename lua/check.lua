@@ -6,7 +6,8 @@
 --             instead of 6 per leg to read, and the client one to write.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with its resetAfterMs, the time until the state carries no information
---             (bucket full, window over), as its expiry: PXAT now + resetAfterMs on Redis's clock, else PX.
+--             (bucket full, window over), as its expiry: PEXPIREAT now + resetAfterMs on Redis's clock, else
+--             PEXPIRE.
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
 -- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
 -- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
@@ -19,21 +20,24 @@
 -- What it costs Redis (instructions counted with callgrind: bench/README.md): every key is read by one
 -- MGET up front (a key that is absent or of another type reads as false; those are told apart by EXISTS, one
 -- for all of them when none exists). A key's state then lives in the slot of the first leg that names it, so
--- a group reads what the groups before it committed, and each key written is SET once, at the end, with its
--- last state and expiry (the script is atomic: nothing sees the states in between). A single leg (the common
+-- a group reads what the groups before it committed, and each key written is written once, at the end, with
+-- its last state and expiry: one MSET for all of them, then a PEXPIREAT each (the script is atomic: nothing
+-- sees the states in between). A single leg (the common
 -- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
 -- written out; the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
 -- formatting cost Redis more than the arithmetic: see the notes below.
-local now = clockMs()
-local n = tonumber(ARGV[3])
-local ARG4 = ARGV[4]
-local raw = readAll(n)
--- globals and library functions the per-leg code uses, as locals: a global is a table lookup per use
-local KEYS, spack, sunpack, sformat, rcall = KEYS, struct.pack, struct.unpack, string.format, redis.call
+-- The script runs as a Redis Function (FCALL; src/store/scripts.ts checkLibrary), its helpers and scratch
+-- tables made once when the library loads, or as an EVAL chunk (checkScript: a Cluster's calls, and a Redis
+-- that refuses FUNCTION LOAD), which makes them on every call. Per call, the state below is reset before use:
+-- scratch entries by slot are written at a key's first sight before they are read, ABSENT entries carry the
+-- call's stamp, and the tables that are keyed by key (SLOT) are made anew.
 local NMAXN = -MAXN
--- the legs as one flat table (6 numbers per leg), unpacked on the first group of several legs: a single leg
--- (the common case) reads its 6 numbers by one struct.unpack of its own 48 bytes into locals
-local LEG
+-- struct.pack, struct.unpack, string.format, taken per call: a library's code sees no libraries while it loads
+local spack, sunpack, sformat
+-- per call: the time, the number of legs, the keys, their MGET values, the legs as one flat table (6 numbers
+-- per leg, unpacked on the first group of several legs: a single leg, the common case, reads its 6 numbers by
+-- one struct.unpack of its own 48 bytes into locals), redis.call
+local now, n, KS, raw, LEG, rcall
 -- A table whose array part holds 64 entries from the start: filled one by one from {}, a table is rebuilt 7
 -- times on its way to 64 (Lua 5.1 has no table.new; a constructor of 64 nils sizes it at once)
 local function t64()
@@ -43,15 +47,16 @@ local function t64()
     nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil }
 end
 -- by key: its slot (the index of the first leg naming it); by slot: W0, W1, WL its state (WL = −1: absent,
--- −2: unreadable), TTL the PX of its last write (nil: not written), LOG true while W0 holds a sliding log's
+-- −2: unreadable), TTL the PX of its last write (false: not written), LOG true while W0 holds a sliding log's
 -- entries (a table) rather than a number
-local SLOT, W0, W1, WL, TTL, LOG = {}, t64(), t64(), t64(), t64(), {}
+local SLOT, W0, W1, WL, TTL, LOG = nil, t64(), t64(), t64(), t64(), t64()
 local dirty, nd = t64(), 0
 -- 4 numbers per leg, then the time, then the denied legs' states
 local out = {}
 local tail, nt = {}, 0
--- by leg: its key is absent, told by one EXISTS of several keys; legs up to probed were in such an EXISTS
-local ABSENT, probed = {}, 0
+-- by leg: the stamp of the call whose one EXISTS of several keys found its key absent; legs up to probed
+-- were in such an EXISTS
+local ABSENT, probed, stamp = {}, 0, 0
 
 -- The state (w0, w1, lastSeen; lastSeen −1: absent, −2: unreadable) of leg j's key from v, its MGET value
 -- (false: absent or of another type), for alg j's algorithm.
@@ -64,38 +69,39 @@ local function read(j, alg, v)
   end
   -- absent, or a key of another type, told apart by EXISTS: one EXISTS of the next keys read as false (up
   -- to 512) that answers 0 settles them all (the common case: new keys); else one per key
-  if ABSENT[j] then return nil, nil, -1 end
+  if ABSENT[j] == stamp then return nil, nil, -1 end
   if j > probed then
     local ks, at, m, k = {}, {}, 0, j
     while k <= n and m < 512 do
       if not raw[k] then
         m = m + 1
-        ks[m], at[m] = KEYS[k], k
+        ks[m], at[m] = KS[k], k
       end
       k = k + 1
     end
     probed = k - 1
     if m > 1 and rcall('EXISTS', unpack(ks, 1, m)) == 0 then
-      for q = 1, m do ABSENT[at[q]] = true end
+      for q = 1, m do ABSENT[at[q]] = stamp end
       return nil, nil, -1
     end
   end
-  if rcall('EXISTS', KEYS[j]) == 1 then return nil, nil, -2 end
+  if rcall('EXISTS', KS[j]) == 1 then return nil, nil, -2 end
   return nil, nil, -1
 end
 
 -- Slot s takes state (w0, w1, last) from a leg of algorithm alg.
 local function store(s, alg, w0, w1, last)
   W0[s], W1[s], WL[s] = w0, w1, last
-  if alg == 5 and last >= 0 then LOG[s] = true end
+  LOG[s] = alg == 5 and last >= 0
 end
 
 -- The slot holding leg j's key, reading its state on first sight.
 local function slotOf(j, alg)
-  local key = KEYS[j]
+  local key = KS[j]
   local s = SLOT[key]
   if s then return s end
   SLOT[key] = j
+  TTL[j] = false
   store(j, alg, read(j, alg, raw[j]))
   return j
 end
@@ -132,7 +138,7 @@ local function keep(j, b)
   if LEG[b + 2] == 0 and alg <= 1 then
     tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
   else
-    local s = SLOT[KEYS[j]]
+    local s = SLOT[KS[j]]
     local w0 = W0[s] or 0
     if LOG[s] then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
     tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0, W1[s] or 0, WL[s]
@@ -150,7 +156,21 @@ local function commit(s, nw0, nw1, t, reset, alg)
 end
 
 -- per leg of a group of several: the state it would write, its time, its slot
-local X0, X1, XT, XS = {}, {}, {}, {}
+local X0, X1, XT, XS = t64(), t64(), t64(), t64()
+-- the MSET's arguments: key, state, key, state, ...
+local MSET = {}
+
+-- One call: KEYS and ARGV as the header says. The hot tables as locals (a register instead of an upvalue per
+-- use); nd and nt stay upvalues, which commit and keep also advance.
+local function check(K, ARGV)
+KS, rcall = K, redis.call
+spack, sunpack, sformat = struct.pack, struct.unpack, string.format
+now = clockMs(ARGV)
+n = tonumber(ARGV[3])
+local ARG4 = ARGV[4]
+raw = readAll(K, n)
+LEG, SLOT, nd, nt, probed, stamp = nil, {}, 0, 0, 0, stamp + 1
+local KEYS, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now = K, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now
 -- i: the leg; o: its place in out; pos: its place in ARG4
 local i, o, pos = 1, 0, 1
 while i <= n do
@@ -182,6 +202,7 @@ while i <= n do
       if first then
         s = i
         SLOT[key] = i
+        TTL[i] = false
         local v = raw[i]
         if v and alg ~= 5 and #v == 24 then
           -- lib.lua decodeState's packed case, inlined. x % 1 is in [0, 1) for a finite x and NaN for ±inf
@@ -246,8 +267,8 @@ while i <= n do
       end
       if code == ALLOW and c > 0 then
         W0[s], W1[s], WL[s] = nw0, nw1, t
-        if alg == 5 then LOG[s] = true end
-        if first or not TTL[s] then
+        LOG[s] = alg == 5
+        if not TTL[s] then
           nd = nd + 1
           dirty[nd] = s
         end
@@ -301,26 +322,39 @@ while i <= n do
     pos = pos + 48 * g
   end
 end
--- On Redis's clock the expiry is written absolute, PXAT now + PX: the instant the state stops carrying
--- information, which Redis 7.2+ also spares rewriting into PXAT for replication (7.0 rewrites either). On the
--- caller's clock (ARGV[1] = 0) it stays relative to Redis's own, PX.
-local px, base = 'PX', 0
-if ARGV[1] == '1' then px, base = 'PXAT', now end
+-- The written states go out in one MSET (512 arguments a call: unpack's stack), then each key's expiry by
+-- its own PEXPIREAT: a SET with an expiry per key cost Redis ~2 k instructions more per key (callgrind,
+-- bench/README.md: each call's own overhead, its status reply made into a Lua table). The script is atomic:
+-- nobody sees a state between its MSET and its expiry. On Redis's clock the expiry is absolute, PEXPIREAT
+-- now + PX: the instant the state stops carrying information. On the caller's clock (ARGV[1] = 0) it stays
+-- relative to Redis's own, PEXPIRE.
+local pe, base = 'PEXPIRE', 0
+if ARGV[1] == '1' then pe, base = 'PEXPIREAT', now end
+local MS, ms = MSET, 0
 for k = 1, nd do
   local s = dirty[k]
   local v
   if LOG[s] then v = encodeLog(W0[s]) else v = spack('<ddd', W0[s], W1[s], WL[s]) end
   local ttl = TTL[s]
-  -- the expiry as decimal text by string.format('%d') (exact below 2^63): a number argument costs Redis a
-  -- printf('%.17g'), twice the cost. A TTL that is not a positive integer (none is) goes as a number, as
-  -- before, for Redis to refuse.
-  if ttl > 0 and ttl % 1 == 0 then
-    rcall('SET', KEYS[s], v, px, sformat('%d', base + ttl))
-  else
-    rcall('SET', KEYS[s], v, 'PX', ttl)
+  -- a TTL that is not a positive integer (none is) goes to Redis as a number, for it to refuse: the script
+  -- fails before anything is written
+  if not (ttl > 0 and ttl % 1 == 0) then rcall('SET', KEYS[s], v, 'PX', ttl) end
+  MS[ms + 1], MS[ms + 2] = KEYS[s], v
+  ms = ms + 2
+  if ms == 512 then
+    rcall('MSET', unpack(MS, 1, ms))
+    ms = 0
   end
+end
+if ms > 0 then rcall('MSET', unpack(MS, 1, ms)) end
+for k = 1, nd do
+  local s = dirty[k]
+  -- the expiry as decimal text by string.format('%d') (exact below 2^63): a number argument costs Redis a
+  -- printf('%.17g'), twice the cost
+  rcall(pe, KEYS[s], sformat('%d', base + TTL[s]))
 end
 local m = n * 4 + 1
 out[m] = now
 for k = 1, nt do out[m + k] = tail[k] end
 return packReply(out, m + nt)
+end

@@ -7,7 +7,7 @@
 -- = the expiry that makes room − now), 2 never (N = 0; retryAfterMs −1). Release returns {1 if the key held the
 -- lease (removed) else 0, remaining, now}. The key expires with its last lease (PEXPIREAT), so an abandoned
 -- key disappears when its last lease expires; everything the script does is one atomic step.
-local now = clockMs()
+local now = clockMs(ARGV)
 local K = KEYS[1]
 local N = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', K, '-inf', now)

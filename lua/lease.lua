@@ -29,7 +29,7 @@
 -- left in Redis), retryAfterMs (when nothing was granted although `need` > 0: the time until `need` could
 -- be; −1 never), resetAfterMs, leases of other instances found expired (reaped: counted all used), the
 -- script's time (ms), tokens returned.
-local now = clockMs()
+local now = clockMs(ARGV)
 local op = ARGV[3]
 local alg, L, P, B = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local id = 'n:' .. ARGV[8]

@@ -23,8 +23,9 @@ local function cdiv(a, b)
 end
 
 -- The time of a script run, in Unix ms: Redis's TIME when ARGV[1] is '1' (strict: one clock for every
--- instance), else ARGV[2], the caller's clock.
-local function clockMs()
+-- instance), else ARGV[2], the caller's clock. ARGV is given, not read as a global: the check script also runs
+-- as a Redis Function (lua/check.lua), which gets its arguments as parameters.
+local function clockMs(ARGV)
   if ARGV[1] == '1' then
     local tm = redis.call('TIME')
     return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
@@ -73,7 +74,7 @@ end
 
 -- MGET of KEYS[1..n], 512 keys a call (unpack's stack limit): a key that is absent or holds another type
 -- reads as false.
-local function readAll(n)
+local function readAll(KEYS, n)
   if n == 0 then return {} end
   if n <= 512 then return redis.call('MGET', unpack(KEYS, 1, n)) end
   local raw = {}

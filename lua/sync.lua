@@ -12,7 +12,7 @@
 --                 that runs later finds its marker taken and adds nothing.
 --   KEYS[i] = leg i's state, as check.lua stores it (lib.lua encodeState), read by one MGET up front.
 -- Returns 3 integers per leg: w0, w1, lastSeen (the state as the kernel stores it).
-local now = clockMs()
+local now = clockMs(ARGV)
 local n = tonumber(ARGV[3])
 local out = {}
 local fresh = true
@@ -26,7 +26,7 @@ if fresh then
     for m = n + 2, #KEYS do redis.call('SET', KEYS[m], 's', 'NX', 'PX', '600000') end
   end
 end
-local raw = readAll(n)
+local raw = readAll(KEYS, n)
 -- the expiry of a merged state: on Redis's clock absolute, PXAT now + PX (as lua/check.lua writes it), else PX
 local px, base = 'PX', 0
 if ARGV[1] == '1' then px, base = 'PXAT', now end

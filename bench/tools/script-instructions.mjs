@@ -7,10 +7,11 @@
 // keys. FRESH=1: every counted check is on a key never written (MGET reads it as false: the first-sight path).
 // Needs valgrind (callgrind_control).
 //
-//   node bench/tools/script-instructions.mjs [luaDir=lua] [LEGS=64] [CALLS=100]     (NKEYS=2000 by default)
+//   node bench/tools/script-instructions.mjs [luaDir=lua] [LEGS=64] [CALLS=100]     (NKEYS=2000 by default; MODE=fcall)
 //
-// Only the script is counted (--toggle-collect=evalShaCommand): reading the call off the socket and writing
-// its reply are not. Also printed: the commands the script ran per decision (INFO commandstats).
+// Only the script is counted (--toggle-collect=evalShaCommand, or fcallCommand with MODE=fcall: the script as
+// the Redis Function library sluice loads, src/store/scripts.ts checkLibrary): reading the call off the socket
+// and writing its reply are not. Also printed: the commands the script ran per decision (INFO commandstats).
 // REDIS_SERVER=path runs another redis-server binary (one built with symbols, for a per-function profile);
 // KEEP=file keeps callgrind's output for callgrind_annotate.
 import { execFileSync, spawn } from 'node:child_process';
@@ -22,7 +23,11 @@ import { Redis } from 'ioredis';
 
 const [, , luaDir = 'lua', LEGS = '64', CALLS = '100'] = process.argv;
 const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'calendar_window.lua', 'sliding_log.lua', 'check.lua'];
-const lua = PARTS.map((f) => readFileSync(join(luaDir, f), 'utf8')).join('\n');
+const src = PARTS.map((f) => readFileSync(join(luaDir, f), 'utf8')).join('\n');
+const FCALL = process.env.MODE === 'fcall';
+// as src/store/scripts.ts joins them (checkScript, checkLibrary)
+const lua = `${src}\nreturn check(KEYS, ARGV)\n`;
+const library = `#!lua name=sluice_tool\n${src}\nredis.register_function('sluice_tool_check', check)\n`;
 const port = await new Promise((resolve) => {
   const s = createServer();
   s.listen(0, '127.0.0.1', () => {
@@ -31,12 +36,13 @@ const port = await new Promise((resolve) => {
   });
 });
 const out = join(tmpdir(), `sluice-callgrind.${port}.out`);
-const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', '--toggle-collect=evalShaCommand', `--callgrind-out-file=${out}`,
+const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`, `--callgrind-out-file=${out}`,
   process.env.REDIS_SERVER ?? 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
 const redis = new Redis({ port, retryStrategy: () => 200 });
 redis.on('error', () => {});
 await new Promise((resolve) => redis.once('ready', resolve));
-const sha = await redis.script('LOAD', lua);
+const sha = FCALL ? '' : await redis.script('LOAD', lua);
+if (FCALL) await redis.call('FUNCTION', 'LOAD', 'REPLACE', library);
 const NKEYS = Number(process.env.NKEYS ?? 2000);
 const FRESH = process.env.FRESH === '1';
 const keys = Array.from({ length: NKEYS }, (_, i) => `bench:strict:{bench:6f1c2a9e:k${i}}:0`);
@@ -49,7 +55,8 @@ const n = Number(LEGS);
 const leg = [0, 1, 3_600_000, 1e9, 1, 1]; // token bucket, L, P, B, cost, group length
 const packed = Buffer.alloc(n * 48);
 for (let j = 0; j < n; j++) leg.forEach((v, a) => packed.writeDoubleLE(v, j * 48 + a * 8));
-const call = (ks) => redis.evalsha(sha, n, ...ks, '1', '0', String(n), packed);
+const call = (ks) => (FCALL ? redis.call('FCALL', 'sluice_tool_check', n, ...ks, '1', '0', String(n), packed)
+  : redis.evalsha(sha, n, ...ks, '1', '0', String(n), packed));
 // every key written twice before counting
 for (let i = 0; i * n < NKEYS * 2; i++) await call(Array.from({ length: n }, (_, j) => keys[(i * n + j) % NKEYS]));
 let fresh = 0;
@@ -78,8 +85,8 @@ for (const f of readdirSync(tmpdir()).filter((f) => f.startsWith(`sluice-callgri
   rmSync(join(tmpdir(), f));
 }
 const decisions = Number(CALLS) * n;
-const perDecision = [...after].filter(([c]) => !['evalsha', 'info', 'script'].includes(c) && after.get(c) > (before.get(c) ?? 0))
+const perDecision = [...after].filter(([c]) => !['evalsha', 'fcall', 'function', 'info', 'script'].includes(c) && after.get(c) > (before.get(c) ?? 0))
   .map(([c, v]) => `${c} ${((v - (before.get(c) ?? 0)) / decisions).toFixed(3)}`).join(', ');
-console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision inside EVALSHA ` +
+console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision inside ${FCALL ? 'FCALL' : 'EVALSHA'} ` +
   `(${CALLS} calls of ${n} token-bucket checks on ${FRESH ? 'keys never written' : `${NKEYS} written keys`}; ` +
   `commands per decision: ${perDecision})`);

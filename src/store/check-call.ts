@@ -9,13 +9,19 @@
  * ARGV[4]: 6 little-endian doubles per leg). The request goes through ioredis as a {@link Command} whose bytes
  * are already made, so the client's reply queue, its connection handling and its errors stay ioredis's.
  *
- * Like ioredis's own scripts, the first call on a connection (and every call after a NOSCRIPT: a restart, a
- * failover, SCRIPT FLUSH) is an EVAL with the script's text, which also caches it in Redis; the others are
- * EVALSHA.
+ * The script is called as a Redis Function (FCALL of src/store/scripts.ts checkLibrary): Redis runs a
+ * library's code once, at FUNCTION LOAD, where an EVAL chunk makes its helpers and tables on every call (a
+ * callgrind count, bench/README.md: ~16 % of the Redis instructions per decision at 21 checks a call). The
+ * first call on a connection is preceded by FUNCTION LOAD on it ("already exists": another instance of this
+ * version loaded it); a call answered "Function not found" (a restart without persistence, FUNCTION FLUSH) loads
+ * it again and is sent once more. A Redis that refuses FUNCTION LOAD (older than 7.0, an ACL without it) is
+ * called as before, EVALSHA, with an EVAL first on each connection and after each NOSCRIPT, like ioredis's own
+ * scripts.
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
+import type { CheckLibrary } from './scripts.js';
 
 /** Bytes per packed leg: 6 doubles. */
 const LEG_BYTES = 48;
@@ -31,9 +37,12 @@ class RawCommand extends Command {
   }
 }
 
-/** The request's head up to the script's SHA-1: `*argc EVALSHA sha`, ASCII. */
-function shaHead(n: number, sha: string): string {
-  return `*${n + 7}\r\n$7\r\nevalsha\r\n$40\r\n${sha}\r\n`;
+/**
+ * The request's head up to the script's name: `*argc EVALSHA sha` (`name` 40 hex digits), or `*argc FCALL name`
+ * when `cmd` is `fcall`; ASCII.
+ */
+function callHead(n: number, name: string, cmd = 'evalsha'): string {
+  return `*${n + 7}\r\n$${cmd.length}\r\n${cmd}\r\n$${name.length}\r\n${name}\r\n`;
 }
 
 /** Whether a Float64Array holds little-endian doubles here (then a call's legs are copied in one piece). */
@@ -43,16 +52,17 @@ const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
 let legScratch = new Float64Array(64 * 6);
 
 /**
- * The request `EVALSHA sha n key… flag now n legs`, its keys given as RESP bytes (src/store/key-wire.ts:
- * `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys in all): `args` holds 6 numbers per
- * leg from `from` (algorithm, L, P, B, cost, group length), one leg per key. The keys are copied, not encoded,
- * and the legs' doubles go in one copy.
+ * The request `EVALSHA sha n key… flag now n legs` (or, `cmd` `fcall`, `FCALL name n key…`), its keys given as
+ * RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys
+ * in all): `args` holds 6 numbers per leg from `from` (algorithm, L, P, B, cost, group length), one leg per
+ * key. The keys are copied, not encoded, and the legs' doubles go in one copy.
  */
-export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
+export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
+  cmd = 'evalsha'): Buffer {
   const legBytes = n * LEG_BYTES;
   const nStr = String(n), nowStr = String(now), flagStr = String(flag);
   // ASCII only: one byte per character
-  const head = `${shaHead(n, sha)}$${nStr.length}\r\n${nStr}\r\n`;
+  const head = `${callHead(n, sha, cmd)}$${nStr.length}\r\n${nStr}\r\n`;
   const tail = `$${flagStr.length}\r\n${flagStr}\r\n$${nowStr.length}\r\n${nowStr}\r\n$${nStr.length}\r\n${nStr}\r\n$${legBytes}\r\n`;
   let keyBytes = 0;
   for (let i = 0; i < wire.length; i++) keyBytes += wire[i].length;
@@ -86,36 +96,66 @@ export function encodeCheck(sha: string, keys: readonly string[], flag: number, 
 
 /** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
 export function asEval(req: Buffer, n: number, sha: string, lua: string): Buffer {
-  const from = shaHead(n, sha).length;
-  return Buffer.concat([Buffer.from(`*${n + 7}\r\n$4\r\neval\r\n$${Buffer.byteLength(lua)}\r\n${lua}\r\n`), req.subarray(from)]);
+  return retarget(req, callHead(n, sha).length, `*${n + 7}\r\n$4\r\neval\r\n$${Buffer.byteLength(lua)}\r\n${lua}\r\n`);
+}
+
+/** `req` with its first `headBytes` bytes (the command and the script's name) replaced by `head`. */
+function retarget(req: Buffer, headBytes: number, head: string): Buffer {
+  return Buffer.concat([Buffer.from(head), req.subarray(headBytes)]);
 }
 
 /**
- * Calls the check script `lua` on `redis` (one server, or the master Sentinel follows): resolves to the
+ * Calls the check script on `redis` (one server, or the master Sentinel follows) as the Function `lib`
+ * (FCALL), or as `lua` by EVALSHA where Redis refuses the library (see the file's doc): resolves to the
  * script's reply as bytes (one bulk string of packed doubles, src/store/reply.ts), rejects as ioredis does.
  * The request is encoded when called: `args` may be reused once this returns. `wire`, when given, holds
  * `keys` as RESP bytes (src/store/key-wire.ts), copied instead of encoding the keys.
  */
-export function checkCaller(redis: Redis, lua: string): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number,
-  wire?: readonly Uint8Array[]) => Promise<Buffer> {
+export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
+  from: number, wire?: readonly Uint8Array[]) => Promise<Buffer> {
   const sha = createHash('sha1').update(lua).digest('hex');
-  /** The connection (socket) the script was last sent on by EVAL: a new one gets an EVAL first. */
+  /** FCALL until Redis refuses FUNCTION LOAD; then EVALSHA for good. */
+  let fcall = lib !== undefined;
+  /** The connection (socket) the script was last loaded on (FUNCTION LOAD, or EVAL): a new one loads it first. */
   let loadedOn: unknown = null;
-  const send = (req: Buffer, n: number): Promise<Buffer> => {
+  /** The last FUNCTION LOAD sent: settles once its answer is read (and `fcall` says whether it took). */
+  let loading: Promise<void> = Promise.resolve();
+  const load = (l: CheckLibrary): void => {
+    loading = redis.call('FUNCTION', 'LOAD', l.text).then(() => undefined, (e: unknown) => {
+      if (String((e as Error)?.message).includes('already exists')) return;
+      // FUNCTION unknown (Redis < 7), not permitted by an ACL, or refused: the library stays unloaded; only
+      // an error that says Redis cannot take writes now (READONLY, OOM, LOADING, BUSY...) is worth a new try
+      if (/unknown command|NOPERM|ERR Error registering/i.test(String((e as Error)?.message))) fcall = false;
+      loadedOn = null;
+    });
+  };
+  const send = (req: Buffer, n: number, viaFcall: boolean): Promise<Buffer> => {
     const stream = (redis as unknown as { stream?: unknown }).stream;
     const first = stream !== loadedOn;
     if (first) loadedOn = stream;
-    const c = first ? new RawCommand('eval', asEval(req, n, sha, lua)) : new RawCommand('evalsha', req);
+    let c: RawCommand;
+    if (viaFcall) {
+      if (first) load(lib!);
+      c = new RawCommand('fcall', req);
+    } else {
+      c = first ? new RawCommand('eval', asEval(req, n, sha, lua)) : new RawCommand('evalsha', req);
+    }
     void redis.sendCommand(c);
     return c.promise as Promise<Buffer>;
   };
   return (keys, flag, now, args, from, wire) => {
-    const req = wire === undefined ? encodeCheck(sha, keys, flag, now, args, from) : encodeCheckWire(sha, keys.length, wire, flag, now, args, from);
     const n = keys.length;
-    return send(req, n).catch((e: unknown) => {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+    const viaFcall = fcall;
+    const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
+    const req = encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd);
+    return send(req, n, viaFcall).catch(async (e: unknown) => {
+      const msg = String((e as Error)?.message);
+      if (viaFcall ? !msg.includes('Function not found') : !msg.includes('NOSCRIPT')) throw e;
+      // the library (or the script's cache) is gone from this server: load it again, once
+      if (viaFcall) await loading;
       loadedOn = null;
-      return send(req, n);
+      if (viaFcall && !fcall) return send(retarget(req, callHead(n, name, cmd).length, callHead(n, sha)), n, false);
+      return send(req, n, viaFcall);
     });
   };
 }

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { checkScript, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness } from './deadline.js';
@@ -142,7 +142,7 @@ export class RedisStore implements Store {
     } else {
       redis.defineCommand('sluiceSync', { lua: syncScript() });
       // the check request is encoded whole (src/store/check-call.ts); its reply is one string of packed doubles
-      const checkCmd = checkCaller(redis, checkScript());
+      const checkCmd = checkCaller(redis, checkScript(), checkLibrary());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       const live = new Liveness();
       check = async (keys, args, flag, now, wire) => {

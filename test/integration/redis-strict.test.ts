@@ -351,7 +351,7 @@ describe('strict mode, one Redis', () => {
       const ok = (write as (...a: unknown[]) => boolean).apply(this, args);
       const chunk = args[0];
       const text = typeof chunk === 'string' ? chunk : Buffer.isBuffer(chunk) ? chunk.toString('latin1') : '';
-      if (blocked === 0 && /eval/i.test(text) && text.includes('bug-lag:')) {
+      if (blocked === 0 && /eval|fcall/i.test(text) && text.includes('bug-lag:')) {
         blocked++;
         const until = performance.now() + 40; // a busy event loop: Redis answers meanwhile
         while (performance.now() < until) { /* busy */ }
