@@ -49,7 +49,7 @@ end
 -- by key: its slot (the index of the first leg naming it); by slot: W0, W1, WL its state (WL = −1: absent,
 -- −2: unreadable), TTL the PX of its last write (false: not written), LOG true while W0 holds a sliding log's
 -- entries (a table) rather than a number
-local SLOT, W0, W1, WL, TTL, LOG = nil, t64(), t64(), t64(), t64(), t64()
+local SLOT, W0, W1, WL, TTL, LOG = nil, t64(), t64(), t64(), t64(), {}
 local dirty, nd = t64(), 0
 -- 4 numbers per leg, then the time, then the denied legs' states
 local out = {}
@@ -156,7 +156,7 @@ local function commit(s, nw0, nw1, t, reset, alg)
 end
 
 -- per leg of a group of several: the state it would write, its time, its slot
-local X0, X1, XT, XS = t64(), t64(), t64(), t64()
+local X0, X1, XT, XS = {}, {}, {}, {}
 -- the MSET's arguments: key, state, key, state, ...
 local MSET = {}
 

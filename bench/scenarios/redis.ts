@@ -395,7 +395,7 @@ export const redisScenario: Scenario = {
         '(exhausted in the warm-up round, so denied: 1 token back every 6 s per key), 10 % on 10,000 keys of the 1e9 bucket ' +
         '(admitted). sluice strict (its over-limit cache answers the hot keys\' denials until they refill) against rlf ' +
         'RateLimiterRedis (one script call per check). Redis calls per check: script calls (INFO commandstats ' +
-        'evalsha + eval) over the round ÷ checks. Same redis-server, rounds and alternation as above.',
+        'evalsha + eval + fcall) over the round ÷ checks. Same redis-server, rounds and alternation as above.',
       metrics: strict.metrics,
       baselines: [{ label: 'rlf', subject: subjectOf('rlf') }],
       ratioMetrics: ['rate', 'p99', 'rcpu', 'calls'],
@@ -434,7 +434,7 @@ export const redisScenario: Scenario = {
       /** Commands clients sent, by kind (INFO commandstats; script-internal calls are not among these names). */
       const commandCalls = async (kind: Kind): Promise<number> => {
         const info = await calls.info('commandstats');
-        const names = kind === 'envoy' ? ['incrby', 'expire'] : ['evalsha', 'eval'];
+        const names = kind === 'envoy' ? ['incrby', 'expire'] : ['evalsha', 'eval', 'fcall'];
         return names.reduce((a, n) => a + Number(new RegExp(`cmdstat_${n}:calls=(\\d+)`).exec(info)?.[1] ?? 0), 0);
       };
       for (const { c, mix, subs } of plan) {

@@ -12,7 +12,8 @@
 //
 // A ROOT is a built checkout (its dist/ and build/ made by `npm run build`), e.g. a `git worktree` of the
 // commit to compare against. OVER=1 puts 90 % of checks on 100 over-limit keys (bench/scenarios/redis.ts'
-// over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof).
+// over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof). PIPELINE=n sets the
+// limiter's redis.pipelineCalls (default: the store's).
 import { fork, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -30,7 +31,7 @@ if (process.argv[2] === '--child') {
     policies: { bench: strict(60, 1_000_000_000), hot: strict(10, 10) },
     shards: 0,
     maxKeys: KEYS * 2,
-    redis: { url: `redis://127.0.0.1:${port}`, prefix: `ab:${process.pid}:`, timeoutMs: 1_000 },
+    redis: { url: `redis://127.0.0.1:${port}`, prefix: `ab:${process.pid}:`, timeoutMs: 1_000, ...(process.env.PIPELINE ? { pipelineCalls: Number(process.env.PIPELINE) } : {}) },
   });
   const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
   const hotKeys = Array.from({ length: HOT_KEYS }, (_, i) => `h${i}`);
