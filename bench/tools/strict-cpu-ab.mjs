@@ -12,8 +12,8 @@
 //
 // A ROOT is a built checkout (its dist/ and build/ made by `npm run build`), e.g. a `git worktree` of the
 // commit to compare against. OVER=1 puts 90 % of checks on 100 over-limit keys (bench/scenarios/redis.ts'
-// over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof). PIPELINE=n sets the
-// limiter's redis.pipelineCalls (default: the store's).
+// over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof). ROOT@n runs that build with
+// redis.pipelineCalls n (PIPELINE=n: every child), so one build's call splits compare in one run.
 import { fork, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -115,7 +115,10 @@ if (process.argv[2] === '--child') {
   const kids = [];
   for (const root of roots) {
     const execArgv = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=prof'] : [];
-    const ch = fork(self, ['--child', root, String(port)], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // ROOT@n: that build with redis.pipelineCalls n
+    const [dir, pipe] = root.split('@');
+    const env = pipe === undefined ? process.env : { ...process.env, PIPELINE: pipe };
+    const ch = fork(self, ['--child', dir, String(port)], { execArgv, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     await new Promise((r) => ch.once('message', r));
     kids.push({ root, ch, res: [] });
   }
