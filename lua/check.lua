@@ -27,7 +27,7 @@
 -- written out; the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
 -- formatting cost Redis more than the arithmetic: see the notes below.
 -- The script runs as a Redis Function (FCALL; src/store/scripts.ts checkLibrary), its helpers and scratch
--- tables made once when the library loads, or as an EVAL chunk (checkScript: a Cluster's calls, and a Redis
+-- tables made once when the library loads, or as an EVAL chunk (checkScript: a Redis
 -- that refuses FUNCTION LOAD), which makes them on every call. Per call, the state below is reset before use:
 -- scratch entries by slot are written at a key's first sight before they are read, ABSENT entries carry the
 -- call's stamp, and the tables that are keyed by key (SLOT) are made anew.

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { checkScript, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
@@ -41,10 +41,12 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
 /**
  * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
  * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
- * the replies are put back in the batch's order. The calls are EVALSHA issued directly: ioredis's
- * auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
- * script's arguments. A NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending that call as EVAL,
- * which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
+ * the replies are put back in the batch's order. The check calls are FCALL of the check library (EVALSHA
+ * where the Cluster refuses FUNCTION LOAD; the merges are EVALSHA), issued through ioredis's own methods:
+ * its auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
+ * script's arguments. A "Function not found" (a new Cluster, a restart, FUNCTION FLUSH) loads the library on
+ * every master and resends that call; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
+ * that call as EVAL, which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
  * master fails its slots' calls while the others keep answering.
  */
 export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
@@ -75,7 +77,36 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     evalshaBuffer(sha: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
     evalBuffer(lua: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer>;
   };
+  // The check script goes as the Function library (src/store/check-call.ts says why): FCALL, routed by its
+  // keys' slot like any keyed command; a master without the library ("Function not found": a new Cluster, a
+  // restart, FUNCTION FLUSH) has it loaded on every master, once at a time, and the call is sent again. A
+  // Cluster that refuses FUNCTION LOAD is called by EVALSHA for good.
+  const lib = checkLibrary();
+  let fcall = true;
+  let loading: Promise<void> | null = null;
+  const loadAll = (): Promise<void> => {
+    loading ??= Promise.all(c.nodes('master').map((node) => node.call('FUNCTION', 'LOAD', lib.text).then(() => undefined, (e: unknown) => {
+      const msg = String((e as Error)?.message);
+      if (msg.includes('already exists')) return;
+      if (/unknown command|NOPERM|ERR Error registering/i.test(msg)) fcall = false;
+    }))).then(() => {
+      loading = null;
+    });
+    return loading;
+  };
+  // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
+  const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
+    (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
   const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
+    if (fcall) {
+      try {
+        return unpackReply(await fcallBuffer(keys, args));
+      } catch (e) {
+        if (!String((e as Error)?.message).includes('Function not found')) throw e;
+        await loadAll();
+        if (fcall) return unpackReply(await fcallBuffer(keys, args));
+      }
+    }
     try {
       return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
     } catch (e) {

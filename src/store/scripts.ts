@@ -27,7 +27,7 @@ function checkSource(): string {
 /**
  * The check script as an EVAL chunk: {@link checkSource} then `return check(KEYS, ARGV)` (Redis runs one chunk
  * per script; the algorithms stay one file each). Every call runs the whole chunk, which defines the helpers
- * and makes the scratch tables again: used on a Cluster and where Redis refuses FUNCTION LOAD.
+ * and makes the scratch tables again: used where Redis refuses FUNCTION LOAD (and by tests).
  */
 export function checkScript(): string {
   script ??= `${checkSource()}\nreturn check(KEYS, ARGV)\n`;

@@ -7,7 +7,7 @@
  *   (the store's error counter stays 0, no decision is degraded); every key left has 0 < PTTL ≤ its bound.
  * - guarded: a guarded check (own key + guard key) is one atomic step in the guard's slot: the exact per
  *   tenant admissions of one ordered batch, mixed with unguarded checks in other slots.
- * - script cache lost on every master (SCRIPT FLUSH): decisions continue, no error.
+ * - check library lost on every master (FUNCTION FLUSH; SCRIPT FLUSH does not touch it): decisions continue, no error.
  * - a reset through one limiter reaches the other on the cluster's pub/sub: its cached denials go.
  * - sync: two instances over 40 keys converge on the merged state; merge markers live in their keys' slots.
  * - config: `cluster` with `url`, or a malformed node, is a CONFIG error naming `redis.cluster`.
@@ -157,20 +157,23 @@ describe('strict mode on a Redis Cluster', () => {
     expect(await expectTtls('cs2:', () => HOUR)).toBe(1 + 7 + 20);
   }, 30_000);
 
-  it('carries on without an error after every master lost its script cache (SCRIPT FLUSH)', async () => {
+  it('carries on without an error after every master lost its check library (FUNCTION FLUSH) and its script cache (SCRIPT FLUSH)', async () => {
     const l = await limiter({ p: strict({ algorithm: 'fixed_window', limit: 3, period: '1h' }) }, 'cs3:');
     const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
     const round = async (): Promise<number[]> =>
       (await Promise.all(keys.map((key) => l.check({ policy: 'p', key, cost: 1 })))).map((d) => (d.degraded ? -1 : d.remaining));
     expect(await round()).toStrictEqual(keys.map(() => 2));
-    await Promise.all(c.clients.map((r) => r.script('FLUSH')));
-    const evals = (): Promise<number[]> => Promise.all(c.clients.map(async (r) =>
-      Number(/cmdstat_eval:calls=(\d+)/.exec(await r.info('commandstats'))?.[1] ?? 0)));
-    const before = await evals();
+    await Promise.all(c.clients.map(async (r) => {
+      await r.script('FLUSH');
+      await r.call('FUNCTION', 'FLUSH');
+    }));
+    const loads = (): Promise<number[]> => Promise.all(c.clients.map(async (r) =>
+      Number(/cmdstat_function\|load:calls=(\d+)/.exec(await r.info('commandstats'))?.[1] ?? 0)));
+    const before = await loads();
     expect(await round()).toStrictEqual(keys.map(() => 1));
-    // every master answered NOSCRIPT and got the script again by EVAL
-    const after = await evals();
-    expect(after.every((n, i) => n > before[i]), `EVAL calls ${before} -> ${after}`).toBe(true);
+    // every master answered "Function not found" and was given the library again, once
+    const after = await loads();
+    expect(after.map((n, i) => n - before[i]), `FUNCTION LOAD calls ${before} -> ${after}`).toStrictEqual(c.clients.map(() => 1));
     expect(await round()).toStrictEqual(keys.map(() => 0));
     await expectNoStoreError(l);
     expect(await expectTtls('cs3:', () => HOUR)).toBe(30);
