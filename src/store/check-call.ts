@@ -120,7 +120,10 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
   let loadedOn: unknown = null;
   /** The last FUNCTION LOAD sent: settles once its answer is read (and `fcall` says whether it took). */
   let loading: Promise<void> = Promise.resolve();
+  /** FUNCTION LOADs sent so far: a call sent before the latest one is resent without loading again. */
+  let loads = 0;
   const load = (l: CheckLibrary): void => {
+    loads++;
     loading = redis.call('FUNCTION', 'LOAD', l.text).then(() => undefined, (e: unknown) => {
       if (String((e as Error)?.message).includes('already exists')) return;
       // FUNCTION unknown (Redis < 7), not permitted by an ACL, or refused: the library stays unloaded; only
@@ -148,12 +151,21 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     const viaFcall = fcall;
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
     const req = encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd);
-    return send(req, n, viaFcall).catch(async (e: unknown) => {
+    const sent = send(req, n, viaFcall);
+    // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection)
+    const sentAt = loads;
+    return sent.catch(async (e: unknown) => {
       const msg = String((e as Error)?.message);
       if (viaFcall ? !msg.includes('Function not found') : !msg.includes('NOSCRIPT')) throw e;
-      // the library (or the script's cache) is gone from this server: load it again, once
-      if (viaFcall) await loading;
-      loadedOn = null;
+      // the library (or the script's cache) is gone from this server: load it again, once. The calls in
+      // flight with this one fail alike; the first one answered reloads, a call sent before that load was
+      // sent is just resent behind it (its answer comes after the load's, on the one connection)
+      if (viaFcall) {
+        if (sentAt === loads) loadedOn = null;
+        await loading;
+      } else {
+        loadedOn = null;
+      }
       if (viaFcall && !fcall) return send(retarget(req, callHead(n, name, cmd).length, callHead(n, sha)), n, false);
       return send(req, n, viaFcall);
     });

@@ -84,8 +84,12 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const lib = checkLibrary();
   let fcall = true;
   let loading: Promise<void> | null = null;
+  /** Loads begun so far: a call sent before the latest began is resent without loading again. */
+  let loads = 0;
   const loadAll = (): Promise<void> => {
-    loading ??= Promise.all(c.nodes('master').map((node) => node.call('FUNCTION', 'LOAD', lib.text).then(() => undefined, (e: unknown) => {
+    if (loading !== null) return loading;
+    loads++;
+    loading = Promise.all(c.nodes('master').map((node) => node.call('FUNCTION', 'LOAD', lib.text).then(() => undefined, (e: unknown) => {
       const msg = String((e as Error)?.message);
       if (msg.includes('already exists')) return;
       if (/unknown command|NOPERM|ERR Error registering/i.test(msg)) fcall = false;
@@ -99,11 +103,13 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
   const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
     if (fcall) {
+      const sentAt = loads;
       try {
         return unpackReply(await fcallBuffer(keys, args));
       } catch (e) {
         if (!String((e as Error)?.message).includes('Function not found')) throw e;
-        await loadAll();
+        // the parts of one batch fail together: the first loads every master, the others wait for it
+        await (sentAt === loads ? loadAll() : loading ?? undefined);
         if (fcall) return unpackReply(await fcallBuffer(keys, args));
       }
     }
