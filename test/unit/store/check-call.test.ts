@@ -1,12 +1,13 @@
 /**
  * The check script's request as sluice encodes it (src/store/check-call.ts) against what ioredis writes for
- * the same arguments: byte for byte, with ASCII and non-ASCII keys, as EVALSHA and as EVAL; and with the keys
- * given as prebuilt RESP bytes (src/store/key-wire.ts), the same bytes again.
+ * the same arguments: byte for byte, with ASCII and non-ASCII keys, as FCALL of the check library, as EVALSHA
+ * and as EVAL; and with the keys given as prebuilt RESP bytes (src/store/key-wire.ts), the same bytes again.
  */
 import { describe, expect, it } from 'vitest';
 import { Command } from 'ioredis';
 import { asEval, encodeCheck, encodeCheckWire } from '../../../src/store/check-call.js';
 import { keyWire } from '../../../src/store/key-wire.js';
+import { checkLibrary } from '../../../src/store/scripts.js';
 
 const SHA = 'a'.repeat(40);
 
@@ -43,8 +44,20 @@ describe('check request encoding', () => {
       // the keys as RESP bytes: one element per key, and all of them in one element (a check's legs)
       expect(encodeCheckWire(SHA, keys.length, keys.map((k) => keyWire([k])), 1, now, args, 0).equals(mine)).toBe(true);
       expect(encodeCheckWire(SHA, keys.length, [keyWire(keys)], 1, now, args, 0).equals(mine)).toBe(true);
+      // as FCALL of the library's function
+      const fn = checkLibrary().fn;
+      expect(encodeCheckWire(fn, keys.length, [keyWire(keys)], 1, now, args, 0, 'fcall')
+        .equals(ioredisBytes('fcall', [fn, keys.length, ...keys, 1, now, keys.length, packed(args)]))).toBe(true);
     });
   }
+
+  it('names the library and its function after the source: sluice_ + 16 hex digits, registered in its text', () => {
+    const lib = checkLibrary();
+    expect(lib.name).toMatch(/^sluice_[0-9a-f]{16}$/);
+    expect(lib.fn).toBe(`${lib.name}_check`);
+    expect(lib.text.startsWith(`#!lua name=${lib.name}\n`)).toBe(true);
+    expect(lib.text.trimEnd().endsWith(`redis.register_function('${lib.fn}', check)`)).toBe(true);
+  });
 
   it('reads the legs from `from` on', () => {
     const args = [7, 7, 7, 0, 5, 60_000, 5, 1, 1];
