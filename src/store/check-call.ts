@@ -21,7 +21,7 @@
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
-import type { CheckLibrary } from './scripts.js';
+import { functionMissing, loadFailure, type CheckLibrary } from './scripts.js';
 
 /** Bytes per packed leg: 6 doubles. */
 const LEG_BYTES = 48;
@@ -52,17 +52,18 @@ const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
 let legScratch = new Float64Array(64 * 6);
 
 /**
- * The request `EVALSHA sha n key… flag now n legs` (or, `cmd` `fcall`, `FCALL name n key…`), its keys given as
+ * The request `EVALSHA name n key… flag now n legs` (`name` the script's SHA-1; or, `cmd` `fcall`, `FCALL name
+ * n key…`, `name` the function's), its keys given as
  * RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys
  * in all): `args` holds 6 numbers per leg from `from` (algorithm, L, P, B, cost, group length), one leg per
  * key. The keys are copied, not encoded, and the legs' doubles go in one copy.
  */
-export function encodeCheckWire(sha: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
+export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
   cmd = 'evalsha'): Buffer {
   const legBytes = n * LEG_BYTES;
   const nStr = String(n), nowStr = String(now), flagStr = String(flag);
   // ASCII only: one byte per character
-  const head = `${callHead(n, sha, cmd)}$${nStr.length}\r\n${nStr}\r\n`;
+  const head = `${callHead(n, name, cmd)}$${nStr.length}\r\n${nStr}\r\n`;
   const tail = `$${flagStr.length}\r\n${flagStr}\r\n$${nowStr.length}\r\n${nowStr}\r\n$${nStr.length}\r\n${nStr}\r\n$${legBytes}\r\n`;
   let keyBytes = 0;
   for (let i = 0; i < wire.length; i++) keyBytes += wire[i].length;
@@ -125,10 +126,9 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
   const load = (l: CheckLibrary): void => {
     loads++;
     loading = redis.call('FUNCTION', 'LOAD', l.text).then(() => undefined, (e: unknown) => {
-      if (String((e as Error)?.message).includes('already exists')) return;
-      // FUNCTION unknown (Redis < 7), not permitted by an ACL, or refused: the library stays unloaded; only
-      // an error that says Redis cannot take writes now (READONLY, OOM, LOADING, BUSY...) is worth a new try
-      if (/unknown command|NOPERM|ERR Error registering/i.test(String((e as Error)?.message))) fcall = false;
+      const outcome = loadFailure(e);
+      if (outcome === 'loaded') return;
+      if (outcome === 'refused') fcall = false;
       loadedOn = null;
     });
   };
@@ -155,8 +155,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection)
     const sentAt = loads;
     return sent.catch(async (e: unknown) => {
-      const msg = String((e as Error)?.message);
-      if (viaFcall ? !msg.includes('Function not found') : !msg.includes('NOSCRIPT')) throw e;
+      if (viaFcall ? !functionMissing(e) : !String((e as Error)?.message).includes('NOSCRIPT')) throw e;
       // the library (or the script's cache) is gone from this server: load it again, once. The calls in
       // flight with this one fail alike; the first one answered reloads, a call sent before that load was
       // sent is just resent behind it (its answer comes after the load's, on the one connection)

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { checkLibrary, checkScript, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, functionMissing, loadFailure, syncScript } from './scripts.js';
 import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
@@ -90,9 +90,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (loading !== null) return loading;
     loads++;
     loading = Promise.all(c.nodes('master').map((node) => node.call('FUNCTION', 'LOAD', lib.text).then(() => undefined, (e: unknown) => {
-      const msg = String((e as Error)?.message);
-      if (msg.includes('already exists')) return;
-      if (/unknown command|NOPERM|ERR Error registering/i.test(msg)) fcall = false;
+      if (loadFailure(e) === 'refused') fcall = false;
     }))).then(() => {
       loading = null;
     });
@@ -107,7 +105,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       try {
         return unpackReply(await fcallBuffer(keys, args));
       } catch (e) {
-        if (!String((e as Error)?.message).includes('Function not found')) throw e;
+        if (!functionMissing(e)) throw e;
         // the parts of one batch fail together: the first loads every master, the others wait for it
         await (sentAt === loads ? loadAll() : loading ?? undefined);
         if (fcall) return unpackReply(await fcallBuffer(keys, args));

@@ -75,3 +75,20 @@ export function quotaLeaseScript(): string {
   quotaLease ??= ['lib.lua', 'sliding_window.lua', 'lease.lua'].map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
   return quotaLease;
 }
+
+/**
+ * What a failed FUNCTION LOAD of the check library means for its caller: `loaded` (another instance of this
+ * version loaded it: "already exists"), `refused` (this Redis will not take the library: FUNCTION unknown on
+ * Redis < 7, an ACL without it, a registration error; call the script by EVALSHA from now on), or `retry`
+ * (it cannot take writes now: READONLY, OOM, LOADING, BUSY...; load again on the next call).
+ */
+export function loadFailure(e: unknown): 'loaded' | 'refused' | 'retry' {
+  const msg = String((e as Error)?.message);
+  if (msg.includes('already exists')) return 'loaded';
+  return /unknown command|NOPERM|ERR Error registering/i.test(msg) ? 'refused' : 'retry';
+}
+
+/** Whether an FCALL failed because the server does not hold the library (a restart, FUNCTION FLUSH). */
+export function functionMissing(e: unknown): boolean {
+  return String((e as Error)?.message).includes('Function not found');
+}
