@@ -329,7 +329,7 @@ export async function startRedis(): Promise<OwnRedis> {
 }
 
 const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
-  { kind: 'strict', subject: 'sluice strict (script calls of 16–64 checks, up to 3 in flight)' },
+  { kind: 'strict', subject: 'sluice strict (script calls of 16–64 checks, a turn split in 2 while fewer are in flight)' },
   { kind: 'strict1', subject: 'sluice strict, one script call per turn (pipelineCalls 1)' },
   { kind: 'rlf', subject: 'rlf RateLimiterRedis' },
   { kind: 'evalsha', subject: 'one token-bucket EVALSHA per check, auto-pipelined (ceiling)' },
