@@ -6,7 +6,6 @@
  * connection per call in flight, pipelining 1) for HTTP, both in the runner process. The ratio is
  * ShouldRateLimit ÷ /v1/check, taken in the same run, rounds alternated.
  */
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
@@ -18,6 +17,7 @@ import { grpcService, startGrpcServer } from '../../src/grpc/server.js';
 import { alternate } from '../lib/ab.js';
 import { isChildEntry, serverMain, startServerChild, type Cpu, type ServerChild } from '../lib/harness.js';
 import { median, xorshift32 } from '../lib/measure.js';
+import { freePort } from '../lib/redis-server.js';
 import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
 
 const FILE = fileURLToPath(import.meta.url);
@@ -42,17 +42,6 @@ if (isChildEntry(import.meta.url)) {
         await limiter.close();
       },
     };
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
   });
 }
 

@@ -17,7 +17,7 @@ import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib
 import { isChildEntry } from '../lib/harness.js';
 import { median, percentile, summary, xorshift32 } from '../lib/measure.js';
 import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
-import { hasRedisServer, startRedis, type OwnRedis } from './redis.js';
+import { hasRedisServer, startRedis, type OwnRedis } from '../lib/redis-server.js';
 
 const FILE = fileURLToPath(import.meta.url);
 const COLD_KEYS = 100_000;

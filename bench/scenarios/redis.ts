@@ -15,15 +15,13 @@
  * A second case, over-limit: 90 % of checks on 100 hot keys of a limit of 10 a minute (exhausted in the
  * warm-up: denied), 10 % on the 10,000 admitted keys; strict against rlf, with the Redis calls per check.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { createLimiter } from '../../src/index.js';
 import { alternate, roundMain, startAll, startRoundChild, stopAll } from '../lib/ab.js';
+import { hasRedisServer, startRedis, type OwnRedis } from '../lib/redis-server.js';
 import { isChildEntry } from '../lib/harness.js';
 import { median, percentile, summary, xorshift32 } from '../lib/measure.js';
 import type { Ctx, Row, Scenario, Section } from '../lib/types.js';
@@ -262,72 +260,6 @@ if (isChildEntry(import.meta.url)) roundMain<Spec, RoundQ, RoundR>(setup);
 
 // ---------------------------------------------------------------------------------------------- runner
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-export interface OwnRedis {
-  port: number;
-  pid: number;
-  /** Its CPU time so far, µs (from /proc: 10 ms resolution). */
-  cpuMicros(): number;
-  stop(): Promise<void>;
-  version: string;
-}
-
-/** Starts redis-server on a free loopback port, no persistence; resolves once it accepts connections. */
-export async function startRedis(): Promise<OwnRedis> {
-  const port = await freePort();
-  const p: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start: ${log.slice(-300)}`)), 10_000);
-    p.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    p.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`redis-server exited (${code}): ${log.slice(-300)}`));
-    });
-    p.stdout!.on('data', (d: Buffer) => {
-      log += d.toString();
-      if (log.includes('Ready to accept connections')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-  p.removeAllListeners('exit');
-  const version = /Redis version=(\S+)/.exec(log)?.[1] ?? /v=(\S+)/.exec(log)?.[1] ?? 'unknown';
-  const pid = p.pid!;
-  return {
-    port, pid, version,
-    cpuMicros() {
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      // fields after "pid (comm) ": state is [0]; utime is field 14 overall → index 11 here, stime 12
-      return (Number(f[11]) + Number(f[12])) * 10_000;
-    },
-    stop: () => new Promise<void>((resolve) => {
-      if (p.exitCode !== null) return resolve();
-      const killer = setTimeout(() => p.kill('SIGKILL'), 3_000);
-      p.once('exit', () => {
-        clearTimeout(killer);
-        resolve();
-      });
-      p.kill('SIGTERM');
-    }),
-  };
-}
-
 const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
   { kind: 'strict', subject: 'sluice strict (script calls of 16–64 checks, a turn split in 2 while fewer are in flight)' },
   { kind: 'strict1', subject: 'sluice strict, one script call per turn (pipelineCalls 1)' },
@@ -341,10 +273,6 @@ const SUBJECTS: Array<{ kind: Kind; subject: string }> = [
 /** The subject label of `kind`. */
 function subjectOf(kind: Kind): string {
   return SUBJECTS.find((s) => s.kind === kind)!.subject;
-}
-
-export function hasRedisServer(): boolean {
-  return spawnSync('redis-server', ['--version'], { timeout: 5_000 }).error === undefined;
 }
 
 export const redisScenario: Scenario = {
