@@ -22,12 +22,12 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 
 const [, , luaDir = 'lua', LEGS = '64', CALLS = '100'] = process.argv;
-const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'calendar_window.lua', 'sliding_log.lua', 'check.lua'];
-const src = PARTS.map((f) => readFileSync(join(luaDir, f), 'utf8')).join('\n');
+// joined and wrapped as sluice does it (the build's src/store/scripts.ts: `npm run build` first)
+const { checkSourceIn, checkChunkOf, checkLibraryOf } = await import(new URL('../../dist/src/store/scripts.js', import.meta.url).href);
+const src = checkSourceIn(luaDir);
 const FCALL = process.env.MODE === 'fcall';
-// as src/store/scripts.ts joins them (checkScript, checkLibrary)
-const lua = `${src}\nreturn check(KEYS, ARGV)\n`;
-const library = `#!lua name=sluice_tool\n${src}\nredis.register_function('sluice_tool_check', check)\n`;
+const lua = checkChunkOf(src);
+const library = checkLibraryOf(src);
 const port = await new Promise((resolve) => {
   const s = createServer();
   s.listen(0, '127.0.0.1', () => {
@@ -42,7 +42,7 @@ const redis = new Redis({ port, retryStrategy: () => 200 });
 redis.on('error', () => {});
 await new Promise((resolve) => redis.once('ready', resolve));
 const sha = FCALL ? '' : await redis.script('LOAD', lua);
-if (FCALL) await redis.call('FUNCTION', 'LOAD', 'REPLACE', library);
+if (FCALL) await redis.call('FUNCTION', 'LOAD', 'REPLACE', library.text);
 const NKEYS = Number(process.env.NKEYS ?? 2000);
 const FRESH = process.env.FRESH === '1';
 const keys = Array.from({ length: NKEYS }, (_, i) => `bench:strict:{bench:6f1c2a9e:k${i}}:0`);
@@ -55,7 +55,7 @@ const n = Number(LEGS);
 const leg = [0, 1, 3_600_000, 1e9, 1, 1]; // token bucket, L, P, B, cost, group length
 const packed = Buffer.alloc(n * 48);
 for (let j = 0; j < n; j++) leg.forEach((v, a) => packed.writeDoubleLE(v, j * 48 + a * 8));
-const call = (ks) => (FCALL ? redis.call('FCALL', 'sluice_tool_check', n, ...ks, '1', '0', String(n), packed)
+const call = (ks) => (FCALL ? redis.call('FCALL', library.fn, n, ...ks, '1', '0', String(n), packed)
   : redis.evalsha(sha, n, ...ks, '1', '0', String(n), packed));
 // every key written twice before counting
 for (let i = 0; i * n < NKEYS * 2; i++) await call(Array.from({ length: n }, (_, j) => keys[(i * n + j) % NKEYS]));

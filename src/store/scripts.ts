@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { packageRoot } from '../util/paths.js';
 
 /** The Lua files of the batch check script, in the order they are joined into one chunk. */
-const PARTS = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'calendar_window.lua', 'sliding_log.lua', 'check.lua'];
+export const CHECK_PARTS: readonly string[] = ['lib.lua', 'token_bucket.lua', 'gcra.lua', 'fixed_window.lua', 'sliding_window.lua', 'calendar_window.lua', 'sliding_log.lua', 'check.lua'];
 
 let script: string | undefined;
 let sync: string | undefined;
@@ -18,10 +18,23 @@ export function syncScript(): string {
 let source: string | undefined;
 let library: CheckLibrary | undefined;
 
-/** `lua/lib.lua`, one file per algorithm, then the batch driver `lua/check.lua`, which defines `check(KEYS, ARGV)`. */
+/**
+ * The check script's source from the Lua files in `dir` ({@link CHECK_PARTS}: `lib.lua`, one file per
+ * algorithm, then the batch driver `check.lua`, which defines `check(KEYS, ARGV)`). Another `dir` than the
+ * package's `lua/` serves tools that measure a variant (bench/tools/script-instructions.mjs).
+ */
+export function checkSourceIn(dir: string): string {
+  return CHECK_PARTS.map((f) => readFileSync(join(dir, f), 'utf8')).join('\n');
+}
+
 function checkSource(): string {
-  source ??= PARTS.map((f) => readFileSync(join(packageRoot(), 'lua', f), 'utf8')).join('\n');
+  source ??= checkSourceIn(join(packageRoot(), 'lua'));
   return source;
+}
+
+/** `src` (a {@link checkSourceIn}) as an EVAL chunk: it ends by calling `check(KEYS, ARGV)`. */
+export function checkChunkOf(src: string): string {
+  return `${src}\nreturn check(KEYS, ARGV)\n`;
 }
 
 /**
@@ -30,7 +43,7 @@ function checkSource(): string {
  * and makes the scratch tables again: used where Redis refuses FUNCTION LOAD (and by tests).
  */
 export function checkScript(): string {
-  script ??= `${checkSource()}\nreturn check(KEYS, ARGV)\n`;
+  script ??= checkChunkOf(checkSource());
   return script;
 }
 
@@ -51,13 +64,15 @@ export interface CheckLibrary {
  * source's hash, so instances of different versions on one Redis each call their own.
  */
 export function checkLibrary(): CheckLibrary {
-  if (library === undefined) {
-    const src = checkSource();
-    const name = `sluice_${createHash('sha1').update(src).digest('hex').slice(0, 16)}`;
-    const fn = `${name}_check`;
-    library = { name, fn, text: `#!lua name=${name}\n${src}\nredis.register_function('${fn}', check)\n` };
-  }
+  library ??= checkLibraryOf(checkSource());
   return library;
+}
+
+/** `src` (a {@link checkSourceIn}) as a Redis Function library, named by its hash as {@link checkLibrary} is. */
+export function checkLibraryOf(src: string): CheckLibrary {
+  const name = `sluice_${createHash('sha1').update(src).digest('hex').slice(0, 16)}`;
+  const fn = `${name}_check`;
+  return { name, fn, text: `#!lua name=${name}\n${src}\nredis.register_function('${fn}', check)\n` };
 }
 
 let lease: string | undefined;
