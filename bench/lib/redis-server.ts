@@ -1,7 +1,7 @@
 /**
- * A redis-server of the bench's own: started on a free loopback port without persistence for a scenario's run
- * (bench/scenarios/redis.ts, lease.ts), with its CPU time read from /proc, so that a round's Redis CPU per
- * decision counts that server alone.
+ * A redis-server of the bench's own: started on a free loopback port without persistence for a run
+ * (bench/scenarios/redis.ts and lease.ts, bench/tools/), with its CPU time read from /proc, so that a round's
+ * Redis CPU per decision counts that server alone.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';

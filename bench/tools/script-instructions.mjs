@@ -16,7 +16,6 @@
 // KEEP=file keeps callgrind's output for callgrind_annotate.
 import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -28,13 +27,8 @@ const src = checkSourceIn(luaDir);
 const FCALL = process.env.MODE === 'fcall';
 const lua = checkChunkOf(src);
 const library = checkLibraryOf(src);
-const port = await new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const p = s.address().port;
-    s.close(() => resolve(p));
-  });
-});
+const { freePort } = await import(new URL('../../dist/bench/lib/redis-server.js', import.meta.url).href);
+const port = await freePort();
 const out = join(tmpdir(), `sluice-callgrind.${port}.out`);
 const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`, `--callgrind-out-file=${out}`,
   process.env.REDIS_SERVER ?? 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });

@@ -14,9 +14,7 @@
 // commit to compare against. OVER=1 puts 90 % of checks on 100 over-limit keys (bench/scenarios/redis.ts'
 // over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof). ROOT@n runs that build with
 // redis.pipelineCalls n (PIPELINE=n: every child), so one build's call splits compare in one run.
-import { fork, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { fork } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -93,24 +91,11 @@ if (process.argv[2] === '--child') {
     process.exit(2);
   }
   const c = Number(cArg), rounds = Number(roundsArg), ms = Number(msArg), over = process.env.OVER === '1';
-  const port = await new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise((resolve) => {
-    let log = '';
-    redis.stdout.on('data', (d) => {
-      log += d;
-      if (log.includes('Ready to accept connections')) resolve();
-    });
-  });
-  const redisCpu = () => {
-    const f = readFileSync(`/proc/${redis.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10_000;
-  };
+  // the bench's own redis-server (this checkout's build: `npm run build` first)
+  const { startRedis } = await import(new URL('../../dist/bench/lib/redis-server.js', import.meta.url).href);
+  const own = await startRedis();
+  const { port } = own;
+  const redisCpu = () => own.cpuMicros();
   const self = fileURLToPath(import.meta.url);
   const kids = [];
   for (const root of roots) {
@@ -154,5 +139,5 @@ if (process.argv[2] === '--child') {
   }
   for (const k of kids) k.ch.send({ stop: true });
   await Promise.all(kids.map((k) => new Promise((r) => k.ch.once('exit', r))));
-  redis.kill('SIGTERM');
+  await own.stop();
 }

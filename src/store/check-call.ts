@@ -21,7 +21,7 @@
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
-import { functionMissing, loadFailure, type CheckLibrary } from './scripts.js';
+import { functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
 
 /** Bytes per packed leg: 6 doubles. */
 const LEG_BYTES = 48;
@@ -155,7 +155,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection)
     const sentAt = loads;
     return sent.catch(async (e: unknown) => {
-      if (viaFcall ? !functionMissing(e) : !String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      if (viaFcall ? !functionMissing(e) : !scriptMissing(e)) throw e;
       // the library (or the script's cache) is gone from this server: load it again, once. The calls in
       // flight with this one fail alike; the first one answered reloads, a call sent before that load was
       // sent is just resent behind it (its answer comes after the load's, on the one connection)

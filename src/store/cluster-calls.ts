@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { checkLibrary, checkScript, functionMissing, loadFailure, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, functionMissing, loadFailure, scriptMissing, syncScript } from './scripts.js';
 import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
@@ -67,7 +67,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     try {
       return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
     } catch (e) {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      if (!scriptMissing(e)) throw e;
       return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
     }
   };
@@ -114,7 +114,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     try {
       return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
     } catch (e) {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      if (!scriptMissing(e)) throw e;
       return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args));
     }
   };

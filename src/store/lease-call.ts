@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { deadline, Liveness } from './deadline.js';
-import { leaseScript } from './scripts.js';
+import { leaseScript, scriptMissing } from './scripts.js';
 
 /**
  * The call that runs lua/concurrency.lua on one key (RedisStore.lease): EVALSHA, and EVAL once after a
@@ -16,7 +16,7 @@ export function leaseCaller(redis: Redis | Cluster, timeoutMs: number): (key: st
     try {
       return (await redis.evalsha(sha, 1, key, ...args)) as number[];
     } catch (e) {
-      if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+      if (!scriptMissing(e)) throw e;
       return (await redis.eval(lua, 1, key, ...args)) as number[];
     }
   };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { quotaLeaseScript } from './scripts.js';
+import { quotaLeaseScript, scriptMissing } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
 import { DEFAULT_TIMEOUT_MS, RedisStore, type StoreFailures } from './redis.js';
@@ -93,7 +93,7 @@ export class LeaseStore {
       try {
         return (await c.evalsha(this.sha, 2, ...args)) as number[];
       } catch (e) {
-        if (!String((e as Error)?.message).includes('NOSCRIPT')) throw e;
+        if (!scriptMissing(e)) throw e;
         return (await c.eval(this.lua, 2, ...args)) as number[];
       }
     })();

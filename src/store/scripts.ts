@@ -103,6 +103,11 @@ export function loadFailure(e: unknown): 'loaded' | 'refused' | 'retry' {
   return /unknown command|NOPERM|ERR Error registering/i.test(msg) ? 'refused' : 'retry';
 }
 
+/** Whether an EVALSHA failed because the server does not hold the script (a restart, failover, SCRIPT FLUSH). */
+export function scriptMissing(e: unknown): boolean {
+  return String((e as Error)?.message).includes('NOSCRIPT');
+}
+
 /** Whether an FCALL failed because the server does not hold the library (a restart, FUNCTION FLUSH). */
 export function functionMissing(e: unknown): boolean {
   return String((e as Error)?.message).includes('Function not found');
