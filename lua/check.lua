@@ -3,11 +3,14 @@
 --   ARGV[3] = n legs; ARGV[4] = the legs packed, 6 little-endian doubles each (48 bytes): algorithm, L, P, B,
 --             cost, group length (first leg of a check, else 0) + maxDelayMs·65536 (onLimit: delay, else 0:
 --             src/engine/delay.ts SCRIPT_DELAY_SHIFT). One packed argument costs Redis one string
---             instead of 6 per leg to read, and the client one to write.
+--             instead of 6 per leg to read, and the client one to write. The algorithm + UNIQUE (16) on a
+--             check of one leg: the caller says no other leg of the call names its key
+--             (src/store/check-call.ts UNIQUE_KEY), so the leg is decided and its write queued without the
+--             bookkeeping that lets later legs of the call see a key's new state.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with its resetAfterMs, the time until the state carries no information
---             (bucket full, window over), as its expiry: PEXPIREAT now + resetAfterMs on Redis's clock, else
---             PEXPIRE.
+--             (bucket full, window over), as its expiry, rounded up to the next whole second (never early, at
+--             most 999 ms late): PEXPIREAT on Redis's clock, else PEXPIRE (see expiryText).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
 -- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
 -- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
@@ -32,6 +35,8 @@
 -- scratch entries by slot are written at a key's first sight before they are read, ABSENT entries carry the
 -- call's stamp, and the tables that are keyed by key (SLOT) are made anew.
 local NMAXN = -MAXN
+-- added to a single-leg check's algorithm by a caller that knows no other leg of the call names its key
+local UNIQUE = 16
 -- struct.pack, struct.unpack, string.format, taken per call: a library's code sees no libraries while it loads
 local spack, sunpack, sformat
 -- per call: the time, the number of legs, the keys, their MGET values, the legs as one flat table (6 numbers
@@ -159,6 +164,32 @@ end
 local X0, X1, XT, XS = {}, {}, {}, {}
 -- the MSET's arguments: key, state, key, state, ...
 local MSET = {}
+-- per key written: its leg (KEYS index) and its expiry as text (expiryText); nx of them this call
+local XK, XX, nx = {}, {}, 0
+-- per call: PEXPIREAT's base, the call's time (Redis's clock), or PEXPIRE's, 0 (the caller's clock)
+local xbase = 0
+-- expiryText's texts by expiry (whole seconds, so a call's keys share a few), emptied past 4096
+local XTEXT, nxtext = {}, 0
+
+-- A key's expiry: its state carries information for ttl more ms (resetAfterMs), so it expires at xbase + ttl
+-- rounded up to the next whole second, a (below, written out where it is used: a Lua call costs Redis more than
+-- the arithmetic). A key lives at most 999 ms longer than its state matters (shared/cases 03 allows 1 s),
+-- never shorter, and the text the expiry command takes is made by one string.format('%d') per second instead of
+-- per key (a number argument would cost Redis a printf('%.17g'), twice that): XTEXT[a], else expiryText(j, ttl)
+-- makes it. ~1.3 k of the ~31 k Redis instructions per decision (callgrind, bench/README.md). A ttl that is
+-- not a positive integer (none is) goes to Redis as the PX of a SET, for it to refuse: the script fails before
+-- anything is written.
+local function expiryText(j, ttl)
+  if not (ttl > 0 and ttl % 1 == 0) then rcall('SET', KS[j], '', 'PX', ttl) end
+  local a = xbase + ttl
+  local r = a % 1000
+  if r > 0 then a = a - r + 1000 end
+  if nxtext == 4096 then XTEXT, nxtext = {}, 0 end
+  local text = sformat('%d', a)
+  XTEXT[a] = text
+  nxtext = nxtext + 1
+  return text
+end
 
 -- One call: KEYS and ARGV as the header says. The hot tables as locals (a register instead of an upvalue per
 -- use); nd and nt stay upvalues, which commit and keep also advance.
@@ -169,8 +200,14 @@ now = clockMs(ARGV)
 n = tonumber(ARGV[3])
 local ARG4 = ARGV[4]
 raw = readAll(K, n)
-LEG, SLOT, nd, nt, probed, stamp = nil, {}, 0, 0, 0, stamp + 1
+LEG, SLOT, nd, nt, probed, stamp, nx = nil, {}, 0, 0, 0, stamp + 1, 0
+-- the expiry: absolute on Redis's clock (the instant the state stops carrying information); on the caller's
+-- clock (ARGV[1] = 0) relative to Redis's own
+local pe = 'PEXPIRE'
+xbase = 0
+if ARGV[1] == '1' then pe, xbase = 'PEXPIREAT', now end
 local KEYS, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now = K, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now
+local MS, ms, XK, XX = MSET, 0, XK, XX
 -- i: the leg; o: its place in out; pos: its place in ARG4
 local i, o, pos = 1, 0, 1
 while i <= n do
@@ -182,7 +219,10 @@ while i <= n do
     if i + g - 1 > n then g = n - i + 1 end
   end
   if g == 1 then
-    -- one leg (the common case), inlined: decided and committed at once
+    -- one leg (the common case), inlined: decided and committed at once. A unique key (u) needs no slot: its
+    -- state is read from its MGET value and its new state goes straight to the MSET
+    local u = alg >= UNIQUE
+    if u then alg = alg - UNIQUE end
     local code, rem, reset, retry
     if L == 0 and alg <= 1 then
       if c > 0 then
@@ -194,15 +234,20 @@ while i <= n do
       end
     else
       -- the key's state: its slot's, or read on first sight (into the slot once decided: committed, or as
-      -- read)
-      local key = KEYS[i]
-      local s = SLOT[key]
-      local w0, w1, last
-      local first = not s
+      -- read; a unique key's has no slot)
+      local s, w0, w1, last
+      local first = u
+      if not u then
+        local key = KEYS[i]
+        s = SLOT[key]
+        first = not s
+        if first then
+          s = i
+          SLOT[key] = i
+          TTL[i] = false
+        end
+      end
       if first then
-        s = i
-        SLOT[key] = i
-        TTL[i] = false
         local v = raw[i]
         if v and alg ~= 5 and #v == 24 then
           -- lib.lua decodeState's packed case, inlined. x % 1 is in [0, 1) for a finite x and NaN for ±inf
@@ -266,17 +311,34 @@ while i <= n do
         code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
       end
       if code == ALLOW and c > 0 then
-        W0[s], W1[s], WL[s] = nw0, nw1, t
-        LOG[s] = alg == 5
-        if not TTL[s] then
-          nd = nd + 1
-          dirty[nd] = s
+        if u then
+          local v
+          if alg == 5 then v = encodeLog(nw0) else v = spack('<ddd', nw0, nw1, t) end
+          MS[ms + 1], MS[ms + 2] = KEYS[i], v
+          ms = ms + 2
+          local a = xbase + reset
+          local r = a % 1000
+          if r > 0 then a = a - r + 1000 end
+          local text = XTEXT[a]
+          if not (text and reset > 0 and reset % 1 == 0) then text = expiryText(i, reset) end
+          nx = nx + 1
+          XK[nx], XX[nx] = i, text
+        else
+          W0[s], W1[s], WL[s] = nw0, nw1, t
+          LOG[s] = alg == 5
+          if not TTL[s] then
+            nd = nd + 1
+            dirty[nd] = s
+          end
+          TTL[s] = reset
         end
-        TTL[s] = reset
       else
-        if first then store(s, alg, w0, w1, last) end
+        if first and not u then store(s, alg, w0, w1, last) end
         if code ~= ALLOW and code ~= UNREADABLE then
-          if LOG[s] then w0 = 0 end -- a sliding log's entries: the reply carries numbers only
+          -- a sliding log's entries: the reply carries numbers only
+          if u then
+            if alg == 5 then w0 = 0 end
+          elseif LOG[s] then w0 = 0 end
           tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0 or 0, w1 or 0, last
           nt = nt + 3
         end
@@ -287,7 +349,13 @@ while i <= n do
     o = o + 4
     pos = pos + 48
   else
-    if not LEG then LEG = unpackLegs(ARG4, n) end
+    if not LEG then
+      LEG = unpackLegs(ARG4, n)
+      -- UNIQUE is for a check of one leg: a group's legs are decided through their keys' slots
+      for b = 1, 6 * n, 6 do
+        if LEG[b] >= UNIQUE then LEG[b] = LEG[b] - UNIQUE end
+      end
+    end
     local all, unreadable = true, false
     for j = i, i + g - 1 do
       local bj = j * 6 - 6
@@ -325,34 +393,31 @@ end
 -- The written states go out in one MSET (512 arguments a call: unpack's stack), then each key's expiry by
 -- its own PEXPIREAT: a SET with an expiry per key cost Redis ~2 k instructions more per key (callgrind,
 -- bench/README.md: each call's own overhead, its status reply made into a Lua table). The script is atomic:
--- nobody sees a state between its MSET and its expiry. On Redis's clock the expiry is absolute, PEXPIREAT
--- now + PX: the instant the state stops carrying information. On the caller's clock (ARGV[1] = 0) it stays
--- relative to Redis's own, PEXPIRE.
-local pe, base = 'PEXPIRE', 0
-if ARGV[1] == '1' then pe, base = 'PEXPIREAT', now end
-local MS, ms = MSET, 0
+-- nobody sees a state between its MSET and its expiry. Unique keys' states and expiries were queued as they
+-- were decided; the slots' go after them.
 for k = 1, nd do
   local s = dirty[k]
   local v
   if LOG[s] then v = encodeLog(W0[s]) else v = spack('<ddd', W0[s], W1[s], WL[s]) end
   local ttl = TTL[s]
-  -- a TTL that is not a positive integer (none is) goes to Redis as a number, for it to refuse: the script
-  -- fails before anything is written
-  if not (ttl > 0 and ttl % 1 == 0) then rcall('SET', KEYS[s], v, 'PX', ttl) end
+  local a = xbase + ttl
+  local r = a % 1000
+  if r > 0 then a = a - r + 1000 end
+  local text = XTEXT[a]
+  if not (text and ttl > 0 and ttl % 1 == 0) then text = expiryText(s, ttl) end
+  nx = nx + 1
+  XK[nx], XX[nx] = s, text
   MS[ms + 1], MS[ms + 2] = KEYS[s], v
   ms = ms + 2
-  if ms == 512 then
-    rcall('MSET', unpack(MS, 1, ms))
-    ms = 0
-  end
 end
-if ms > 0 then rcall('MSET', unpack(MS, 1, ms)) end
-for k = 1, nd do
-  local s = dirty[k]
-  -- the expiry as decimal text by string.format('%d') (exact below 2^63): a number argument costs Redis a
-  -- printf('%.17g'), twice the cost
-  rcall(pe, KEYS[s], sformat('%d', base + TTL[s]))
+local k = 1
+while k <= ms do
+  local e = k + 511
+  if e > ms then e = ms end
+  rcall('MSET', unpack(MS, k, e))
+  k = e + 1
 end
+for k = 1, nx do rcall(pe, KEYS[XK[k]], XX[k]) end
 local m = n * 4 + 1
 out[m] = now
 for k = 1, nt do out[m + k] = tail[k] end

@@ -1,7 +1,9 @@
 /**
- * lua/check.lua on the shared redis-server, on Redis's clock: a written key expires exactly at the Redis time
- * its check was decided at plus the check's resetAfterMs (the script writes PXAT now + PX), on a new key and
- * on one written before; and the keys MGET reads as false are told apart (new, or of another type) whether one
+ * lua/check.lua on the shared redis-server, on Redis's clock: a written key expires at the Redis time its check
+ * was decided at plus the check's resetAfterMs, rounded up to the next whole second (never early, at most
+ * 999 ms late), on a new key and on one written before, decided without a slot (a check of one leg on a key
+ * no other leg of the call names: src/store/check-call.ts UNIQUE_KEY) or through one (a key named twice); on
+ * the caller's clock the same rule as a relative expiry; and the keys MGET reads as false are told apart (new, or of another type) whether one
  * EXISTS of all of them settles them or one per key has to: a key of another type among new keys makes its
  * own check unreadable and nothing else.
  */
@@ -27,7 +29,7 @@ describe('strict script: expiry and new keys', () => {
     await redis?.stop();
   });
 
-  it('a written key expires at the decision\'s Redis time plus its resetAfterMs, new or written before', async () => {
+  it('a written key expires at the decision\'s Redis time plus its resetAfterMs rounded up to a whole second, new or written before', async () => {
     const keys = ['sluice:x:a', 'sluice:x:b', 'sluice:x:c'];
     for (const round of [1, 2]) {
       const wide = await rs.decideWide(keys, keys.flatMap(() => LEG), 0);
@@ -36,8 +38,40 @@ describe('strict script: expiry and new keys', () => {
         expect([code, remaining], `round ${round}, ${keys[j]}`).toStrictEqual([0, round === 1 ? 7 : 4]);
         // 3 (then 6, less what refilled) tokens at 1 an hour
         expect(reset).toBeGreaterThan(0);
-        expect(await redis.client.pexpiretime(keys[j]), `round ${round}, ${keys[j]}`).toBe(t + reset);
+        expect(await redis.client.pexpiretime(keys[j]), `round ${round}, ${keys[j]}`).toBe(Math.ceil((t + reset) / 1000) * 1000);
       }
+    }
+  });
+
+  it('a key two checks of one call name gets the same rule, once, from its last state', async () => {
+    const keys = ['sluice:x:twice', 'sluice:x:once', 'sluice:x:twice'];
+    const wide = await rs.decideWide(keys, keys.flatMap(() => LEG), 0);
+    const row = (j: number) => wide.slice(j * LEG_WIDE, j * LEG_WIDE + 5);
+    expect(row(0).slice(0, 2)).toStrictEqual([0, 7]);
+    expect(row(1).slice(0, 2)).toStrictEqual([0, 7]);
+    expect(row(2).slice(0, 2)).toStrictEqual([0, 4]);
+    const [, , reset, , t] = row(2);
+    expect(await redis.client.pexpiretime('sluice:x:twice')).toBe(Math.ceil((t + reset) / 1000) * 1000);
+    expect(await redis.client.pexpiretime('sluice:x:once')).toBe(Math.ceil((row(1)[4] + row(1)[2]) / 1000) * 1000);
+  });
+
+  it('on the caller\'s clock, a key expires after its resetAfterMs rounded up to a whole second of Redis\'s own time', async () => {
+    const own = RedisStore.create({ url: redis.url, timeoutMs: 5000, clock: 'limiter' });
+    try {
+      await own.connected(2000);
+      // 3 tokens of a bucket refilled 7 every 10 s: full again in 4286 ms, so the key lives 5 s
+      const leg = [0, 7, 10_000, 10, 3, 1];
+      const before = await redis.client.time();
+      const wide = await own.decideWide(['sluice:x:rel'], leg, 1_000_500);
+      const after = await redis.client.time();
+      expect(wide.slice(0, 3)).toStrictEqual([0, 7, 4286]);
+      // TIME: [seconds, microseconds]
+      const ms = (tm: ReadonlyArray<string | number>) => Number(tm[0]) * 1000 + Math.floor(Number(tm[1]) / 1000);
+      const at = await redis.client.pexpiretime('sluice:x:rel');
+      expect(at).toBeGreaterThanOrEqual(ms(before) + 5000);
+      expect(at).toBeLessThanOrEqual(ms(after) + 5000);
+    } finally {
+      await own.close();
     }
   });
 
