@@ -5,7 +5,7 @@
 --             src/engine/delay.ts SCRIPT_DELAY_SHIFT). One packed argument costs Redis one string
 --             instead of 6 per leg to read, and the client one to write. The algorithm + UNIQUE (16) on a
 --             check of one leg: the caller says no other leg of the call names its key
---             (src/store/check-call.ts UNIQUE_KEY), so the leg is decided and its write queued without the
+--             (src/store/contract.ts UNIQUE_KEY), so the leg is decided and its write queued without the
 --             bookkeeping that lets later legs of the call see a key's new state.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with its resetAfterMs, the time until the state carries no information

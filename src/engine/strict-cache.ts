@@ -80,6 +80,13 @@ export interface Known {
    */
   sentEpoch: number;
   epoch: number;
+  /**
+   * The strict decider's bookkeeping of the script call being built (src/engine/deciders/strict.ts): the last
+   * call this check was put in, and where in that call's arguments its leg's algorithm code went while marked
+   * UNIQUE_KEY (−1: not marked, the key being named again).
+   */
+  callId: number;
+  markAt: number;
 }
 
 const RENEW_MS = 10_000;
@@ -138,7 +145,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0,
+        exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;

@@ -6,8 +6,7 @@
  * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is
  * written into one Buffer: its small ASCII header and arguments as two strings, each key's bytes copied from
  * what the over-limit cache made once for it (src/store/key-wire.ts), then the packed legs (lua/check.lua's
- * ARGV[4]: 6 little-endian doubles per leg, a check of one leg on a key no other leg names marked
- * {@link UNIQUE_KEY}). The request goes through ioredis as a {@link Command} whose bytes
+ * ARGV[4]: 6 little-endian doubles per leg). The request goes through ioredis as a {@link Command} whose bytes
  * are already made, so the client's reply queue, its connection handling and its errors stay ioredis's.
  *
  * The script is called as a Redis Function (FCALL of src/store/scripts.ts checkLibrary): Redis runs a
@@ -26,42 +25,6 @@ import { functionMissing, loadFailure, scriptMissing, type CheckLibrary } from '
 
 /** Bytes per packed leg: 6 doubles. */
 const LEG_BYTES = 48;
-
-/**
- * Added to the algorithm number (a leg's first) of a check of one leg whose key no other leg of the call
- * names (lua/check.lua UNIQUE): Redis then decides it without the bookkeeping that lets later legs of the
- * call see a key's new state, and queues its write as it goes (~1.9 k of ~31 k Redis instructions per
- * decision, a callgrind count: bench/README.md).
- */
-export const UNIQUE_KEY = 16;
-
-/** The script's 6th leg number: group length + maxDelayMs · this (src/engine/delay.ts SCRIPT_DELAY_SHIFT). */
-const GROUP_SPAN = 65536;
-
-/** legDoubles' scratch: each key of the call being encoded, at its first leg (−1: named by several). */
-const firstLeg = new Map<string, number>();
-
-/**
- * Copies the `keys.length` legs of `args` from `from` (6 numbers each: algorithm, L, P, B, cost, group
- * length) into `f`, each check of one leg whose key no other leg names marked {@link UNIQUE_KEY}.
- */
-export function legDoubles(keys: readonly string[], args: ArrayLike<number>, from: number, f: Float64Array): void {
-  const n = keys.length;
-  for (let i = 0; i < 6 * n; i++) f[i] = args[from + i];
-  const seen = firstLeg;
-  for (let i = 0; i < n; i++) {
-    const k = keys[i];
-    const at = seen.get(k);
-    if (at === undefined) {
-      seen.set(k, i);
-      if (f[6 * i + 5] % GROUP_SPAN === 1) f[6 * i] += UNIQUE_KEY;
-    } else if (at >= 0) {
-      if (f[6 * at] >= UNIQUE_KEY) f[6 * at] -= UNIQUE_KEY;
-      seen.set(k, -1);
-    }
-  }
-  seen.clear();
-}
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -88,32 +51,15 @@ const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
 /** The legs of the call being encoded, as doubles (grown as needed; the request copies its bytes). */
 let legScratch = new Float64Array(64 * 6);
 
-/** {@link legDoubles} into the scratch, grown to hold them. */
-function scratchLegs(keys: readonly string[], args: ArrayLike<number>, from: number): Float64Array {
-  const m = keys.length * 6;
-  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
-  legDoubles(keys, args, from, legScratch);
-  return legScratch;
-}
-
-/** lua/check.lua's ARGV[4] for `keys` and their legs in `args` from `from` ({@link legDoubles}), as a new Buffer. */
-export function packLegs(keys: readonly string[], args: ArrayLike<number>, from: number): Buffer {
-  const f = scratchLegs(keys, args, from);
-  const b = Buffer.allocUnsafe(keys.length * LEG_BYTES);
-  for (let i = 0; i < keys.length * 6; i++) b.writeDoubleLE(f[i], i * 8);
-  return b;
-}
-
 /**
  * The request `EVALSHA name n key… flag now n legs` (`name` the script's SHA-1; or, `cmd` `fcall`, `FCALL name
- * n key…`, `name` the function's) for `keys`, given as
- * RESP bytes in `wire` (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each, in order, any number per element):
- * `args` holds 6 numbers per leg from `from` (algorithm, L, P, B, cost, group length), one leg per key, sent
- * as {@link legDoubles} makes them. The keys are copied, not encoded, and the legs' doubles go in one copy.
+ * n key…`, `name` the function's), its keys given as
+ * RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys
+ * in all): `args` holds 6 numbers per leg from `from` (algorithm, L, P, B, cost, group length), one leg per
+ * key. The keys are copied, not encoded, and the legs' doubles go in one copy.
  */
-export function encodeCheckWire(name: string, keys: readonly string[], wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>,
-  from: number, cmd = 'evalsha'): Buffer {
-  const n = keys.length;
+export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
+  cmd = 'evalsha'): Buffer {
   const legBytes = n * LEG_BYTES;
   const nStr = String(n), nowStr = String(now), flagStr = String(flag);
   // ASCII only: one byte per character
@@ -128,13 +74,16 @@ export function encodeCheckWire(name: string, keys: readonly string[], wire: rea
     o += wire[i].length;
   }
   o += buf.write(tail, o, 'latin1');
-  // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
-  const f = scratchLegs(keys, args, from);
+  const m = n * 6;
   if (LITTLE_ENDIAN) {
+    // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
+    if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
+    const f = legScratch;
+    for (let i = 0; i < m; i++) f[i] = args[from + i];
     buf.set(new Uint8Array(f.buffer, 0, legBytes), o);
     o += legBytes;
   } else {
-    for (let i = 0; i < n * 6; i++) o = buf.writeDoubleLE(f[i], o);
+    for (let i = 0; i < m; i++) o = buf.writeDoubleLE(args[from + i], o);
   }
   buf[o] = 13;
   buf[o + 1] = 10;
@@ -143,7 +92,7 @@ export function encodeCheckWire(name: string, keys: readonly string[], wire: rea
 
 /** {@link encodeCheckWire} for keys not encoded yet (a call that comes without the over-limit cache's bytes). */
 export function encodeCheck(sha: string, keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number): Buffer {
-  return encodeCheckWire(sha, keys, [keyWire(keys)], flag, now, args, from);
+  return encodeCheckWire(sha, keys.length, [keyWire(keys)], flag, now, args, from);
 }
 
 /** An {@link encodeCheck} request of `n` keys as EVAL with the script's text instead of its SHA-1. */
@@ -201,7 +150,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     const n = keys.length;
     const viaFcall = fcall;
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
-    const req = encodeCheckWire(name, keys, wire ?? [keyWire(keys)], flag, now, args, from, cmd);
+    const req = encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd);
     const sent = send(req, n, viaFcall);
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection)
     const sentAt = loads;

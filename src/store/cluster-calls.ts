@@ -9,13 +9,19 @@ import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
-import { packLegs } from './check-call.js';
 
 /**
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
  * `wire` optionally the keys as RESP bytes (Store.decideWide; a Cluster's calls, split by slot, ignore it).
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
+
+/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
+function packLegs(args: readonly number[], from: number): Buffer {
+  const b = Buffer.allocUnsafe((args.length - from) * 8);
+  for (let i = from; i < args.length; i++) b.writeDoubleLE(args[i], (i - from) * 8);
+  return b;
+}
 
 /** A script as EVALSHA needs it. */
 interface Script {
@@ -120,7 +126,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.keys, p.args, 0)]),
+      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args, 0)]),
         timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows

@@ -91,6 +91,15 @@ export type StoredValues = Array<Buffer | null>;
  * last of its group) when the keys belong to a guarded policy, else null: a Redis Cluster stores such keys in
  * the guard's hash slot (src/store/slots.ts), so a plain read or delete must look there too.
  */
+/**
+ * Added to a leg's algorithm code (Store.decideWide `args`) by a caller that knows the leg is a check of one
+ * leg and that no other leg of the batch names its key (src/engine/deciders/strict.ts). lua/check.lua (UNIQUE)
+ * then decides it without the bookkeeping that lets later legs of the call see a key's new state and queues
+ * its write as it goes: ~2 k of ~31 k Redis instructions per decision (callgrind: bench/README.md). An
+ * unmarked leg is decided the same, through that bookkeeping. Algorithm codes are below it.
+ */
+export const UNIQUE_KEY = 16;
+
 export interface Store extends PubSub {
   /** Prefix of every key the store writes (`sluice:` by default). */
   readonly prefix: string;
@@ -113,7 +122,8 @@ export interface Store extends PubSub {
 
   /**
    * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm
-   * code, L, P, B, cost, group length on a group's first leg else 0). Resolves to {@link LEG_WIDE} numbers
+   * code, L, P, B, cost, group length on a group's first leg else 0); the algorithm code + {@link UNIQUE_KEY}
+   * on a check of one leg says no other leg of the batch names its key. Resolves to {@link LEG_WIDE} numbers
    * per leg (src/store/reply.ts): code, remaining, resetAfterMs, retryAfterMs, the store time of the
    * decision, and for a denied check's legs the state it was decided on. Legs of a Cluster slot whose call
    * failed while others answered, or whose state is unreadable, come back as NaN rows (the failure rule).

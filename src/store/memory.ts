@@ -10,7 +10,7 @@
  * always the clock keys expire by. Calls never fail (no network): the failure rule is exercised against Redis.
  */
 import { performance } from 'node:perf_hooks';
-import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreStats, StoredValues } from './contract.js';
+import { UNIQUE_KEY, type MergeOptions, type Store, type StoreChannel, type StoreFailures, type StoreStats, type StoredValues } from './contract.js';
 import { MemoryPubSub } from './memory-pubsub.js';
 import { LatencyHistogram } from './latency.js';
 import { LEG_WIDE, widen } from './reply.js';
@@ -116,7 +116,8 @@ export class MemoryStore implements Store {
     type Eval = [number, number, number, number, W0?, number?, number?, number?];
     // d: the most ms leg j may wait (onLimit: delay), 0 for none
     const evaluateLeg = (j: number, c: number, d: number): Eval => {
-      const alg = legs[6 * j], L = legs[6 * j + 1], P = legs[6 * j + 2], B = legs[6 * j + 3];
+      // UNIQUE_KEY only spares the script its slot bookkeeping: decided the same here
+      const alg = legs[6 * j] % UNIQUE_KEY, L = legs[6 * j + 1], P = legs[6 * j + 2], B = legs[6 * j + 3];
       if (L === 0 && alg <= 1) {
         E0[j] = 0;
         E1[j] = 0;

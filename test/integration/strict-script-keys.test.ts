@@ -2,7 +2,7 @@
  * lua/check.lua on the shared redis-server, on Redis's clock: a written key expires at the Redis time its check
  * was decided at plus the check's resetAfterMs, rounded up to the next whole second (never early, at most
  * 999 ms late), on a new key and on one written before, decided without a slot (a check of one leg on a key
- * no other leg of the call names: src/store/check-call.ts UNIQUE_KEY) or through one (a key named twice); on
+ * no other leg of the call names, marked src/store/contract.ts UNIQUE_KEY) or through one (a key named twice); on
  * the caller's clock the same rule as a relative expiry; and the keys MGET reads as false are told apart (new, or of another type) whether one
  * EXISTS of all of them settles them or one per key has to: a key of another type among new keys makes its
  * own check unreadable and nothing else.
@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/store/redis.js';
 import { LEG_WIDE } from '../../src/store/reply.js';
+import { UNIQUE_KEY } from '../../src/store/contract.js';
 import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const HOUR = 3_600_000;
@@ -29,10 +30,13 @@ describe('strict script: expiry and new keys', () => {
     await redis?.stop();
   });
 
-  it('a written key expires at the decision\'s Redis time plus its resetAfterMs rounded up to a whole second, new or written before', async () => {
-    const keys = ['sluice:x:a', 'sluice:x:b', 'sluice:x:c'];
+  it.each([
+    ['through its slot', 0, ['sluice:x:a', 'sluice:x:b', 'sluice:x:c']],
+    ['marked UNIQUE_KEY', UNIQUE_KEY, ['sluice:x:ua', 'sluice:x:ub']],
+  ])('a written key expires at the decision\'s Redis time plus its resetAfterMs rounded up to a whole second, new or written before (%s)', async (_, mark, keys) => {
+    const leg = [LEG[0] + mark, ...LEG.slice(1)];
     for (const round of [1, 2]) {
-      const wide = await rs.decideWide(keys, keys.flatMap(() => LEG), 0);
+      const wide = await rs.decideWide(keys, keys.flatMap(() => leg), 0);
       for (let j = 0; j < keys.length; j++) {
         const [code, remaining, reset, , t] = wide.slice(j * LEG_WIDE, j * LEG_WIDE + 5);
         expect([code, remaining], `round ${round}, ${keys[j]}`).toStrictEqual([0, round === 1 ? 7 : 4]);

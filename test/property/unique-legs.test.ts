@@ -1,7 +1,8 @@
 /**
- * lua/check.lua with its legs marked UNIQUE_KEY (src/store/check-call.ts packLegs: a check of one leg on a key
- * no other leg of the call names, decided without a slot) against the same calls unmarked (every leg through
- * the slot path), call for call: the replies are the same bytes and the keys hold the same values.
+ * lua/check.lua with its legs marked UNIQUE_KEY (src/store/contract.ts: a check of one leg on a key no other
+ * leg of the call names, decided without a slot; marked here as src/engine/deciders/strict.ts marks them)
+ * against the same calls unmarked (every leg through the slot path), call for call: the replies are the same
+ * bytes and the keys hold the same values, with the same expiry.
  *
  * fast-check draws limits (every algorithm the property support has, and the sliding log), calls of 1 to 12
  * checks on 4 keys and a guard key, so that some keys are named twice or more in a call and others once, some checks of two
@@ -14,7 +15,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compilePolicies } from '../../src/config/policies.js';
 import { scriptBurst, scriptPeriod } from '../../src/engine/calendar-args.js';
-import { packLegs } from '../../src/store/check-call.js';
+import { UNIQUE_KEY } from '../../src/store/contract.js';
 import { checkLibrary } from '../../src/store/scripts.js';
 import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
 import { limitArb } from './support.js';
@@ -32,11 +33,18 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-/** The legs as sluice packed them before UNIQUE_KEY: 6 little-endian doubles each, as given. */
-function plainLegs(args: readonly number[]): Buffer {
+/** The legs as lua/check.lua reads them: 6 little-endian doubles each. */
+function packed(args: readonly number[]): Buffer {
   const b = Buffer.alloc(args.length * 8);
   args.forEach((v, i) => b.writeDoubleLE(v, i * 8));
   return b;
+}
+
+/** `args` with UNIQUE_KEY added to each check of one leg (group length 1) whose key no other leg names. */
+function marked(keys: readonly string[], args: readonly number[]): number[] {
+  const count = new Map<string, number>();
+  for (const k of keys) count.set(k, (count.get(k) ?? 0) + 1);
+  return args.map((v, i) => (i % 6 === 0 && args[i + 5] === 1 && count.get(keys[i / 6]) === 1 ? v + UNIQUE_KEY : v));
 }
 
 /** One check: its limit (index), key (index; 4: the guard key), cost, and whether a guard leg on the guard key follows. */
@@ -103,7 +111,7 @@ describe('check script: legs marked UNIQUE_KEY decide as the slot path does', ()
         const replies: Buffer[] = [];
         for (const [k, prefix] of prefixes.entries()) {
           const keys = names.map((n) => prefix + n);
-          const legs = k === 0 ? packLegs(keys, args, 0) : plainLegs(args);
+          const legs = packed(k === 0 ? marked(keys, args) : args);
           replies.push(await redis.client.callBuffer('FCALL', lib.fn, keys.length, ...keys, '0', String(now), String(keys.length), legs) as Buffer);
         }
         expect(replies[0].equals(replies[1]), `call at ${now}: ${JSON.stringify(call.checks)}`).toBe(true);
