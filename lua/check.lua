@@ -274,16 +274,9 @@ while i <= n do
         local x = BP
         if last >= 0 then
           if last > t then t = last end
-          local a = BP - w0
-          local r = a % L
-          local q = (a - r) / L
-          if r < 0 then q = q - 1 elseif r >= L then q = q + 1 end
-          if q * L < a then q = q + 1 end
-          local elapsed = t - last
-          if elapsed >= q then x = BP else
-            x = w0 + elapsed * L
-            if x > BP then x = BP end
-          end
+          -- the refill, capped (ALG[0] says why it is exact)
+          x = w0 + (t - last) * L
+          if x > BP then x = BP end
         end
         local cP = c * P
         if c <= B and (c == 0 or cP <= x) then

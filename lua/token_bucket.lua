@@ -7,12 +7,11 @@ ALG[0] = function(L, P, B, exists, w0, w1, last, c, t, D)
   local BP = B * P
   local x = BP
   if exists then
-    local elapsed = t - last
-    -- from a debt (w0 < 0) the bucket takes longer to fill
-    if elapsed >= cdiv(BP - w0, L) then x = BP else
-      x = w0 + elapsed * L
-      if x > BP then x = BP end
-    end
+    -- elapsed·L tokens·P refilled (from a debt, w0 < 0, the bucket takes longer to fill), capped at B·P. Exact in
+    -- doubles: below 2^53 every term is; a product past it (a key idle for ages) is still past B·P ≤ 2^51 after
+    -- adding w0 (≥ −2^51), so the cap gives B·P, as it would exactly
+    x = w0 + (t - last) * L
+    if x > BP then x = BP end
   end
   local whole = 0
   if x > 0 then whole = fdiv(x, P) end
