@@ -176,7 +176,7 @@ local XTEXT, nxtext = {}, 0
 -- the arithmetic). A key lives at most 999 ms longer than its state matters (shared/cases 03 allows 1 s),
 -- never shorter, and the text the expiry command takes is made by one string.format('%d') per second instead of
 -- per key (a number argument would cost Redis a printf('%.17g'), twice that): XTEXT[a], else expiryText(j, ttl)
--- makes it. ~1.3 k of the ~31 k Redis instructions per decision (callgrind, bench/README.md). A ttl that is
+-- makes it: ~0.7 k of the ~31 k Redis instructions per decision (callgrind: the README's Redis section). A ttl that is
 -- not a positive integer (none is) goes to Redis as the PX of a SET, for it to refuse: the script fails before
 -- anything is written.
 local function expiryText(j, ttl)

@@ -85,21 +85,21 @@ export interface PubSub {
 export type StoredValues = Array<Buffer | null>;
 
 /**
+ * Added to a leg's algorithm code (Store.decideWide `args`) by a caller that knows the leg is a check of one
+ * leg and that no other leg of the batch names its key (src/engine/deciders/strict.ts). lua/check.lua (UNIQUE)
+ * then decides it without the bookkeeping that lets later legs of the call see a key's new state and queues
+ * its write as it goes: ~2.8 k of ~31 k Redis instructions per decision (callgrind: README, Redis section). An
+ * unmarked leg is decided the same, through that bookkeeping. Algorithm codes are below it.
+ */
+export const UNIQUE_KEY = 16;
+
+/**
  * Shared state of the limiter's `strict` and `sync` policies.
  *
  * Keys are full store keys (src/keys/store-key.ts). `guardKey`: the key of a guarded policy's guard leg (the
  * last of its group) when the keys belong to a guarded policy, else null: a Redis Cluster stores such keys in
  * the guard's hash slot (src/store/slots.ts), so a plain read or delete must look there too.
  */
-/**
- * Added to a leg's algorithm code (Store.decideWide `args`) by a caller that knows the leg is a check of one
- * leg and that no other leg of the batch names its key (src/engine/deciders/strict.ts). lua/check.lua (UNIQUE)
- * then decides it without the bookkeeping that lets later legs of the call see a key's new state and queues
- * its write as it goes: ~2 k of ~31 k Redis instructions per decision (callgrind: bench/README.md). An
- * unmarked leg is decided the same, through that bookkeeping. Algorithm codes are below it.
- */
-export const UNIQUE_KEY = 16;
-
 export interface Store extends PubSub {
   /** Prefix of every key the store writes (`sluice:` by default). */
   readonly prefix: string;
