@@ -11,7 +11,8 @@
 //
 // Only the script is counted (--toggle-collect=evalShaCommand, or fcallCommand with MODE=fcall: the script as
 // the Redis Function library sluice loads, src/store/scripts.ts checkLibrary): reading the call off the socket
-// and writing its reply are not. Also printed: the commands the script ran per decision (INFO commandstats).
+// and writing its reply are not (WHOLE=1 counts them too: the whole server while the calls are made; at 32
+// checks a call the script was 96 % of it). Also printed: the commands the script ran per decision (INFO commandstats).
 // REDIS_SERVER=path runs another redis-server binary (one built with symbols, for a per-function profile);
 // KEEP=file keeps callgrind's output for callgrind_annotate.
 import { execFileSync, spawn } from 'node:child_process';
@@ -30,7 +31,10 @@ const library = checkLibraryOf(src);
 const { freePort } = await import(new URL('../../dist/bench/lib/redis-server.js', import.meta.url).href);
 const port = await freePort();
 const out = join(tmpdir(), `sluice-callgrind.${port}.out`);
-const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`, `--callgrind-out-file=${out}`,
+// WHOLE=1: everything the server runs while the calls are made (reading requests, writing replies, its event
+// loop), not only the script
+const toggle = process.env.WHOLE === '1' ? [] : [`--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`];
+const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', ...toggle, `--callgrind-out-file=${out}`,
   process.env.REDIS_SERVER ?? 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
 const redis = new Redis({ port, retryStrategy: () => 200 });
 redis.on('error', () => {});
@@ -90,6 +94,6 @@ for (const f of readdirSync(tmpdir()).filter((f) => f.startsWith(`sluice-callgri
 const decisions = Number(CALLS) * n;
 const perDecision = [...after].filter(([c]) => !['evalsha', 'fcall', 'function', 'info', 'script'].includes(c) && after.get(c) > (before.get(c) ?? 0))
   .map(([c, v]) => `${c} ${((v - (before.get(c) ?? 0)) / decisions).toFixed(3)}`).join(', ');
-console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision inside ${FCALL ? 'FCALL' : 'EVALSHA'} ` +
+console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision ${process.env.WHOLE === '1' ? 'in the whole server' : `inside ${FCALL ? 'FCALL' : 'EVALSHA'}`} ` +
   `(${CALLS} calls of ${n} token-bucket checks on ${FRESH ? 'keys never written' : `${NKEYS} written keys`}; ` +
   `commands per decision: ${perDecision})`);
