@@ -171,21 +171,23 @@ local xbase = 0
 -- expiryText's texts by expiry (whole seconds, so a call's keys share a few), emptied past 4096
 local XTEXT, nxtext = {}, 0
 
--- A key's expiry: its state carries information for ttl more ms (resetAfterMs), so it expires at xbase + ttl
--- rounded up to the next whole second, a (below, written out where it is used: a Lua call costs Redis more than
--- the arithmetic). A key lives at most 999 ms longer than its state matters (shared/cases 03 allows 1 s),
--- never shorter, and the text the expiry command takes is made by one string.format('%d') per second instead of
--- per key (a number argument would cost Redis a printf('%.17g'), twice that): XTEXT[a], else expiryText(j, ttl)
--- makes it: ~0.7 k of the ~31 k Redis instructions per decision (callgrind: the README's Redis section). A ttl that is
--- not a positive integer (none is) goes to Redis as the PX of a SET, for it to refuse: the script fails before
--- anything is written.
+-- The expiry of leg j's key, whose state carries information for ttl more ms (resetAfterMs), as the text the
+-- expiry command takes: xbase + ttl rounded up to the next whole second. A key lives at most 999 ms longer
+-- than its state matters (shared/cases 03 allows 1 s), never shorter, and the text is made by one
+-- string.format('%d') per second instead of per key (a number argument would cost Redis a printf('%.17g'),
+-- twice that) and kept in XTEXT: ~0.7 k of the ~31 k Redis instructions per decision (callgrind: the README's
+-- Redis section). The unique-key path writes the rounding and the XTEXT lookup out inline and calls this only
+-- for a text not made yet: the Lua call costs more than the arithmetic. A ttl that is not a positive integer
+-- (none is) goes to Redis as the PX of a SET, for it to refuse: the script fails before anything is written.
 local function expiryText(j, ttl)
   if not (ttl > 0 and ttl % 1 == 0) then rcall('SET', KS[j], '', 'PX', ttl) end
   local a = xbase + ttl
   local r = a % 1000
   if r > 0 then a = a - r + 1000 end
+  local text = XTEXT[a]
+  if text then return text end
   if nxtext == 4096 then XTEXT, nxtext = {}, 0 end
-  local text = sformat('%d', a)
+  text = sformat('%d', a)
   XTEXT[a] = text
   nxtext = nxtext + 1
   return text
@@ -392,14 +394,8 @@ for k = 1, nd do
   local s = dirty[k]
   local v
   if LOG[s] then v = encodeLog(W0[s]) else v = spack('<ddd', W0[s], W1[s], WL[s]) end
-  local ttl = TTL[s]
-  local a = xbase + ttl
-  local r = a % 1000
-  if r > 0 then a = a - r + 1000 end
-  local text = XTEXT[a]
-  if not (text and ttl > 0 and ttl % 1 == 0) then text = expiryText(s, ttl) end
   nx = nx + 1
-  XK[nx], XX[nx] = s, text
+  XK[nx], XX[nx] = s, expiryText(s, TTL[s])
   MS[ms + 1], MS[ms + 2] = KEYS[s], v
   ms = ms + 2
 end
