@@ -21,8 +21,10 @@ import type { Ctx, Scenario, Section } from '../lib/types.js';
 const FILE = fileURLToPath(import.meta.url);
 const POLICY = 'per-client';
 
+/** The shared access trace: ../shared/data/access-trace.csv beside the checkout, else the checkout's copy. */
 function tracePath(root: string): string {
-  return join(root, '..', 'shared', 'data', 'access-trace.csv');
+  const beside = join(root, '..', 'shared', 'data', 'access-trace.csv');
+  return existsSync(beside) ? beside : join(root, 'test', 'fixtures', 'shared', 'data', 'access-trace.csv');
 }
 
 function configPath(root: string): string {

@@ -1,5 +1,6 @@
 /**
- * Loader for the shared failure cases (`../shared/cases/cases.json`, see its README).
+ * Loader for the shared failure cases (`../shared/cases/cases.json`, see its README; a checkout on its own
+ * reads the copy in test/fixtures/shared/: test/helpers/shared.ts).
  *
  * It normalises the JSON so tests can replay it directly:
  * - the strings "NaN", "Infinity", "-Infinity" in `cost`, `limit`, `period`, `burst` become those numbers
@@ -9,10 +10,10 @@
  *   so a replay can omit the fields the case omits.
  */
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
+import { sharedFile } from './shared.js';
 
-/** Where the shared cases live, relative to the project root (the directory vitest runs in). */
-export const CASES_PATH = path.resolve(process.cwd(), '../shared/cases/cases.json');
+/** Where the shared cases are read from (test/helpers/shared.ts). */
+export const CASES_PATH = sharedFile('cases/cases.json');
 
 /** A policy exactly as the case gives it (it may be deliberately invalid). */
 export interface CasePolicy {

@@ -13,11 +13,12 @@ import type { Limiter, LimiterOptions } from '../../src/types.js';
 import { ManualClock } from './clock.js';
 import { HttpConn, REQUEST_TIMEOUT_MS } from './http-conn.js';
 import { TEST_MAX_KEYS } from './limiter.js';
+import { sharedFile } from './shared.js';
 
 /** The project root (the folder holding package.json). */
 export const PROJECT_ROOT = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '..', '..');
-/** The shared access trace, resolved as ../shared/data/access-trace.csv from the project root. */
-export const TRACE_PATH = path.resolve(PROJECT_ROOT, '..', 'shared', 'data', 'access-trace.csv');
+/** The shared access trace: ../shared/data/access-trace.csv, or the checkout's copy (test/helpers/shared.ts). */
+export const TRACE_PATH = sharedFile('data/access-trace.csv');
 /** The built CLI entry point. */
 export const SLUICE_BIN = path.join(PROJECT_ROOT, 'bin', 'sluice.js');
 

@@ -9,6 +9,10 @@ import path from 'node:path';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT, runSluice, send, spawnServe, type ServeProcess } from '../helpers/server.js';
+import { sharedFileFromRoot } from '../helpers/shared.js';
+
+/** The shared access trace as `sluice replay` is given it, from the project root (the CLI's cwd here). */
+const TRACE = sharedFileFromRoot('data/access-trace.csv');
 
 let tmp: string;
 beforeAll(() => {
@@ -185,7 +189,7 @@ describe('sluice serve + sluice check', () => {
 
 describe('sluice replay', () => {
   it('--json on the shared trace with examples/trace-per-client.yaml: 8509 admitted, 1490 denied', async () => {
-    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml', '--json'], { timeoutMs: 60_000 });
+    const r = await runSluice(['replay', TRACE, '--config', 'examples/trace-per-client.yaml', '--json'], { timeoutMs: 60_000 });
     expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
     const out = JSON.parse(r.stdout) as Array<{ policy: string; admitted: number; denied: number; mostLimited: unknown[] }>;
     expect(out.map((p) => ({ policy: p.policy, admitted: p.admitted, denied: p.denied, top: p.mostLimited.length })))
@@ -194,11 +198,11 @@ describe('sluice replay', () => {
   }, 60_000);
 
   it('the text report', async () => {
-    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml', '--top', '2'], { timeoutMs: 60_000 });
+    const r = await runSluice(['replay', TRACE, '--config', 'examples/trace-per-client.yaml', '--top', '2'], { timeoutMs: 60_000 });
     expect(r).toStrictEqual({
       code: 0, signal: null, stderr: '',
       stdout: [
-        'replay of ../shared/data/access-trace.csv',
+        `replay of ${TRACE}`,
         '',
         'policy per-client: 9999 checks, 8509 admitted, 1490 denied (14.9% denied)',
         '  most-limited keys:',
@@ -210,11 +214,11 @@ describe('sluice replay', () => {
   }, 60_000);
 
   it('--compare FILE --json: both configs per policy and the difference', async () => {
-    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', 'examples/trace-per-client.yaml',
+    const r = await runSluice(['replay', TRACE, '--config', 'examples/trace-per-client.yaml',
       '--compare', 'examples/trace-per-client-candidate.yaml', '--json'], { timeoutMs: 60_000 });
     expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
     const out = JSON.parse(r.stdout) as { trace: string; a: string; b: string; policies: Array<Record<string, any>> };
-    expect(out).toMatchObject({ trace: '../shared/data/access-trace.csv', a: 'examples/trace-per-client.yaml', b: 'examples/trace-per-client-candidate.yaml' });
+    expect(out).toMatchObject({ trace: TRACE, a: 'examples/trace-per-client.yaml', b: 'examples/trace-per-client-candidate.yaml' });
     expect(out.policies.map((p) => [p.policy, p.a.admitted, p.a.denied, p.b.admitted, p.b.denied, p.diff.admitted, p.diff.denied]))
       .toStrictEqual([['per-client', 8509, 1490, 8626, 1373, 117, -117]]);
   }, 60_000);
@@ -316,7 +320,7 @@ describe('bad config files', () => {
 
   it('replay exits 1 naming the file and the path; SLUICE_CONFIG is read the same way', async () => {
     const file = writeTmp('bad-burst.yaml', 'policies:\n  w:\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 9\n');
-    const r = await runSluice(['replay', '../shared/data/access-trace.csv', '--config', file]);
+    const r = await runSluice(['replay', TRACE, '--config', file]);
     expect({ code: r.code, stdout: r.stdout }).toStrictEqual({ code: 1, stdout: '' });
     expect(r.stderr.startsWith(`sluice: ${file}: policies.w.burst: `)).toBe(true);
     const viaEnv = await runSluice(['serve', '--host', '127.0.0.1', '--port', '0'], { env: { SLUICE_CONFIG: file } });

@@ -4,8 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { formatCompare, formatReplay, replay, replayCompare } from '../../src/cli/replay.js';
 import { parseConfig } from '../../src/config/load.js';
 import { ReferenceModel } from '../helpers/model.js';
+import { sharedFile } from '../helpers/shared.js';
 
-const TRACE = resolve(process.cwd(), '../shared/data/access-trace.csv');
+const TRACE = sharedFile('data/access-trace.csv');
 const csv = readFileSync(TRACE, 'utf8');
 const config = parseConfig(readFileSync(resolve(process.cwd(), 'examples/trace-per-client.yaml'), 'utf8'), 'trace-per-client.yaml');
 
