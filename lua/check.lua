@@ -12,10 +12,12 @@
 --             (bucket full, window over), as its expiry, rounded up to the next whole second (never early, at
 --             most 999 ms late): PEXPIREAT on Redis's clock, else PEXPIRE (see expiryText).
 -- A group (a check's limits, then its guard's) is admitted only if every leg admits; then all legs commit.
--- Returns one string of little-endian doubles (lib.lua packReply): 4 per leg: code, remaining, resetAfterMs,
--- retryAfterMs (−1 = never); then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then,
--- for each leg of each denied check, in leg order, the state it was decided on: w0, w1, lastSeen (−1:
--- absent). A denied key's state only shrinks afterwards (other callers only spend), so the caller can answer
+-- Returns one string of little-endian doubles (lib.lua packReply): 3 per leg: code, remaining, resetAfterMs;
+-- then the time the script decided at (Unix ms: Redis's TIME, or ARGV[2]); then the retryAfterMs (−1 =
+-- never) of each leg whose retryAfterMs is not 0, in leg order, its code + RETRIED (8) saying so; then, for
+-- each leg of each denied check, in leg order, the state it was decided on: w0, w1, lastSeen (−1: absent).
+-- An admission without a delay (the common case) sends 3 numbers, not 4 (src/store/reply.ts unpackReply
+-- gives the caller 4 per leg again). A denied key's state only shrinks afterwards (other callers only spend), so the caller can answer
 -- the same key's costlier checks without Redis until it refills (src/engine/strict-cache.ts). A check with a
 -- leg whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg
 -- and changes nothing; the other checks of the batch are decided as usual.
@@ -37,6 +39,8 @@
 local NMAXN = -MAXN
 -- added to a single-leg check's algorithm by a caller that knows no other leg of the call names its key
 local UNIQUE = 16
+-- added to a leg's code in the reply when its retryAfterMs follows (src/store/reply.ts RETRIED)
+local RETRIED = 8
 -- struct.pack, struct.unpack, string.format, taken per call: a library's code sees no libraries while it loads
 local spack, sunpack, sformat
 -- per call: the time, the number of legs, the keys, their MGET values, the legs as one flat table (6 numbers
@@ -56,8 +60,11 @@ end
 -- entries (a table) rather than a number
 local SLOT, W0, W1, WL, TTL, LOG = nil, t64(), t64(), t64(), t64(), {}
 local dirty, nd = t64(), 0
--- 4 numbers per leg, then the time, then the denied legs' states
+-- 3 numbers per leg, then the time, then the retries, then the denied legs' states (the header says how)
 local out = {}
+-- per leg of a group of several: its 4 outputs (code, remaining, resetAfterMs, retryAfterMs) until the group
+-- is settled and they go to out
+local GO = {}
 local tail, nt = {}, 0
 -- by leg: the stamp of the call whose one EXISTS of several keys found its key absent; legs up to probed
 -- were in such an EXISTS
@@ -210,8 +217,9 @@ xbase = 0
 if ARGV[1] == '1' then pe, xbase = 'PEXPIREAT', now end
 local KEYS, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now = K, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now
 local MS, ms, XK, XX = MSET, 0, XK, XX
--- i: the leg; o: its place in out; pos: its place in ARG4
+-- i: the leg; o: its place in out; pos: its place in ARG4; out[rbase]: the time, then the nr retries
 local i, o, pos = 1, 0, 1
+local rbase, nr = n * 3 + 1, 0
 while i <= n do
   local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
   -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
@@ -339,9 +347,15 @@ while i <= n do
         end
       end
     end
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = code, rem, reset, retry
+    if retry == 0 then
+      out[o + 1], out[o + 2], out[o + 3] = code, rem, reset
+    else
+      out[o + 1], out[o + 2], out[o + 3] = code + RETRIED, rem, reset
+      nr = nr + 1
+      out[rbase + nr] = retry
+    end
     i = i + 1
-    o = o + 4
+    o = o + 3
     pos = pos + 48
   else
     if not LEG then
@@ -357,7 +371,7 @@ while i <= n do
       local gj = LEG[bj + 6]
       local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5], (gj - gj % 65536) / 65536)
       local oj = j * 4 - 4
-      out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = code, rem, reset, retry
+      GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = code, rem, reset, retry
       X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
       if code ~= ALLOW then
         all = false
@@ -367,21 +381,31 @@ while i <= n do
     for j = i, i + g - 1 do
       local oj = j * 4 - 4
       if unreadable then
-        out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = UNREADABLE, 0, 0, 0
+        GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = UNREADABLE, 0, 0, 0
       elseif all then
         local s = XS[j]
-        if s then commit(s, X0[j], X1[j], XT[j], out[oj + 3], LEG[j * 6 - 5]) end
+        if s then commit(s, X0[j], X1[j], XT[j], GO[oj + 3], LEG[j * 6 - 5]) end
       else
         local bj = j * 6 - 6
-        if out[oj + 1] == ALLOW then
+        if GO[oj + 1] == ALLOW then
           -- this leg alone would admit, but the check is denied: report its state untouched
-          out[oj + 1], out[oj + 2], out[oj + 3], out[oj + 4] = evaluate(j, bj, 0, 0)
+          GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = evaluate(j, bj, 0, 0)
         end
         keep(j, bj)
       end
     end
+    for j = i, i + g - 1 do
+      local oj = j * 4 - 4
+      local code, retry = GO[oj + 1], GO[oj + 4]
+      if retry ~= 0 then
+        code = code + RETRIED
+        nr = nr + 1
+        out[rbase + nr] = retry
+      end
+      out[o + 1], out[o + 2], out[o + 3] = code, GO[oj + 2], GO[oj + 3]
+      o = o + 3
+    end
     i = i + g
-    o = o + 4 * g
     pos = pos + 48 * g
   end
 end
@@ -407,8 +431,8 @@ while k <= ms do
   k = e + 1
 end
 for k = 1, nx do rcall(pe, KEYS[XK[k]], XX[k]) end
-local m = n * 4 + 1
-out[m] = now
+out[rbase] = now
+local m = rbase + nr
 for k = 1, nt do out[m + k] = tail[k] end
 return packReply(out, m + nt)
 end

@@ -103,19 +103,19 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (fcall) {
       const sentAt = loads;
       try {
-        return unpackReply(await fcallBuffer(keys, args));
+        return unpackReply(await fcallBuffer(keys, args), keys.length);
       } catch (e) {
         if (!functionMissing(e)) throw e;
         // the parts of one batch fail together: the first loads every master, the others wait for it
         await (sentAt === loads ? loadAll() : loading ?? undefined);
-        if (fcall) return unpackReply(await fcallBuffer(keys, args));
+        if (fcall) return unpackReply(await fcallBuffer(keys, args), keys.length);
       }
     }
     try {
-      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args));
+      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args), keys.length);
     } catch (e) {
       if (!scriptMissing(e)) throw e;
-      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args));
+      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), keys.length);
     }
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead

@@ -1,19 +1,51 @@
 /**
- * Reading lua/check.lua's reply: one string of little-endian doubles ({@link unpackReply}), 4 per leg (code, remaining, resetAfterMs, retryAfterMs), then the
- * time the script decided at, then (w0, w1, lastSeen) for each leg of each denied check, in leg order.
+ * Reading lua/check.lua's reply. The script packs 3 numbers per leg (code, remaining, resetAfterMs; the code
+ * + {@link RETRIED} when the leg's retryAfterMs is not 0), then the time it decided at, then those legs'
+ * retryAfterMs in leg order, then (w0, w1, lastSeen) for each leg of each denied check, in leg order.
+ * {@link unpackReply} gives it back as 4 per leg (code, remaining, resetAfterMs, retryAfterMs), the time,
+ * then the states: the layout {@link widen}, {@link spentBy} and the MemoryStore share.
  */
 
 /**
- * The numbers of lua/check.lua's packed reply (one bulk string of little-endian doubles: Redis sends one
- * string instead of an integer reply per number, and reading it here parses no text). Every figure is an
- * integer within ±2^53, exact in a double. Throws a {@link ReplyShapeError} (counted as a script error) on a
- * reply that is not a whole number of doubles.
+ * Added to a leg's code in the packed reply when its retryAfterMs (a denial's wait, an admission's delay, −1
+ * for never) follows after the time: an admission without a delay, the common case, costs Redis 3 numbers
+ * to pack and send, not 4 (callgrind: bench/README.md). Codes are below 8 (lua/lib.lua).
  */
-export function unpackReply(raw: unknown): number[] {
+export const RETRIED = 8;
+
+/**
+ * The numbers of lua/check.lua's packed reply for a call of `n` legs (one bulk string of little-endian
+ * doubles: Redis sends one string instead of an integer reply per number, and reading it here parses no
+ * text), as 4 per leg, the time, then the denied legs' states. Every figure is an integer within ±2^53, exact
+ * in a double. Throws a {@link ReplyShapeError} (counted as a script error) on a reply that is not a whole
+ * number of doubles, or too short for its legs and the retries their codes announce.
+ */
+export function unpackReply(raw: unknown, n: number): number[] {
   if (!Buffer.isBuffer(raw) || raw.length % 8 !== 0) throw new ReplyShapeError(Buffer.isBuffer(raw) ? `${raw.length} bytes` : typeof raw);
-  const n = raw.length / 8;
-  const out = new Array<number>(n);
-  for (let i = 0; i < n; i++) out[i] = raw.readDoubleLE(i * 8);
+  const count = raw.length / 8;
+  if (count < n * 3 + 1) throw new ReplyShapeError(`${count} numbers for ${n} legs`);
+  const out = new Array<number>(count + n);
+  // r: the next retry to read, after the 3 per leg and the time
+  let r = n * 3 + 1;
+  for (let j = 0; j < n; j++) {
+    const x = raw.readDoubleLE(j * 24);
+    out[j * 4 + 1] = raw.readDoubleLE(j * 24 + 8);
+    out[j * 4 + 2] = raw.readDoubleLE(j * 24 + 16);
+    if (x >= RETRIED) {
+      if (r >= count) throw new ReplyShapeError(`no retryAfterMs for leg ${j}`);
+      out[j * 4] = x - RETRIED;
+      out[j * 4 + 3] = raw.readDoubleLE(r * 8);
+      r++;
+    } else {
+      out[j * 4] = x;
+      out[j * 4 + 3] = 0;
+    }
+  }
+  out[n * 4] = raw.readDoubleLE(n * 24);
+  // the states, after the retries
+  let o = n * 4 + 1;
+  for (; r < count; r++) out[o++] = raw.readDoubleLE(r * 8);
+  out.length = o;
   return out;
 }
 
