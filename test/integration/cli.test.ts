@@ -76,11 +76,13 @@ describe('sluice --help, --version and usage errors', () => {
       [['serve', '--redis', 'redis://x', '--redis-cluster', 'a:1'], 'sluice serve: --redis and --redis-cluster: give one\n'],
       [['validate'], 'sluice validate: takes one or more policies files\n'],
     ];
-    for (const [args, start] of cases) {
-      const r = await runSluice(args);
+    // one process each, all at once: each is a Node start-up, and nothing they do depends on another
+    const runs = await Promise.all(cases.map(([args]) => runSluice(args)));
+    cases.forEach(([args, start], i) => {
+      const r = runs[i];
       expect({ args, code: r.code, stdout: r.stdout, start: r.stderr.startsWith(start), usage: r.stderr.includes('usage:\n') })
         .toStrictEqual({ args, code: 2, stdout: '', start: true, usage: true });
-    }
+    });
   });
 });
 
