@@ -17,8 +17,9 @@
 -- never) of each leg whose retryAfterMs is not 0, in leg order, its code + RETRIED (8) saying so; then, for
 -- each leg of each denied check, in leg order, the state it was decided on: w0, w1, lastSeen (−1: absent).
 -- An admission without a delay (the common case) sends 3 numbers, not 4 (src/store/reply.ts unpackReply
--- gives the caller 4 per leg again). A denied key's state only shrinks afterwards (other callers only spend), so the caller can answer
--- the same key's costlier checks without Redis until it refills (src/engine/strict-cache.ts). A check with a
+-- gives the caller 4 per leg again). A denied key's state only shrinks afterwards (other callers only
+-- spend), so the caller can answer the same key's costlier checks without Redis until it refills
+-- (src/engine/strict-cache.ts). A check with a
 -- leg whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg
 -- and changes nothing; the other checks of the batch are decided as usual.
 --
