@@ -163,7 +163,7 @@ describe('Redis Sentinel', () => {
     } finally {
       if (!closed) await limiter.close();
     }
-  }, 60_000);
+  }, 60_000 + 120_000); // and insideWindow's longest wait
 });
 
 describe('Redis Sentinel: a manual failover (the old master stays up, demoted to a replica)', () => {
@@ -210,5 +210,5 @@ describe('Redis Sentinel: a manual failover (the old master stays up, demoted to
     } finally {
       await limiter.close();
     }
-  }, 60_000);
+  }, 60_000 + 60_000); // and insideWindow's longest wait
 });

@@ -468,7 +468,7 @@ describe('case 14 across processes: 4 sluice serve instances on one Redis', () =
     await insideWindow(r.client, 3_600_000, 30_000);
     const t = await hammer('s1000', 'k', 50, 10);
     expectExact(t, 1000, 2000, await stored('s1000', 'k'));
-  }, 30_000);
+  }, 30_000 + 30_000); // and insideWindow's longest wait
 
   it('local (why the modes exist): the same traffic admits one quota per instance', async () => {
     await insideWindow(r.client, 3_600_000, 30_000);
@@ -479,5 +479,5 @@ describe('case 14 across processes: 4 sluice serve instances on one Redis', () =
     const big = await hammer('l1000', 'k', 50, 10);
     expect(big, JSON.stringify(big)).toMatchObject({ admitted: 2000, denied: 0, perInstance: [500, 500, 500, 500] });
     expect(await keysUnder(r.client, 'sluice:{l')).toStrictEqual([]);
-  }, 30_000);
+  }, 30_000 + 30_000); // and insideWindow's longest wait
 });
