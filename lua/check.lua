@@ -6,7 +6,10 @@
 --             instead of 6 per leg to read, and the client one to write. The algorithm + UNIQUE (16) on a
 --             check of one leg: the caller says no other leg of the call names its key
 --             (src/store/contract.ts UNIQUE_KEY), so the leg is decided and its write queued without the
---             bookkeeping that lets later legs of the call see a key's new state.
+--             bookkeeping that lets later legs of the call see a key's new state. The algorithm + RUN·r
+--             (32·r) on such a leg: the r legs after it are single-leg token-bucket checks on unique keys with
+--             its L, P, B and cost (src/store/leg-runs.ts), decided with its numbers, their own 48 bytes
+--             read only when the shortcut does not admit them.
 --   KEYS[i] = leg i's state (lib.lua encodeState: w0, w1, lastSeen), written only by an admitted check that
 --             costs something, with its resetAfterMs, the time until the state carries no information
 --             (bucket full, window over), as its expiry, rounded up to the next whole second (never early, at
@@ -30,7 +33,8 @@
 -- its last state and expiry: one MSET for all of them, then a PEXPIREAT each (the script is atomic: nothing
 -- sees the states in between). A single leg (the common
 -- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
--- written out; the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
+-- written out; a run's later legs skip that read and the tests of the leg's shape (~4 k of ~27.5 k
+-- instructions per decision at 32 checks a call); the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
 -- formatting cost Redis more than the arithmetic: see the notes below.
 -- The script runs as a Redis Function (FCALL; src/store/scripts.ts checkLibrary), its helpers and scratch
 -- tables made once when the library loads, or as an EVAL chunk (checkScript: a Redis
@@ -42,6 +46,10 @@ local NMAXN = -MAXN
 local UNIQUE = 16
 -- added to a leg's code in the reply when its retryAfterMs follows (src/store/reply.ts RETRIED)
 local RETRIED = 8
+-- times r, added to the algorithm of a leg that heads a run (src/store/leg-runs.ts RUN_MARK): the r legs after
+-- it are single-leg token-bucket checks on unique keys with its L, P, B and cost, so they are decided without
+-- reading their own 48 bytes
+local RUN = 32
 -- struct.pack, struct.unpack, string.format, taken per call: a library's code sees no libraries while it loads
 local spack, sunpack, sformat
 -- per call: the time, the number of legs, the keys, their MGET values, the legs as one flat table (6 numbers
@@ -172,8 +180,8 @@ end
 local X0, X1, XT, XS = {}, {}, {}, {}
 -- the MSET's arguments: key, state, key, state, ...
 local MSET = {}
--- per key written: its leg (KEYS index) and its expiry as text (expiryText); nx of them this call
-local XK, XX, nx = {}, {}, 0
+-- per key written, in the MSET's order: its expiry as text (expiryText)
+local XX = {}
 -- per call: PEXPIREAT's base, the call's time (Redis's clock), or PEXPIRE's, 0 (the caller's clock)
 local xbase = 0
 -- expiryText's texts by expiry (whole seconds, so a call's keys share a few), emptied past 4096
@@ -210,19 +218,79 @@ now = clockMs(ARGV)
 n = tonumber(ARGV[3])
 local ARG4 = ARGV[4]
 raw = readAll(K, n)
-LEG, SLOT, nd, nt, probed, stamp, nx = nil, {}, 0, 0, 0, stamp + 1, 0
+LEG, SLOT, nd, nt, probed, stamp = nil, {}, 0, 0, 0, stamp + 1
 -- the expiry: absolute on Redis's clock (the instant the state stops carrying information); on the caller's
 -- clock (ARGV[1] = 0) relative to Redis's own
 local pe = 'PEXPIRE'
 xbase = 0
 if ARGV[1] == '1' then pe, xbase = 'PEXPIREAT', now end
 local KEYS, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now = K, raw, SLOT, W0, W1, WL, TTL, LOG, out, tail, dirty, now
-local MS, ms, XK, XX = MSET, 0, XK, XX
+-- nx: the keys written so far (their states at MS[2 k], their expiries' texts at XX[k]); the constants and the
+-- per-call helpers as locals too
+local MS, ms, XX, nx = MSET, 0, XX, 0
+local NMAXN, MAXN, XTEXT, spack, xbase = NMAXN, MAXN, XTEXT, spack, xbase
 -- i: the leg; o: its place in out; pos: its place in ARG4; out[rbase]: the time, then the nr retries
 local i, o, pos = 1, 0, 1
 local rbase, nr = n * 3 + 1, 0
+-- the run being decided (legs up to re): its L, P, B·P and cost·P
+local re, rL, rP, rBP, rcP = 0, 0, 0, 0, 0
 while i <= n do
+  -- a leg of a run: its bucket's tokens·P now (x) from its MGET value, or nil (a state that is absent before
+  -- EXISTS has said so, or not plainly valid: the leg goes the general way below, as does a denial)
+  local x, t
+  if i <= re then
+    local v = raw[i]
+    t = now
+    if v then
+      if #v == 24 then
+        local w0, w1, last = sunpack('<ddd', v)
+        if w0 % 1 + w1 % 1 + last % 1 == 0 and w0 >= NMAXN and w0 <= MAXN and w1 >= 0 and w1 <= MAXN
+          and last >= 0 and last <= MAXN then
+          if last > t then t = last end
+          x = w0 + (t - last) * rL
+          if x > rBP then x = rBP end
+        end
+      end
+    elseif ABSENT[i] == stamp then
+      x = rBP
+    end
+  end
+  if x and rcP <= x then
+    -- admitted: the unique path's token bucket below, with the run's numbers (c > 0, so after < B·P and the
+    -- reset is a positive integer)
+    local after = x - rcP
+    local r = after % rP
+    local rem = (after - r) / rP
+    if r < 0 then rem = rem - 1 elseif r >= rP then rem = rem + 1 end
+    local a = rBP - after
+    r = a % rL
+    local q = (a - r) / rL
+    if r < 0 then q = q - 1 elseif r >= rL then q = q + 1 end
+    if q * rL < a then q = q + 1 end
+    MS[ms + 1], MS[ms + 2] = KEYS[i], spack('<ddd', after, 0, t)
+    ms = ms + 2
+    a = xbase + q
+    r = a % 1000
+    if r > 0 then a = a - r + 1000 end
+    local text = XTEXT[a]
+    if not text then text = expiryText(i, q) end
+    nx = nx + 1
+    XX[nx] = text
+    out[o + 1], out[o + 2], out[o + 3] = ALLOW, rem, q
+    i = i + 1
+    o = o + 3
+    pos = pos + 48
+  else
   local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
+  if alg >= RUN then
+    -- a run's head: decided below like any leg; the run's legs after it take the shortcut above. A run of
+    -- anything but admissible token-bucket checks on unique keys (none is marked so) is decided leg by leg
+    local r = (alg - alg % RUN) / RUN
+    alg = alg % RUN
+    if alg == UNIQUE and gd == 1 and c > 0 and c <= B and L > 0 and P > 0 then
+      re, rL, rP, rBP, rcP = i + r, L, P, B * P, c * P
+    end
+  end
   -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
   local g = gd % 65536
   if g ~= 1 then
@@ -326,7 +394,7 @@ while i <= n do
           local text = XTEXT[a]
           if not (text and reset > 0 and reset % 1 == 0) then text = expiryText(i, reset) end
           nx = nx + 1
-          XK[nx], XX[nx] = i, text
+          XX[nx] = text
         else
           W0[s], W1[s], WL[s] = nw0, nw1, t
           LOG[s] = alg == 5
@@ -363,7 +431,7 @@ while i <= n do
       LEG = unpackLegs(ARG4, n)
       -- UNIQUE is for a check of one leg: a group's legs are decided through their keys' slots
       for b = 1, 6 * n, 6 do
-        if LEG[b] >= UNIQUE then LEG[b] = LEG[b] - UNIQUE end
+        LEG[b] = LEG[b] % UNIQUE
       end
     end
     local all, unreadable = true, false
@@ -409,6 +477,7 @@ while i <= n do
     i = i + g
     pos = pos + 48 * g
   end
+  end
 end
 -- The written states go out in one MSET (512 arguments a call: unpack's stack), then each key's expiry by
 -- its own PEXPIREAT: a SET with an expiry per key cost Redis ~2 k instructions more per key (callgrind,
@@ -420,7 +489,7 @@ for k = 1, nd do
   local v
   if LOG[s] then v = encodeLog(W0[s]) else v = spack('<ddd', W0[s], W1[s], WL[s]) end
   nx = nx + 1
-  XK[nx], XX[nx] = s, expiryText(s, TTL[s])
+  XX[nx] = expiryText(s, TTL[s])
   MS[ms + 1], MS[ms + 2] = KEYS[s], v
   ms = ms + 2
 end
@@ -431,7 +500,7 @@ while k <= ms do
   rcall('MSET', unpack(MS, k, e))
   k = e + 1
 end
-for k = 1, nx do rcall(pe, KEYS[XK[k]], XX[k]) end
+for k = 1, nx do rcall(pe, MS[k + k - 1], XX[k]) end
 out[rbase] = now
 local m = rbase + nr
 for k = 1, nt do out[m + k] = tail[k] end

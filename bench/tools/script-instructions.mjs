@@ -5,7 +5,8 @@
 // seconds, and a key of the bench's 60 a minute, spent once, is full again and expires after 1 s), then
 // counts the instructions Redis spends inside EVALSHA over CALLS calls of LEGS single-leg checks on random
 // keys. FRESH=1: every counted check is on a key never written (MGET reads it as false: the first-sight path).
-// Needs valgrind (callgrind_control). The legs go marked as sluice marks them (PLAIN=1: without the UNIQUE_KEY marks).
+// Needs valgrind (callgrind_control). The legs go marked as sluice marks them (PLAIN=1: without the UNIQUE_KEY marks
+// and runs; NORUNS=1: without the runs, src/store/leg-runs.ts).
 //
 //   node bench/tools/script-instructions.mjs [luaDir=lua] [LEGS=64] [CALLS=100]     (NKEYS=2000 by default; MODE=fcall)
 //
@@ -55,11 +56,15 @@ const args = Array.from({ length: n }, () => leg).flat();
 // marked as sluice's strict decider marks them (src/store/contract.ts UNIQUE_KEY: a check of one leg on a key
 // no other leg of the call names); PLAIN=1 sends them unmarked
 const { UNIQUE_KEY } = await import(new URL('../../dist/src/store/contract.js', import.meta.url).href);
+// and its runs marked as sluice's packer marks them (src/store/leg-runs.ts; NORUNS=1: unmarked)
+const { markRuns } = await import(new URL('../../dist/src/store/leg-runs.js', import.meta.url).href);
 const packedFor = (ks) => {
   const count = new Map();
   for (const k of ks) count.set(k, (count.get(k) ?? 0) + 1);
+  const f = Float64Array.from(args, (v, i) => (i % 6 === 0 && process.env.PLAIN !== '1' && count.get(ks[i / 6]) === 1 ? v + UNIQUE_KEY : v));
+  if (process.env.PLAIN !== '1' && process.env.NORUNS !== '1') markRuns(f, n);
   const b = Buffer.alloc(n * 48);
-  args.forEach((v, i) => b.writeDoubleLE(i % 6 === 0 && process.env.PLAIN !== '1' && count.get(ks[i / 6]) === 1 ? v + UNIQUE_KEY : v, i * 8));
+  f.forEach((v, i) => b.writeDoubleLE(v, i * 8));
   return b;
 };
 const call = (ks) => (FCALL ? redis.call('FCALL', library.fn, n, ...ks, '1', '0', String(n), packedFor(ks))

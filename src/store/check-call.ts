@@ -6,7 +6,7 @@
  * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is
  * written into one Buffer: its small ASCII header and arguments as two strings, each key's bytes copied from
  * what the over-limit cache made once for it (src/store/key-wire.ts), then the packed legs (lua/check.lua's
- * ARGV[4]: 6 little-endian doubles per leg). The request goes through ioredis as a {@link Command} whose bytes
+ * ARGV[4]: 6 little-endian doubles per leg, their runs marked: src/store/leg-runs.ts). The request goes through ioredis as a {@link Command} whose bytes
  * are already made, so the client's reply queue, its connection handling and its errors stay ioredis's.
  *
  * The script is called as a Redis Function (FCALL of src/store/scripts.ts checkLibrary): Redis runs a
@@ -21,6 +21,7 @@
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
+import { markRuns } from './leg-runs.js';
 import { functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
 
 /** Bytes per packed leg: 6 doubles. */
@@ -75,15 +76,16 @@ export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Arr
   }
   o += buf.write(tail, o, 'latin1');
   const m = n * 6;
+  // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
+  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
+  const f = legScratch;
+  for (let i = 0; i < m; i++) f[i] = args[from + i];
+  markRuns(f, n);
   if (LITTLE_ENDIAN) {
-    // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
-    if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
-    const f = legScratch;
-    for (let i = 0; i < m; i++) f[i] = args[from + i];
     buf.set(new Uint8Array(f.buffer, 0, legBytes), o);
     o += legBytes;
   } else {
-    for (let i = 0; i < m; i++) o = buf.writeDoubleLE(args[from + i], o);
+    for (let i = 0; i < m; i++) o = buf.writeDoubleLE(f[i], o);
   }
   buf[o] = 13;
   buf[o + 1] = 10;

@@ -9,6 +9,7 @@ import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
+import { markRuns } from './leg-runs.js';
 
 /**
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
@@ -16,10 +17,12 @@ import { hostPorts } from './sentinel.js';
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
 
-/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles. */
+/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles, their runs marked (src/store/leg-runs.ts). */
 function packLegs(args: readonly number[], from: number): Buffer {
-  const b = Buffer.allocUnsafe((args.length - from) * 8);
-  for (let i = from; i < args.length; i++) b.writeDoubleLE(args[i], (i - from) * 8);
+  const f = Float64Array.from(args.slice(from));
+  markRuns(f, f.length / 6);
+  const b = Buffer.allocUnsafe(f.length * 8);
+  for (let i = 0; i < f.length; i++) b.writeDoubleLE(f[i], i * 8);
   return b;
 }
 

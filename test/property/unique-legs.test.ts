@@ -15,9 +15,9 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compilePolicies } from '../../src/config/policies.js';
 import { scriptBurst, scriptPeriod } from '../../src/engine/calendar-args.js';
-import { UNIQUE_KEY } from '../../src/store/contract.js';
 import { checkLibrary } from '../../src/store/scripts.js';
 import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
+import { marked, packed } from '../helpers/check-legs.js';
 import { limitArb } from './support.js';
 import type { CompiledLimit } from '../../src/config/policy-spec.js';
 
@@ -32,20 +32,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis?.stop();
 });
-
-/** The legs as lua/check.lua reads them: 6 little-endian doubles each. */
-function packed(args: readonly number[]): Buffer {
-  const b = Buffer.alloc(args.length * 8);
-  args.forEach((v, i) => b.writeDoubleLE(v, i * 8));
-  return b;
-}
-
-/** `args` with UNIQUE_KEY added to each check of one leg (group length 1) whose key no other leg names. */
-function marked(keys: readonly string[], args: readonly number[]): number[] {
-  const count = new Map<string, number>();
-  for (const k of keys) count.set(k, (count.get(k) ?? 0) + 1);
-  return args.map((v, i) => (i % 6 === 0 && args[i + 5] === 1 && count.get(keys[i / 6]) === 1 ? v + UNIQUE_KEY : v));
-}
 
 /** One check: its limit (index), key (index; 4: the guard key), cost, and whether a guard leg on the guard key follows. */
 interface Check {

@@ -1,0 +1,28 @@
+/**
+ * lua/check.lua's legs as the tests send them: packed (ARGV[4], 6 little-endian doubles per leg) and marked as
+ * the strict decider (UNIQUE_KEY, src/engine/deciders/strict.ts) and the packer (runs, src/store/leg-runs.ts)
+ * mark them.
+ */
+import { UNIQUE_KEY } from '../../src/store/contract.js';
+import { markRuns } from '../../src/store/leg-runs.js';
+
+/** The legs as lua/check.lua reads them: 6 little-endian doubles each. */
+export function packed(args: ArrayLike<number>): Buffer {
+  const b = Buffer.alloc(args.length * 8);
+  for (let i = 0; i < args.length; i++) b.writeDoubleLE(args[i], i * 8);
+  return b;
+}
+
+/** `args` with UNIQUE_KEY added to each check of one leg (group length 1) whose key no other leg names. */
+export function marked(keys: readonly string[], args: readonly number[]): number[] {
+  const count = new Map<string, number>();
+  for (const k of keys) count.set(k, (count.get(k) ?? 0) + 1);
+  return args.map((v, i) => (i % 6 === 0 && args[i + 5] === 1 && count.get(keys[i / 6]) === 1 ? v + UNIQUE_KEY : v));
+}
+
+/** {@link marked}, then its runs marked as the packer marks them. */
+export function markedRuns(keys: readonly string[], args: readonly number[]): Float64Array {
+  const f = Float64Array.from(marked(keys, args));
+  markRuns(f, keys.length);
+  return f;
+}
