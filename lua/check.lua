@@ -34,8 +34,8 @@
 -- sees the states in between). A single leg (the common
 -- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
 -- written out; a run's later legs skip that read and the tests of the leg's shape (~4 k of ~27.5 k
--- instructions per decision at 32 checks a call); the reply is packed by one struct.pack per 512 numbers. Calls, table lookups and number
--- formatting cost Redis more than the arithmetic: see the notes below.
+-- instructions per decision at 32 checks a call); the reply is packed by one struct.pack per 512 numbers.
+-- Calls, table lookups and number formatting cost Redis more than the arithmetic: see the notes below.
 -- The script runs as a Redis Function (FCALL; src/store/scripts.ts checkLibrary), its helpers and scratch
 -- tables made once when the library loads, or as an EVAL chunk (checkScript: a Redis
 -- that refuses FUNCTION LOAD), which makes them on every call. Per call, the state below is reset before use:
@@ -281,202 +281,202 @@ while i <= n do
     o = o + 3
     pos = pos + 48
   else
-  local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
-  if alg >= RUN then
-    -- a run's head: decided below like any leg; the run's legs after it take the shortcut above. A run of
-    -- anything but admissible token-bucket checks on unique keys (none is marked so) is decided leg by leg
-    local r = (alg - alg % RUN) / RUN
-    alg = alg % RUN
-    if alg == UNIQUE and gd == 1 and c > 0 and c <= B and L > 0 and P > 0 then
-      re, rL, rP, rBP, rcP = i + r, L, P, B * P, c * P
+    local alg, L, P, B, c, gd = sunpack('<dddddd', ARG4, pos)
+    if alg >= RUN then
+      -- a run's head: decided below like any leg; the run's legs after it take the shortcut above. A run of
+      -- anything but admissible token-bucket checks on unique keys (none is marked so) is decided leg by leg
+      local r = (alg - alg % RUN) / RUN
+      alg = alg % RUN
+      if alg == UNIQUE and gd == 1 and c > 0 and c <= B and L > 0 and P > 0 then
+        re, rL, rP, rBP, rcP = i + r, L, P, B * P, c * P
+      end
     end
-  end
-  -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
-  local g = gd % 65536
-  if g ~= 1 then
-    if g < 1 then g = 1 end
-    if i + g - 1 > n then g = n - i + 1 end
-  end
-  if g == 1 then
-    -- one leg (the common case), inlined: decided and committed at once. A unique key (u) needs no slot: its
-    -- state is read from its MGET value and its new state goes straight to the MSET
-    local u = alg >= UNIQUE
-    if u then alg = alg - UNIQUE end
-    local code, rem, reset, retry
-    if L == 0 and alg <= 1 then
-      if c > 0 then
-        code, rem, reset, retry = NEVER, 0, 0, -1
-        tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
-        nt = nt + 3
-      else
-        code, rem, reset, retry = ALLOW, 0, 0, 0
-      end
-    else
-      -- the key's state: its slot's, or read on first sight (into the slot once decided: committed, or as
-      -- read; a unique key's has no slot)
-      local s, w0, w1, last
-      local first = u
-      if not u then
-        local key = KEYS[i]
-        s = SLOT[key]
-        first = not s
-        if first then
-          s = i
-          SLOT[key] = i
-          TTL[i] = false
+    -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)
+    local g = gd % 65536
+    if g ~= 1 then
+      if g < 1 then g = 1 end
+      if i + g - 1 > n then g = n - i + 1 end
+    end
+    if g == 1 then
+      -- one leg (the common case), inlined: decided and committed at once. A unique key (u) needs no slot: its
+      -- state is read from its MGET value and its new state goes straight to the MSET
+      local u = alg >= UNIQUE
+      if u then alg = alg - UNIQUE end
+      local code, rem, reset, retry
+      if L == 0 and alg <= 1 then
+        if c > 0 then
+          code, rem, reset, retry = NEVER, 0, 0, -1
+          tail[nt + 1], tail[nt + 2], tail[nt + 3] = 0, 0, -1
+          nt = nt + 3
+        else
+          code, rem, reset, retry = ALLOW, 0, 0, 0
         end
-      end
-      if first then
-        local v = raw[i]
-        if v and alg ~= 5 and #v == 24 then
-          -- lib.lua decodeState's packed case, inlined. x % 1 is in [0, 1) for a finite x and NaN for ±inf
-          -- or NaN, so the sum is 0 exactly when all three are integers
-          w0, w1, last = sunpack('<ddd', v)
-          if not (w0 % 1 + w1 % 1 + last % 1 == 0 and w0 >= NMAXN and w0 <= MAXN and w1 >= 0 and w1 <= MAXN
-            and last >= 0 and last <= MAXN) then
+      else
+        -- the key's state: its slot's, or read on first sight (into the slot once decided: committed, or as
+        -- read; a unique key's has no slot)
+        local s, w0, w1, last
+        local first = u
+        if not u then
+          local key = KEYS[i]
+          s = SLOT[key]
+          first = not s
+          if first then
+            s = i
+            SLOT[key] = i
+            TTL[i] = false
+          end
+        end
+        if first then
+          local v = raw[i]
+          if v and alg ~= 5 and #v == 24 then
+            -- lib.lua decodeState's packed case, inlined. x % 1 is in [0, 1) for a finite x and NaN for ±inf
+            -- or NaN, so the sum is 0 exactly when all three are integers
+            w0, w1, last = sunpack('<ddd', v)
+            if not (w0 % 1 + w1 % 1 + last % 1 == 0 and w0 >= NMAXN and w0 <= MAXN and w1 >= 0 and w1 <= MAXN
+              and last >= 0 and last <= MAXN) then
+              w0, w1, last = read(i, alg, v)
+            end
+          else
             w0, w1, last = read(i, alg, v)
           end
         else
-          w0, w1, last = read(i, alg, v)
+          w0, w1, last = W0[s], W1[s], WL[s]
         end
-      else
-        w0, w1, last = W0[s], W1[s], WL[s]
-      end
-      local t = now
-      local nw0, nw1
-      if last == -2 then
-        code, rem, reset, retry = UNREADABLE, 0, 0, 0
-      elseif alg == 0 then
-        -- token_bucket.lua (ALG[0]) inlined on its admitting path, its divisions (lib.lua fdiv, cdiv) written
-        -- out: a Lua call costs Redis more than the arithmetic. Any other outcome: ALG[0] itself.
-        local BP = B * P
-        local x = BP
-        if last >= 0 then
-          if last > t then t = last end
-          -- the refill, capped (ALG[0] says why it is exact)
-          x = w0 + (t - last) * L
-          if x > BP then x = BP end
-        end
-        local cP = c * P
-        if c <= B and (c == 0 or cP <= x) then
-          local after = x - cP
-          if after < 0 then rem = 0 else -- a peek in debt
-            local r = after % P
-            rem = (after - r) / P
-            if r < 0 then rem = rem - 1 elseif r >= P then rem = rem + 1 end
+        local t = now
+        local nw0, nw1
+        if last == -2 then
+          code, rem, reset, retry = UNREADABLE, 0, 0, 0
+        elseif alg == 0 then
+          -- token_bucket.lua (ALG[0]) inlined on its admitting path, its divisions (lib.lua fdiv, cdiv) written
+          -- out: a Lua call costs Redis more than the arithmetic. Any other outcome: ALG[0] itself.
+          local BP = B * P
+          local x = BP
+          if last >= 0 then
+            if last > t then t = last end
+            -- the refill, capped (ALG[0] says why it is exact)
+            x = w0 + (t - last) * L
+            if x > BP then x = BP end
           end
-          local a = BP - after
-          local r = a % L
-          local q = (a - r) / L
-          if r < 0 then q = q - 1 elseif r >= L then q = q + 1 end
-          if q * L < a then q = q + 1 end
-          code, reset, retry, nw0, nw1 = ALLOW, q, 0, after, 0
+          local cP = c * P
+          if c <= B and (c == 0 or cP <= x) then
+            local after = x - cP
+            if after < 0 then rem = 0 else -- a peek in debt
+              local r = after % P
+              rem = (after - r) / P
+              if r < 0 then rem = rem - 1 elseif r >= P then rem = rem + 1 end
+            end
+            local a = BP - after
+            local r = a % L
+            local q = (a - r) / L
+            if r < 0 then q = q - 1 elseif r >= L then q = q + 1 end
+            if q * L < a then q = q + 1 end
+            code, reset, retry, nw0, nw1 = ALLOW, q, 0, after, 0
+          elseif last >= 0 then
+            code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
+          else
+            code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
+          end
         elseif last >= 0 then
-          code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
+          if last > t then t = last end
+          code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
         else
-          code, rem, reset, retry, nw0, nw1 = ALG[0](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
+          code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
         end
-      elseif last >= 0 then
-        if last > t then t = last end
-        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, true, w0, w1, last, c, t, (gd - gd % 65536) / 65536)
-      else
-        code, rem, reset, retry, nw0, nw1 = ALG[alg](L, P, B, false, 0, 0, 0, c, t, (gd - gd % 65536) / 65536)
-      end
-      if code == ALLOW and c > 0 then
-        if u then
-          local v
-          if alg == 5 then v = encodeLog(nw0) else v = spack('<ddd', nw0, nw1, t) end
-          MS[ms + 1], MS[ms + 2] = KEYS[i], v
-          ms = ms + 2
-          local a = xbase + reset
-          local r = a % 1000
-          if r > 0 then a = a - r + 1000 end
-          local text = XTEXT[a]
-          if not (text and reset > 0 and reset % 1 == 0) then text = expiryText(i, reset) end
-          nx = nx + 1
-          XX[nx] = text
-        else
-          W0[s], W1[s], WL[s] = nw0, nw1, t
-          LOG[s] = alg == 5
-          if not TTL[s] then
-            nd = nd + 1
-            dirty[nd] = s
-          end
-          TTL[s] = reset
-        end
-      else
-        if first and not u then store(s, alg, w0, w1, last) end
-        if code ~= ALLOW and code ~= UNREADABLE then
-          -- a sliding log's entries: the reply carries numbers only
+        if code == ALLOW and c > 0 then
           if u then
-            if alg == 5 then w0 = 0 end
-          elseif LOG[s] then w0 = 0 end
-          tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0 or 0, w1 or 0, last
-          nt = nt + 3
+            local v
+            if alg == 5 then v = encodeLog(nw0) else v = spack('<ddd', nw0, nw1, t) end
+            MS[ms + 1], MS[ms + 2] = KEYS[i], v
+            ms = ms + 2
+            local a = xbase + reset
+            local r = a % 1000
+            if r > 0 then a = a - r + 1000 end
+            local text = XTEXT[a]
+            if not (text and reset > 0 and reset % 1 == 0) then text = expiryText(i, reset) end
+            nx = nx + 1
+            XX[nx] = text
+          else
+            W0[s], W1[s], WL[s] = nw0, nw1, t
+            LOG[s] = alg == 5
+            if not TTL[s] then
+              nd = nd + 1
+              dirty[nd] = s
+            end
+            TTL[s] = reset
+          end
+        else
+          if first and not u then store(s, alg, w0, w1, last) end
+          if code ~= ALLOW and code ~= UNREADABLE then
+            -- a sliding log's entries: the reply carries numbers only
+            if u then
+              if alg == 5 then w0 = 0 end
+            elseif LOG[s] then w0 = 0 end
+            tail[nt + 1], tail[nt + 2], tail[nt + 3] = w0 or 0, w1 or 0, last
+            nt = nt + 3
+          end
         end
       end
-    end
-    if retry == 0 then
-      out[o + 1], out[o + 2], out[o + 3] = code, rem, reset
-    else
-      out[o + 1], out[o + 2], out[o + 3] = code + RETRIED, rem, reset
-      nr = nr + 1
-      out[rbase + nr] = retry
-    end
-    i = i + 1
-    o = o + 3
-    pos = pos + 48
-  else
-    if not LEG then
-      LEG = unpackLegs(ARG4, n)
-      -- UNIQUE is for a check of one leg: a group's legs are decided through their keys' slots
-      for b = 1, 6 * n, 6 do
-        LEG[b] = LEG[b] % UNIQUE
-      end
-    end
-    local all, unreadable = true, false
-    for j = i, i + g - 1 do
-      local bj = j * 6 - 6
-      local gj = LEG[bj + 6]
-      local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5], (gj - gj % 65536) / 65536)
-      local oj = j * 4 - 4
-      GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = code, rem, reset, retry
-      X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
-      if code ~= ALLOW then
-        all = false
-        if code == UNREADABLE then unreadable = true end
-      end
-    end
-    for j = i, i + g - 1 do
-      local oj = j * 4 - 4
-      if unreadable then
-        GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = UNREADABLE, 0, 0, 0
-      elseif all then
-        local s = XS[j]
-        if s then commit(s, X0[j], X1[j], XT[j], GO[oj + 3], LEG[j * 6 - 5]) end
+      if retry == 0 then
+        out[o + 1], out[o + 2], out[o + 3] = code, rem, reset
       else
-        local bj = j * 6 - 6
-        if GO[oj + 1] == ALLOW then
-          -- this leg alone would admit, but the check is denied: report its state untouched
-          GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = evaluate(j, bj, 0, 0)
-        end
-        keep(j, bj)
-      end
-    end
-    for j = i, i + g - 1 do
-      local oj = j * 4 - 4
-      local code, retry = GO[oj + 1], GO[oj + 4]
-      if retry ~= 0 then
-        code = code + RETRIED
+        out[o + 1], out[o + 2], out[o + 3] = code + RETRIED, rem, reset
         nr = nr + 1
         out[rbase + nr] = retry
       end
-      out[o + 1], out[o + 2], out[o + 3] = code, GO[oj + 2], GO[oj + 3]
+      i = i + 1
       o = o + 3
+      pos = pos + 48
+    else
+      if not LEG then
+        LEG = unpackLegs(ARG4, n)
+        -- UNIQUE is for a check of one leg: a group's legs are decided through their keys' slots
+        for b = 1, 6 * n, 6 do
+          LEG[b] = LEG[b] % UNIQUE
+        end
+      end
+      local all, unreadable = true, false
+      for j = i, i + g - 1 do
+        local bj = j * 6 - 6
+        local gj = LEG[bj + 6]
+        local code, rem, reset, retry, nw0, nw1, t, s = evaluate(j, bj, LEG[bj + 5], (gj - gj % 65536) / 65536)
+        local oj = j * 4 - 4
+        GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = code, rem, reset, retry
+        X0[j], X1[j], XT[j], XS[j] = nw0, nw1, t, s
+        if code ~= ALLOW then
+          all = false
+          if code == UNREADABLE then unreadable = true end
+        end
+      end
+      for j = i, i + g - 1 do
+        local oj = j * 4 - 4
+        if unreadable then
+          GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = UNREADABLE, 0, 0, 0
+        elseif all then
+          local s = XS[j]
+          if s then commit(s, X0[j], X1[j], XT[j], GO[oj + 3], LEG[j * 6 - 5]) end
+        else
+          local bj = j * 6 - 6
+          if GO[oj + 1] == ALLOW then
+            -- this leg alone would admit, but the check is denied: report its state untouched
+            GO[oj + 1], GO[oj + 2], GO[oj + 3], GO[oj + 4] = evaluate(j, bj, 0, 0)
+          end
+          keep(j, bj)
+        end
+      end
+      for j = i, i + g - 1 do
+        local oj = j * 4 - 4
+        local code, retry = GO[oj + 1], GO[oj + 4]
+        if retry ~= 0 then
+          code = code + RETRIED
+          nr = nr + 1
+          out[rbase + nr] = retry
+        end
+        out[o + 1], out[o + 2], out[o + 3] = code, GO[oj + 2], GO[oj + 3]
+        o = o + 3
+      end
+      i = i + g
+      pos = pos + 48 * g
     end
-    i = i + g
-    pos = pos + 48 * g
-  end
   end
 end
 -- The written states go out in one MSET (512 arguments a call: unpack's stack), then each key's expiry by
