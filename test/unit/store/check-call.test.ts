@@ -2,11 +2,15 @@
  * The check script's request as sluice encodes it (src/store/check-call.ts) against what ioredis writes for
  * the same arguments: byte for byte, with ASCII and non-ASCII keys, as FCALL of the check library, as EVALSHA
  * and as EVAL; and with the keys given as prebuilt RESP bytes (src/store/key-wire.ts), the same bytes again.
+ * Legs that form a run (src/store/leg-runs.ts) go with the run marked on its first leg, and the caller's
+ * arguments are left as they were.
  */
 import { describe, expect, it } from 'vitest';
 import { Command } from 'ioredis';
 import { asEval, encodeCheck, encodeCheckWire } from '../../../src/store/check-call.js';
 import { keyWire } from '../../../src/store/key-wire.js';
+import { UNIQUE_KEY } from '../../../src/store/contract.js';
+import { RUN_MARK } from '../../../src/store/leg-runs.js';
 import { checkLibrary } from '../../../src/store/scripts.js';
 
 const SHA = 'a'.repeat(40);
@@ -63,6 +67,19 @@ describe('check request encoding', () => {
     const args = [7, 7, 7, 0, 5, 60_000, 5, 1, 1];
     expect(encodeCheck(SHA, ['k'], 0, 12, args, 3).equals(ioredisBytes('evalsha', [SHA, 1, 'k', 0, 12, 1, packed(args.slice(3))]))).toBe(true);
     expect(encodeCheckWire(SHA, 1, [keyWire(['k'])], 0, 12, args, 3).equals(encodeCheck(SHA, ['k'], 0, 12, args, 3))).toBe(true);
+  });
+
+  it('marks a run of legs on its first leg, leaving the caller\'s arguments as they were', () => {
+    const keys = ['p:{a:1:k0}:0', 'p:{a:1:k1}:0', 'p:{a:1:k2}:0', 'p:{a:1:k3}:0'];
+    const leg = [UNIQUE_KEY, 60, 60_000, 100, 1, 1];
+    // three alike, then one of another cost
+    const args = [...leg, ...leg, ...leg, UNIQUE_KEY, 60, 60_000, 100, 2, 1];
+    const sent = [...args];
+    sent[0] += 2 * RUN_MARK;
+    const fn = checkLibrary().fn;
+    expect(encodeCheckWire(fn, keys.length, [keyWire(keys)], 1, 5, args, 0, 'fcall')
+      .equals(ioredisBytes('fcall', [fn, keys.length, ...keys, 1, 5, keys.length, packed(sent)]))).toBe(true);
+    expect(args[0]).toBe(UNIQUE_KEY);
   });
 
   it('copies the legs of a call larger than its first scratch (64 checks of 8 legs)', () => {
