@@ -1,10 +1,14 @@
 /**
  * lua/check.lua's legs as the tests send them: packed (ARGV[4], 6 little-endian doubles per leg) and marked as
  * the strict decider (UNIQUE_KEY, src/engine/deciders/strict.ts) and the packer (runs, src/store/leg-runs.ts)
- * mark them.
+ * mark them; and a frozen redis-server with the check library loaded, to send them to.
  */
+import { afterAll, beforeAll } from 'vitest';
+import type { Redis } from 'ioredis';
 import { UNIQUE_KEY } from '../../src/store/contract.js';
 import { markRuns } from '../../src/store/leg-runs.js';
+import { checkLibrary, type CheckLibrary } from '../../src/store/scripts.js';
+import { startFrozenRedis, type FrozenRedis } from './redis.js';
 
 /** The legs as lua/check.lua reads them: 6 little-endian doubles each. */
 export function packed(args: ArrayLike<number>): Buffer {
@@ -25,4 +29,28 @@ export function markedRuns(keys: readonly string[], args: readonly number[]): Fl
   const f = Float64Array.from(marked(keys, args));
   markRuns(f, keys.length);
   return f;
+}
+
+/**
+ * A redis-server whose clock stands still (test/helpers/redis.ts startFrozenRedis) with the check library
+ * (src/store/scripts.ts checkLibrary) loaded, started before the calling file's tests and stopped after them.
+ * `client` is its connection once started.
+ */
+export function frozenCheckRedis(): { readonly lib: CheckLibrary; readonly client: Redis } {
+  const lib = checkLibrary();
+  let redis: FrozenRedis | undefined;
+  beforeAll(async () => {
+    redis = await startFrozenRedis();
+    await redis.client.call('FUNCTION', 'LOAD', 'REPLACE', lib.text);
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  return {
+    lib,
+    get client(): Redis {
+      if (redis === undefined) throw new Error('frozenCheckRedis: not started (use it inside a test)');
+      return redis.client;
+    },
+  };
 }

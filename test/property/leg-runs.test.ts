@@ -13,26 +13,15 @@
  * (test/helpers/redis.ts startFrozenRedis: no key expires between the runs of a call).
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compilePolicies } from '../../src/config/policies.js';
 import { scriptBurst, scriptPeriod } from '../../src/engine/calendar-args.js';
 import { RUN_MARK } from '../../src/store/leg-runs.js';
-import { checkLibrary } from '../../src/store/scripts.js';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
-import { marked, markedRuns, packed } from '../helpers/check-legs.js';
+import { frozenCheckRedis, marked, markedRuns, packed } from '../helpers/check-legs.js';
 import { limitArb } from './support.js';
 
-let redis: FrozenRedis;
-const lib = checkLibrary();
-
-beforeAll(async () => {
-  redis = await startFrozenRedis();
-  await redis.client.call('FUNCTION', 'LOAD', 'REPLACE', lib.text);
-});
-
-afterAll(async () => {
-  await redis?.stop();
-});
+const redis = frozenCheckRedis();
+const lib = redis.lib;
 
 const KEYS_PER_LIMIT = 16;
 

@@ -12,26 +12,15 @@
  * (ARGV[1] = 0) deciding.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { compilePolicies } from '../../src/config/policies.js';
 import { scriptBurst, scriptPeriod } from '../../src/engine/calendar-args.js';
-import { checkLibrary } from '../../src/store/scripts.js';
-import { startFrozenRedis, type FrozenRedis } from '../helpers/redis.js';
-import { marked, packed } from '../helpers/check-legs.js';
+import { frozenCheckRedis, marked, packed } from '../helpers/check-legs.js';
 import { limitArb } from './support.js';
 import type { CompiledLimit } from '../../src/config/policy-spec.js';
 
-let redis: FrozenRedis;
-const lib = checkLibrary();
-
-beforeAll(async () => {
-  redis = await startFrozenRedis();
-  await redis.client.call('FUNCTION', 'LOAD', 'REPLACE', lib.text);
-});
-
-afterAll(async () => {
-  await redis?.stop();
-});
+const redis = frozenCheckRedis();
+const lib = redis.lib;
 
 /** One check: its limit (index), key (index; 4: the guard key), cost, and whether a guard leg on the guard key follows. */
 interface Check {
