@@ -6,8 +6,9 @@
  * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is
  * written into one Buffer: its small ASCII header and arguments as two strings, each key's bytes copied from
  * what the over-limit cache made once for it (src/store/key-wire.ts), then the packed legs (lua/check.lua's
- * ARGV[4]: 6 little-endian doubles per leg, their runs marked: src/store/leg-runs.ts). The request goes through ioredis as a {@link Command} whose bytes
- * are already made, so the client's reply queue, its connection handling and its errors stay ioredis's.
+ * ARGV[4]: 6 little-endian doubles per leg, their runs marked: src/store/leg-runs.ts). The request goes
+ * through ioredis as a {@link Command} whose bytes are already made, so the client's reply queue, its
+ * connection handling and its errors stay ioredis's.
  *
  * The script is called as a Redis Function (FCALL of src/store/scripts.ts checkLibrary): Redis runs a
  * library's code once, at FUNCTION LOAD, where an EVAL chunk makes its helpers and tables on every call (a

@@ -17,9 +17,9 @@ import { markRuns } from './leg-runs.js';
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
 
-/** lua/check.lua's ARGV[4]: the numbers of `args` from `from` as little-endian doubles, their runs marked (src/store/leg-runs.ts). */
-function packLegs(args: readonly number[], from: number): Buffer {
-  const f = Float64Array.from(args.slice(from));
+/** lua/check.lua's ARGV[4]: the numbers of `args` as little-endian doubles, their runs marked (src/store/leg-runs.ts). */
+function packLegs(args: readonly number[]): Buffer {
+  const f = Float64Array.from(args);
   markRuns(f, f.length / 6);
   const b = Buffer.allocUnsafe(f.length * 8);
   for (let i = 0; i < f.length; i++) b.writeDoubleLE(f[i], i * 8);
@@ -129,7 +129,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args, 0)]),
+      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args)]),
         timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows

@@ -12,15 +12,9 @@ import { keyWire } from '../../../src/store/key-wire.js';
 import { UNIQUE_KEY } from '../../../src/store/contract.js';
 import { RUN_MARK } from '../../../src/store/leg-runs.js';
 import { checkLibrary } from '../../../src/store/scripts.js';
+import { packed } from '../../helpers/check-legs.js';
 
 const SHA = 'a'.repeat(40);
-
-/** lua/check.lua's ARGV[4] as the store packed it before: 6 little-endian doubles per leg. */
-function packed(args: number[]): Buffer {
-  const b = Buffer.alloc(args.length * 8);
-  args.forEach((v, i) => b.writeDoubleLE(v, i * 8));
-  return b;
-}
 
 /** The bytes ioredis writes for `name` with `args`. */
 function ioredisBytes(name: string, args: Array<string | number | Buffer>): Buffer {
