@@ -11,6 +11,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { packageRoot } from './lib/harness.js';
+import { cpuTicks, stealPercent } from './lib/host.js';
 import { FULL_TIMING, QUICK_TIMING } from './lib/measure.js';
 import { computeRatios, markdown, table, type RunMeta } from './lib/report.js';
 import { checkTargets, targetsMarkdown } from './lib/targets.js';
@@ -96,6 +97,8 @@ async function main(argv: string[]): Promise<number> {
   };
   ctx.progress(`sluice bench (${meta.mode}), Node ${meta.node}, ${meta.cores} cores, load ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')}`);
 
+  // the hypervisor's steal over the run (a shared host's figures move with it)
+  const ticks0 = cpuTicks();
   const sections: Section[] = [];
   for (const sc of SCENARIOS) {
     const got = await sc.run(ctx);
@@ -112,6 +115,7 @@ async function main(argv: string[]): Promise<number> {
   }
   meta.durationMs = performance.now() - started;
   meta.loadavgEnd = loadavg();
+  meta.stealPercent = stealPercent(ticks0, cpuTicks());
 
   const dir = join(root, 'bench', 'results');
   mkdirSync(dir, { recursive: true });

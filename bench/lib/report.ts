@@ -85,6 +85,8 @@ export interface RunMeta {
   cores: number;
   loadavgStart: number[];
   loadavgEnd?: number[];
+  /** CPU steal over the run, % of the host's CPU time (bench/lib/host.ts); null where it is not known. */
+  stealPercent?: number | null;
   durationMs?: number;
   wrk: string | null;
   commit: string | null;
@@ -97,6 +99,7 @@ export function markdown(meta: RunMeta, sections: Section[], targets?: string): 
     `Node ${meta.node} (V8 ${meta.v8}), ${meta.platform}, ${meta.cores} × ${meta.cpus}; ` +
       `load average at start ${meta.loadavgStart.map((l) => l.toFixed(2)).join(' ')}` +
       (meta.loadavgEnd ? `, at end ${meta.loadavgEnd.map((l) => l.toFixed(2)).join(' ')}` : '') +
+      (meta.stealPercent != null ? `; CPU steal ${meta.stealPercent.toFixed(1)} % of the run's CPU time` : '') +
       `; commit ${meta.commit ?? 'unknown'}; wrk ${meta.wrk ?? 'not installed'}` +
       (meta.filters.length > 0 ? `; filters: ${meta.filters.join(' ')}` : '') +
       (meta.durationMs !== undefined ? `; took ${(meta.durationMs / 1000).toFixed(0)} s` : '') + '.',
