@@ -7,6 +7,7 @@
 // next turn (setImmediate), all of a turn's together. All children share one redis-server started for the run
 // on a free loopback port (no persistence); rounds alternated A B, B A, ...; medians of µs of process CPU
 // (user + system, the loop included) per decision, of decisions/s, and of Redis CPU per decision (/proc).
+// The first line gives the host's CPU steal over the run (bench/lib/host.ts).
 //
 //   node bench/tools/strict-cpu-ab.mjs C ROUNDS MS ROOT_A ROOT_B ...
 //
@@ -112,6 +113,8 @@ if (process.argv[2] === '--child') {
     k.ch.send(q);
   });
   const load0 = loadavg()[0];
+  const { cpuTicks, stealPercent } = await import(new URL('../../dist/bench/lib/host.js', import.meta.url).href);
+  const ticks0 = cpuTicks();
   for (const k of kids) await ask(k, { c, ms: 300, over }); // warm-up
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? kids : [...kids].reverse();
@@ -126,7 +129,8 @@ if (process.argv[2] === '--child') {
     const s = [...xs].sort((a, b) => a - b);
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
-  console.log(`strict-cpu-ab: ${c} in flight${over ? ', 90 % over limit' : ''}, ${rounds} rounds of ${ms} ms, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}`);
+  console.log(`strict-cpu-ab: ${c} in flight${over ? ', 90 % over limit' : ''}, ${rounds} rounds of ${ms} ms, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}` +
+    `, CPU steal ${stealPercent(ticks0, cpuTicks())?.toFixed(1) ?? 'unknown'} %`);
   let base = null;
   for (const k of kids) {
     const us = med(k.res.map((x) => x.cpu / x.done));
