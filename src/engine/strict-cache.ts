@@ -31,19 +31,22 @@
  * after an admission the state is rebuilt from the answer's remaining and resetAfterMs, rounded toward fewer
  * tokens (see {@link rebuild}). When Redis fails and the policy's rule is `local`, the instance's kernel is
  * seeded with that state (once per stall: a later Redis answer makes the entry fresh again), so a key Redis
- * had exhausted stays exhausted, instead of starting from a full bucket.
+ * had exhausted stays exhausted, instead of starting from a full bucket. A leg on a key that checks share (a
+ * guard's) is one kernel key for every tenant: its state is kept once per Redis key ({@link SharedState}),
+ * from whichever check's answer came last, and seeded once per stall. Seeding it from each tenant's own,
+ * older copy would hand back tokens the guard had spent since, or start it full for a tenant not seen yet.
  *
  * Bounded: at most `maxKeys` entries; past it the oldest entry is dropped (the key then goes to Redis and, in
  * a stall, starts full). An entry costs about 200 bytes.
  */
 import type { Decision } from '../types.js';
-import type { PolicyRuntime } from './runtime.js';
 import { compose } from './decision.js';
 import { evaluateLeg } from '../store/lua-algorithms.js';
 import { LEG_WIDE } from '../store/reply.js';
 import { keyWire } from '../store/key-wire.js';
 import { MAX_GROUP, LEG_OUT } from '../shard/protocol.js';
 import { storeKey } from '../keys/store-key.js';
+import { GUARD_KEY, type PolicyRuntime } from './runtime.js';
 import { legKey } from './legs.js';
 import { scriptBurst, scriptPeriod } from './calendar-args.js';
 import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../config/policy-spec.js';
@@ -88,6 +91,20 @@ export interface Known {
   callId: number;
   markAt: number;
 }
+
+/**
+ * A shared key's (a guard leg's) last state learned from Redis, whichever check's answer carried it: the one
+ * state the local kernel starts that key from in a stall.
+ */
+export interface SharedState {
+  /** w0, w1, lastSeen (Redis time) of the key, as {@link Known.states} holds one leg's. */
+  readonly state: Float64Array;
+  /** Whether the kernel was seeded from it since Redis last answered for the key. */
+  seeded: boolean;
+}
+
+/** Most shared keys' states kept (one per guard leg and version: a few per guard policy). */
+const MAX_SHARED = 4096;
 
 const RENEW_MS = 10_000;
 const SLIDING_LOG_CODE = ALGORITHM_CODES.sliding_log;
@@ -165,6 +182,21 @@ export class StrictCache {
 
   /** Epochs of shared keys (a guard's legs), bumped by every check this instance sends through them. */
   private readonly epochs = new Map<string, number>();
+
+  /** The shared keys' last-known states, by Redis key (oldest first: past MAX_SHARED it goes). */
+  private readonly shared = new Map<string, SharedState>();
+
+  /** The first of `e`'s legs on a key other checks share (its guard's, or all of a check on GUARD_KEY). */
+  sharedFrom(e: Known): number {
+    const g = e.rt.guardStoreKeys;
+    if (g !== null) return e.rt.legCount - g.length;
+    return e.key === GUARD_KEY ? 0 : e.rt.legCount;
+  }
+
+  /** The last-known state of the shared key `key` (leg j of a check), or undefined when none was learned. */
+  sharedState(key: string): SharedState | undefined {
+    return this.shared.get(key);
+  }
 
   /** Counts a check sent through the shared key `key` (a guard leg's Redis key). */
   touch(key: string): void {
@@ -256,14 +288,27 @@ export class StrictCache {
     if (rt.delayed !== null || rt.legDelayMs !== null) e.deniedCost = -1;
     e.seeded = false;
     e.epoch = e.sentEpoch;
+    // the shared legs' states, once per key for every tenant: this answer is the latest Redis gave for them
+    for (let j = this.sharedFrom(e); j < rt.legCount; j++) {
+      const key = e.keys[j];
+      let k = this.shared.get(key);
+      if (k === undefined) {
+        if (this.shared.size >= MAX_SHARED) this.shared.delete(this.shared.keys().next().value as string);
+        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false }));
+      }
+      k.state[0] = s[3 * j];
+      k.state[1] = s[3 * j + 1];
+      k.state[2] = s[3 * j + 2];
+      k.seeded = false;
+    }
   }
 
   /**
-   * Whether leg j of `e` has a state to seed the local kernel with: one was learned, and it is not a sliding
-   * log's (whose entries stay in Redis; see {@link rebuild}).
+   * Whether leg j of a check on `rt` has a state to seed the local kernel with, the one at s[at] (w0, w1,
+   * lastSeen): one was learned, and it is not a sliding log's (whose entries stay in Redis; see {@link rebuild}).
    */
-  seedable(e: Known, j: number): boolean {
-    return e.states[3 * j + 2] >= 0 && e.rt.legLimits[j].algorithmCode !== SLIDING_LOG_CODE;
+  seedable(rt: PolicyRuntime, j: number, s: Float64Array, at: number): boolean {
+    return s[at + 2] >= 0 && rt.legLimits[j].algorithmCode !== SLIDING_LOG_CODE;
   }
 
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
@@ -330,6 +375,8 @@ export class StrictCache {
   forget(keys: readonly string[]): void {
     if (keys.length > 0) this.drop(keys[0]);
     this.touchShared(keys);
+    // reset in Redis by this instance: a stall starts them full, as Redis now holds them
+    for (const k of keys) this.shared.delete(k);
   }
 
   /**

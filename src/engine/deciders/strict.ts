@@ -165,25 +165,42 @@ export class StrictDecider implements Decider {
   /**
    * Seeds the kernel that will decide check i of `b` locally with the key's state last learned from Redis,
    * once per stall (a later Redis answer makes it due again). The kernel receives the state before the check.
+   * The legs on keys other checks share (a guard's) are seeded from the state last learned for that key by
+   * any check, once per stall for all of them (StrictCache.sharedState): the kernel holds one state for it,
+   * which the stall's earlier local decisions have already spent from.
    */
   private seed(b: Batch, i: number, e: Known, now: number): void {
     const rt = b.rts[i];
-    if (e.seeded || e.rt !== rt) return;
-    e.seeded = true;
+    if (e.rt !== rt) return;
     const cache = this.o.cache;
+    const from = cache.sharedFrom(e);
+    const own = !e.seeded;
+    e.seeded = true;
     const rows: number[] = [];
-    const h = this.legHash;
     for (let j = 0; j < rt.legCount; j++) {
-      const last = e.states[3 * j + 2];
-      // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
-      if (!cache.seedable(e, j)) continue;
-      const local = cache.toLocal(last, now);
-      writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
-      // a GCRA state's w0 is a time (the TAT): it moves with the clock
-      const w0 = rt.legLimits[j].algorithmCode === 1 ? e.states[3 * j] - (last - local) : e.states[3 * j];
-      rows.push(h[0], h[1], rt.limitIds[j], w0, e.states[3 * j + 1], local);
+      if (j < from) {
+        // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
+        if (own && cache.seedable(rt, j, e.states, 3 * j)) this.seedRow(rows, b, i, j, e.states, 3 * j, now);
+        continue;
+      }
+      const k = cache.sharedState(e.keys[j]);
+      if (k === undefined || k.seeded) continue;
+      k.seeded = true;
+      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, now);
     }
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
+  }
+
+  /** One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at]. */
+  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, now: number): void {
+    const rt = b.rts[i];
+    const h = this.legHash;
+    const last = s[at + 2];
+    const local = this.o.cache.toLocal(last, now);
+    writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
+    // a GCRA state's w0 is a time (the TAT): it moves with the clock
+    const w0 = rt.legLimits[j].algorithmCode === 1 ? s[at] - (last - local) : s[at];
+    rows.push(h[0], h[1], rt.limitIds[j], w0, s[at + 1], local);
   }
 }
 
