@@ -270,7 +270,7 @@ export async function createLimiter(opts: LimiterOptions, internal?: InternalLim
     release: (req) => leases.release(req),
     inspect: (req) => keyAdmin.inspect(req),
     reset: (req) => keyAdmin.reset(req),
-    storeStatus: () => (store === null ? 'none' : store.ready ? 'connected' : 'disconnected'),
+    storeStatus: () => (store === null ? 'none' : !store.ready ? 'disconnected' : store.available ? 'connected' : 'unavailable'),
     close(options?: { drainMs?: number }): Promise<void> {
       closing ??= (async () => {
         const start = Date.now();

@@ -149,8 +149,12 @@ export interface Limiter {
    *   `key`...); UNKNOWN_POLICY; STORE_FAILED (strict: Redis failed; the lease then expires by its TTL); CLOSED.
    */
   release(req: ReleaseRequest): Promise<ReleaseResult>;
-  /** Redis connectivity: `none` without a store. */
-  storeStatus(): 'none' | 'connected' | 'disconnected';
+  /**
+   * Redis as decisions find it: `none` without a store; `disconnected` (down, or not reached yet);
+   * `unavailable` (connected, but calls fail: frozen, out of memory, busy; the circuit breaker is open until a
+   * probe answers); `connected`.
+   */
+  storeStatus(): 'none' | 'connected' | 'disconnected' | 'unavailable';
   /**
    * Decides what is queued, then stops the shards. Later checks reject with CLOSED. With sync policies it
    * keeps trying to merge their deltas into Redis until `drainMs` (ms, default 10,000) have passed, then

@@ -13,16 +13,24 @@ export interface BreakerOptions {
 
 export type BreakerState = 'closed' | 'open' | 'halfOpen';
 
+/** How long a half-open circuit waits for a call to probe the store before it probes with `probe`, ms. */
+export const IDLE_PROBE_MS = 50;
+
 /**
  * A circuit breaker (opossum) around a store call, whose probe interval backs off exponentially with jitter:
  * while open, calls fail at once (so the policy's onStoreError applies without waiting); a probe every
- * resetMs·2^k ± 25% (at most maxResetMs) lets one call through; a success closes the circuit.
+ * resetMs·2^k ± 25% (at most maxResetMs) lets one call through; a success closes the circuit. With `probe`
+ * given, a wait that no call ends within {@link IDLE_PROBE_MS} (no traffic) is ended by `probe()` instead: its
+ * success closes the circuit, its failure opens it for the next, longer wait. So the breaker's state (its
+ * gauge, `/readyz`) follows the store while nothing is checked, as it does under traffic.
  */
 export function createBreaker<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
   o: BreakerOptions = {},
   /** Errors that say nothing about the store's health (they fail the call but do not count toward opening). */
   healthy: (e: unknown) => boolean = () => false,
+  /** A call that says whether the store answers (a PING under its deadline), for a probe no check makes. */
+  probe?: () => Promise<unknown>,
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
   const base = o.resetMs ?? 200;
   const max = o.maxResetMs ?? 800;
@@ -38,9 +46,26 @@ export function createBreaker<A extends unknown[], R>(
   // opossum reads options.resetTimeout each time it opens, so setting it here spaces the next probe
   const options = (breaker as unknown as { options: { resetTimeout: number } }).options;
   let probes = 0;
+  let fires = 0;
+  breaker.on('fire', () => {
+    fires++;
+  });
   breaker.on('halfOpen', () => {
     probes++;
     options.resetTimeout = jitter(Math.min(max, base * 2 ** probes));
+    if (probe === undefined) return;
+    const seen = fires;
+    // a call made since is the probe (its outcome closes or opens the circuit), and a probe that answers
+    // after one did changes nothing
+    const idle = (): boolean => breaker.halfOpen && fires === seen;
+    setTimeout(() => {
+      if (!idle()) return;
+      probe().then(() => {
+        if (idle()) breaker.close();
+      }, () => {
+        if (idle()) breaker.open();
+      });
+    }, IDLE_PROBE_MS).unref();
   });
   breaker.on('close', () => {
     probes = 0;

@@ -109,6 +109,8 @@ export interface Store extends PubSub {
   readonly overLimitCache: boolean;
   /** True once connected. */
   readonly ready: boolean;
+  /** Connected and not failing: its circuit breaker is closed (calls are made, not skipped). */
+  readonly available: boolean;
   /**
    * Store-backed checks per call when more are queued: the engine flushes a turn's checks in calls of this
    * many, so the store can run one while the next is built (a pipeline, not client and store taking turns).

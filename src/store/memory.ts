@@ -40,6 +40,7 @@ export class MemoryStore implements Store {
   readonly useRedisTime: boolean;
   readonly overLimitCache: boolean;
   readonly ready = true;
+  readonly available = true;
   /** As RedisStore's, so that the engine batches checks the same way on either store. */
   readonly checksPerCall = 64;
   readonly pipelineCalls = 1;

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
-import { deadline, Liveness } from './deadline.js';
+import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
 import { followSwitches, sentinelOptions, type SentinelTarget } from './sentinel.js';
@@ -161,7 +161,9 @@ export class RedisStore implements Store {
       // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
       // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
       // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
-      (e) => failureKind(e) === 'scriptErrors');
+      (e) => failureKind(e) === 'scriptErrors',
+      // idle, a PING under the decision's deadline says whether Redis answers again (a frozen one does not)
+      () => withinMs(redis.ping(), timeoutMs));
     this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
     this.breakerState = state;
     this.leaseCall = leaseCaller(redis, timeoutMs);
@@ -343,6 +345,11 @@ export class RedisStore implements Store {
     return this.redis.status === 'ready';
   }
 
+  /** Connected, and the circuit breaker closed (a frozen or unwell Redis opens it: calls are skipped). */
+  get available(): boolean {
+    return this.ready && this.breakerState() === 'closed';
+  }
+
   /**
    * The names under which `keys` are held: in a Cluster, a guarded policy's keys live in its guard's slot
    * (slots.ts), under a placed name unless they share the guard's hash tag already.
@@ -399,4 +406,14 @@ class ScriptStateError extends Error {
   constructor() {
     super('a state key holds another type or a malformed value');
   }
+}
+
+/** `p`, or a {@link StoreTimeoutError} once `ms` have passed without its answer. */
+function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreTimeoutError(ms)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

@@ -173,6 +173,43 @@ describe('store metrics on GET /metrics', () => {
     expect(value(m, 'sluice_sync_failures_total')).toBeGreaterThan(0);
     expect(value(m, 'sluice_sync_dropped_total')).toBe(0);
   });
+
+  it('a frozen Redis: /readyz says unavailable while the breaker is open, and after SIGCONT, with no check sent, the breaker closes by itself within 2 s', async () => {
+    limiter = await createLimiter({
+      policies: { s: POLICIES.s }, shards: 0, maxKeys: 1024,
+      redis: { url: redis.url, prefix: 'mz:', timeoutMs: 50, breaker: { resetMs: 200, maxResetMs: 400 } },
+    });
+    await connected(limiter);
+    server = await startServer({ limiter, host: '127.0.0.1', port: 0, stream: false });
+    const url = `http://127.0.0.1:${server.port}`;
+    const ready = async (): Promise<unknown> => JSON.parse((await send(`${url}/readyz`)).text);
+    const breaker = async (): Promise<number> => value(await scrape(url), 'sluice_store_breaker_state');
+    expect((await send(`${url}/v1/check?policy=s&key=a`)).status).toBe(200);
+    expect(await ready()).toMatchObject({ status: 'ready', store: 'connected' });
+
+    redis.pause();
+    // checks time out until the breaker opens
+    expect(await until(3000, async () => {
+      await send(`${url}/v1/check?policy=s&key=a`);
+      return (await breaker()) === 2;
+    })).toBe(true);
+    expect(await ready()).toMatchObject({ status: 'ready', store: 'unavailable' });
+    // idle and still frozen: the breaker's own probes (PING) find no answer, so it never closes
+    const frozenSince = performance.now();
+    while (performance.now() - frozenSince < 1200) {
+      expect(await breaker()).not.toBe(0);
+      expect(await ready()).toMatchObject({ store: 'unavailable' });
+      await sleep(100);
+    }
+
+    redis.resume();
+    const resumed = performance.now();
+    expect(await until(2000, async () => (await breaker()) === 0)).toBe(true);
+    expect(performance.now() - resumed).toBeLessThan(2000);
+    expect(await ready()).toMatchObject({ status: 'ready', store: 'connected' });
+    // no check was sent since the stall: the probes were the breaker's own
+    expect((await limiter.stats()).store!.breaker).toBe('closed');
+  });
 });
 
 describe('store failures by kind', () => {
