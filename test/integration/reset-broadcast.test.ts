@@ -17,6 +17,7 @@ import { MemoryStore } from '../../src/store/memory.js';
 import type { Store } from '../../src/store/contract.js';
 import { startAdminServer } from '../../src/server/admin.js';
 import { connected, sharedRedis, type SharedRedis } from '../helpers/redis.js';
+import { flakyStore } from '../helpers/flaky-store.js';
 
 let redis: SharedRedis;
 beforeAll(async () => { redis = await sharedRedis(); });
@@ -241,9 +242,7 @@ describe('a reset on one instance drops the key on the others (MemoryStore)', ()
 
   it('what the other instance keeps for onStoreError: local (its last-known state) stays: a message cannot make a stall start the key fresh', async () => {
     const store = new MemoryStore({ prefix: 'mem3:' });
-    let failing = false;
-    const flaky = Object.create(store) as Store;
-    flaky.decideWide = (keys, args, now) => (failing ? Promise.reject(new Error('store down')) : store.decideWide(keys, args, now));
+    const { store: flaky, fail } = flakyStore(store);
     const policies: Record<string, PolicySpec> = { p: { ...STRICT.p, onStoreError: 'local' } };
     const a = await createLimiter({ policies, store });
     const b = await createLimiter({ policies, store: flaky });
@@ -254,7 +253,7 @@ describe('a reset on one instance drops the key on the others (MemoryStore)', ()
       await chan.publish(JSON.stringify({ v: 1, origin: 'someone', policy: 'p', version: a.policies.get('p')!.version, key: 'k' }));
       await until('b heard it', async () => (await storeStats(b)).resets.applied === 1);
       await chan.close();
-      failing = true;
+      fail(true);
       expect(await b.check({ policy: 'p', cost: 1, key: 'k' })).toMatchObject({ allowed: false, degraded: true, degradedBy: 'local' });
     } finally {
       await Promise.all([a.close(), b.close()]);

@@ -7,24 +7,14 @@
  * controlled clock.
  */
 import { describe, expect, it } from 'vitest';
-import { createLimiter, type Decision, type Limiter } from '../../../src/index.js';
-import { MemoryStore } from '../../../src/store/memory.js';
-import type { Store } from '../../../src/store/contract.js';
+import type { Decision, Limiter } from '../../../src/index.js';
+import { flakyLimiter } from '../../helpers/flaky-store.js';
 
 const MID_MARCH = Date.parse('2026-03-15T12:00:00Z');
 const APRIL = Date.parse('2026-04-01T00:00:00Z');
 
-async function setup(): Promise<{ l: Limiter; fail: (on: boolean) => void; clock: { now: number } }> {
-  const clock = { now: MID_MARCH };
-  const store = new MemoryStore({ clock: () => clock.now, overLimitCache: false });
-  let failing = false;
-  const flaky = Object.create(store) as Store;
-  flaky.decideWide = (keys, args, now) => (failing ? Promise.reject(new Error('store down')) : store.decideWide(keys, args, now));
-  const l = await createLimiter({
-    policies: { m: { algorithm: 'fixed_window', limit: 3, period: '1mo', consistency: 'strict', onStoreError: 'local' } },
-    store: flaky, clock: () => clock.now,
-  });
-  return { l, fail: (on) => { failing = on; }, clock };
+function setup(): ReturnType<typeof flakyLimiter> {
+  return flakyLimiter({ m: { algorithm: 'fixed_window', limit: 3, period: '1mo', consistency: 'strict', onStoreError: 'local' } }, MID_MARCH);
 }
 
 const check = (l: Limiter, key: string): Promise<Decision> => l.check({ policy: 'm', key, cost: 1 });

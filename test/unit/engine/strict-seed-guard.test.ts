@@ -6,28 +6,18 @@
  * decisions fail on demand (the over-limit cache off, so denials reach the store), on a controlled clock.
  */
 import { describe, expect, it } from 'vitest';
-import { createLimiter, type Decision, type Limiter } from '../../../src/index.js';
-import { MemoryStore } from '../../../src/store/memory.js';
-import type { Store } from '../../../src/store/contract.js';
+import type { Decision, Limiter } from '../../../src/index.js';
+import { flakyLimiter } from '../../helpers/flaky-store.js';
 
 const T0 = Date.parse('2026-03-15T12:00:00Z');
 /** The guard: 2 an hour, so a token comes back every 1,800,000 ms. */
 const GUARD_MS_PER_TOKEN = 1_800_000;
 
-async function setup(): Promise<{ l: Limiter; fail: (on: boolean) => void; clock: { now: number } }> {
-  const clock = { now: T0 };
-  const store = new MemoryStore({ clock: () => clock.now, overLimitCache: false });
-  let failing = false;
-  const flaky = Object.create(store) as Store;
-  flaky.decideWide = (keys, args, now) => (failing ? Promise.reject(new Error('store down')) : store.decideWide(keys, args, now));
-  const l = await createLimiter({
-    policies: {
-      tenant: { algorithm: 'token_bucket', limit: 5, period: '1h', consistency: 'strict', onStoreError: 'local', guard: 'glob' },
-      glob: { algorithm: 'token_bucket', limit: 2, period: '1h', consistency: 'strict', onStoreError: 'local' },
-    },
-    store: flaky, clock: () => clock.now,
-  });
-  return { l, fail: (on) => { failing = on; }, clock };
+function setup(): ReturnType<typeof flakyLimiter> {
+  return flakyLimiter({
+    tenant: { algorithm: 'token_bucket', limit: 5, period: '1h', consistency: 'strict', onStoreError: 'local', guard: 'glob' },
+    glob: { algorithm: 'token_bucket', limit: 2, period: '1h', consistency: 'strict', onStoreError: 'local' },
+  }, T0);
 }
 
 const check = (l: Limiter, key: string): Promise<Decision> => l.check({ policy: 'tenant', key, cost: 1 });
