@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
-import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
 import { followSwitches, sentinelOptions, type SentinelTarget } from './sentinel.js';
@@ -135,6 +135,9 @@ export class RedisStore implements Store {
       this.late.calls++;
       this.late.tokens += spentBy(raw, args, from);
     };
+    // the connection's replies, which a call's deadline counts from (src/store/deadline.ts); on a Cluster, only
+    // the breaker's idle PING uses it (each slot's calls keep their own: cluster-calls.ts)
+    const live = new Liveness();
     let check: CheckCall;
     let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
     if (redis instanceof Cluster) {
@@ -146,7 +149,6 @@ export class RedisStore implements Store {
       // the check request is encoded whole (src/store/check-call.ts); its reply is one string of packed doubles
       const checkCmd = checkCaller(redis, checkScript(), checkLibrary());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-      const live = new Liveness();
       check = async (keys, args, flag, now, wire) => {
         const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then((r) => unpackReply(r, keys.length)), timeoutMs, live, (r) => lateSpend(r, args, 0));
         return widen(raw, args, 0);
@@ -163,7 +165,7 @@ export class RedisStore implements Store {
       // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
       (e) => failureKind(e) === 'scriptErrors',
       // idle, a PING under the decision's deadline says whether Redis answers again (a frozen one does not)
-      () => withinMs(redis.ping(), timeoutMs));
+      () => deadline(redis.ping(), timeoutMs, live));
     this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
     this.breakerState = state;
     this.leaseCall = leaseCaller(redis, timeoutMs);
@@ -406,14 +408,4 @@ class ScriptStateError extends Error {
   constructor() {
     super('a state key holds another type or a malformed value');
   }
-}
-
-/** `p`, or a {@link StoreTimeoutError} once `ms` have passed without its answer. */
-function withinMs<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new StoreTimeoutError(ms)), ms);
-    timer.unref();
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
