@@ -1,0 +1,98 @@
+/**
+ * StrictCache's bookkeeping of entries (src/engine/strict-cache.ts): `peek` only reads (the strict decider's
+ * first loop over a batch, to warm the CPU's cache), and an admission of a one-leg check leaves its numbers on
+ * the entry, rebuilt into `states` only when read (`statesOf`), to exactly the state an eager rebuild gives.
+ */
+import { describe, expect, it } from 'vitest';
+import { compilePolicies } from '../../../src/config/policies.js';
+import { buildRuntimes, type PolicyRuntime } from '../../../src/engine/runtime.js';
+import { LimitTable } from '../../../src/engine/limits.js';
+import { Hasher } from '../../../src/keys/hasher.js';
+import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
+import { rebuild, StrictCache } from '../../../src/engine/strict-cache.js';
+import { LEG_WIDE } from '../../../src/store/reply.js';
+
+function runtimes(): Map<string, PolicyRuntime> {
+  const compiled = compilePolicies({
+    one: { algorithm: 'token_bucket', limit: 10, period: '1m', burst: 20, consistency: 'strict', onStoreError: 'local' },
+    gcra: { algorithm: 'gcra', limit: 10, period: '1m', burst: 5, consistency: 'strict', onStoreError: 'closed' },
+  });
+  const table = new LimitTable(64);
+  const plan = table.plan(compiled);
+  table.commit(plan);
+  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits: table.limits }), 16);
+  return buildRuntimes(compiled, plan.ids, hasher, 'p:');
+}
+
+/** One leg's widened answer (src/store/reply.ts): code, remaining, resetAfterMs, retryAfterMs, time, then NaN states (admitted). */
+function admitted(remaining: number, resetAfterMs: number, t: number): number[] {
+  const row = new Array<number>(LEG_WIDE).fill(Number.NaN);
+  row[0] = 0;
+  row[1] = remaining;
+  row[2] = resetAfterMs;
+  row[3] = 0;
+  row[4] = t;
+  return row;
+}
+
+describe('StrictCache entries', () => {
+  it('peek reads an entry without making, moving or evicting one', () => {
+    const rt = runtimes().get('one')!;
+    const cache = new StrictCache(2, true);
+    expect(cache.peek('p:', rt, 'a')).toBe(0);
+    expect(cache.size).toBe(0);
+    const a = cache.entry('p:', rt, 'a');
+    cache.entry('p:', rt, 'b');
+    a.inflight = 3;
+    expect(cache.peek('p:', rt, 'a')).toBe(3);
+    expect(cache.peek('p:', rt, 'c')).toBe(0);
+    expect(cache.size).toBe(2);
+    // a, the oldest, is still held (peek did not evict for c), and b goes first for a new key (a has calls in flight)
+    expect(cache.entry('p:', rt, 'a')).toBe(a);
+    cache.entry('p:', rt, 'c');
+    expect(cache.size).toBe(2);
+    expect(cache.peek('p:', rt, 'a')).toBe(3);
+    expect(cache.peek('p:', rt, 'b')).toBe(0);
+  });
+
+  it('an admission of one leg is rebuilt when read, to the state an eager rebuild gives', () => {
+    const rts = runtimes();
+    for (const [name, r, z, t] of [['one', 13, 42_000, 1_700_000_000_123], ['gcra', 2, 17_999, 1_700_000_000_777]] as const) {
+      const rt = rts.get(name)!;
+      const cache = new StrictCache(10, true);
+      const e = cache.entry('p:', rt, 'k');
+      cache.learn(e, admitted(r, z, t), 0, 1);
+      expect(e.pending).toBe(true);
+      expect([...e.states]).toEqual([-1, -1, -1]); // not rebuilt yet
+      const want = new Float64Array(3);
+      rebuild(rt, 0, r, z, t, want, 0);
+      expect([...cache.statesOf(e)]).toEqual([...want]);
+      expect(e.pending).toBe(false);
+      expect(e.deniedCost).toBe(-1);
+    }
+  });
+
+  it('a denial after a waiting admission replaces it, and a drop forgets both', () => {
+    const rt = runtimes().get('one')!;
+    const cache = new StrictCache(10, true);
+    const e = cache.entry('p:', rt, 'k');
+    cache.learn(e, admitted(1, 57_000, 1000), 0, 1);
+    const denied = admitted(0, 60_000, 2000);
+    denied[0] = 1;
+    denied[3] = 6000;
+    denied[5] = 0; // w0: tokens·P, none
+    denied[6] = 0;
+    denied[7] = 2000; // lastSeen
+    cache.learn(e, denied, 0, 1);
+    expect(e.pending).toBe(false);
+    expect(e.deniedCost).toBe(1);
+    expect([...cache.statesOf(e)]).toEqual([0, 0, 2000]);
+    cache.learn(e, admitted(5, 30_000, 3000), 0, 1);
+    expect(e.pending).toBe(true);
+    cache.drop(e.keys[0]);
+    expect(cache.size).toBe(0);
+    const again = cache.entry('p:', rt, 'k');
+    expect(again.pending).toBe(false);
+    expect([...cache.statesOf(again)]).toEqual([-1, -1, -1]);
+  });
+});
