@@ -58,9 +58,11 @@ export class StrictDecider implements Decider {
     // overlap, where one per iteration of the loop below waited for each in turn (client CPU per strict
     // decision 0.90x at 256 in flight: bench/tools/strict-cpu-ab.mjs). The loop below looks each up again (and
     // makes, or evicts, as before: an entry fetched here is not pinned, so nothing is held across the two).
-    let warm = 0;
-    for (let i = 0; i < b.n; i++) warm += cache.peek(store.prefix, b.rts[i], b.keys[i]);
-    this.warm = warm;
+    if (b.n > 1) {
+      let warm = 0;
+      for (let i = 0; i < b.n; i++) warm += cache.peek(store.prefix, b.rts[i], b.keys[i]);
+      this.warm = warm;
+    }
     for (let i = 0; i < b.n; i++) {
       const rt = b.rts[i];
       const e = cache.entry(store.prefix, rt, b.keys[i]);
