@@ -169,7 +169,8 @@ export class StrictCache {
   /**
    * Reads the entry of a check of `rt` on `key`, if there is one, and gives its calls in flight (0 when none):
    * a look-up only, to bring the entry into the CPU's cache ahead of {@link entry} (the strict decider's first
-   * loop over a batch). Makes, moves and evicts nothing.
+   * loop over a batch). Makes, moves and evicts no entry (the policy version's map of entries is made as
+   * {@link entry} would make it).
    */
   peek(prefix: string, rt: PolicyRuntime, key: string): number {
     const e = this.headOf(prefix, rt).get(key);
