@@ -42,34 +42,60 @@ describe('StrictCache entries', () => {
     expect(cache.peek('p:', rt, 'a')).toBe(0);
     expect(cache.size).toBe(0);
     const a = cache.entry('p:', rt, 'a');
-    cache.entry('p:', rt, 'b');
+    const b = cache.entry('p:', rt, 'b');
     a.inflight = 3;
     expect(cache.peek('p:', rt, 'a')).toBe(3);
     expect(cache.peek('p:', rt, 'c')).toBe(0);
     expect(cache.size).toBe(2);
-    // a, the oldest, is still held (peek did not evict for c), and b goes first for a new key (a has calls in flight)
+    // peek made no room for c: a and b are the entries held, unchanged
     expect(cache.entry('p:', rt, 'a')).toBe(a);
+    expect(cache.entry('p:', rt, 'b')).toBe(b);
+    // entry() does: b goes (the oldest without a call in flight), a stays
     cache.entry('p:', rt, 'c');
     expect(cache.size).toBe(2);
+    expect(cache.entry('p:', rt, 'a')).toBe(a);
     expect(cache.peek('p:', rt, 'a')).toBe(3);
-    expect(cache.peek('p:', rt, 'b')).toBe(0);
   });
 
   it('an admission of one leg is rebuilt when read, to the state an eager rebuild gives', () => {
     const rts = runtimes();
-    for (const [name, r, z, t] of [['one', 13, 42_000, 1_700_000_000_123], ['gcra', 2, 17_999, 1_700_000_000_777]] as const) {
+    // token bucket (L 10, P 60 s, B 20): tokens·P = max(13·P, B·P − 42,000·L) = 780,000. GCRA (L 10, P 60 s,
+    // B 5): debt = min(17,999·L, B·P − 2·P) = 179,990, so TAT = t + 17,999 ms and 0 left over
+    for (const [name, r, z, t, want] of [
+      ['one', 13, 42_000, 1_700_000_000_123, [780_000, 0, 1_700_000_000_123]],
+      ['gcra', 2, 17_999, 1_700_000_000_777, [1_700_000_018_776, 0, 1_700_000_000_777]],
+    ] as const) {
       const rt = rts.get(name)!;
       const cache = new StrictCache(10, true);
       const e = cache.entry('p:', rt, 'k');
       cache.learn(e, admitted(r, z, t), 0, 1);
       expect(e.pending).toBe(true);
       expect([...e.states]).toEqual([-1, -1, -1]); // not rebuilt yet
-      const want = new Float64Array(3);
-      rebuild(rt, 0, r, z, t, want, 0);
-      expect([...cache.statesOf(e)]).toEqual([...want]);
+      const eager = new Float64Array(3);
+      rebuild(rt, 0, r, z, t, eager, 0);
+      expect([...eager]).toEqual(want);
+      expect([...cache.statesOf(e)]).toEqual(want);
       expect(e.pending).toBe(false);
       expect(e.deniedCost).toBe(-1);
     }
+  });
+
+  it('a reload, and a drop while a call is in flight, forget a waiting admission', () => {
+    const rt = runtimes().get('one')!;
+    const cache = new StrictCache(10, true);
+    const e = cache.entry('p:', rt, 'k');
+    cache.learn(e, admitted(13, 42_000, 1000), 0, 1);
+    // the same policy's runtime rebuilt (a reload): the entry is kept, its states emptied
+    const reloaded = runtimes().get('one')!;
+    expect(cache.entry('p:', reloaded, 'k')).toBe(e);
+    expect(e.pending).toBe(false);
+    expect([...cache.statesOf(e)]).toEqual([-1, -1, -1]);
+    cache.learn(e, admitted(13, 42_000, 2000), 0, 1);
+    e.inflight = 1;
+    cache.drop(e.keys[0]);
+    expect(cache.size).toBe(1); // kept while its call is in flight, emptied
+    expect(e.pending).toBe(false);
+    expect([...cache.statesOf(e)]).toEqual([-1, -1, -1]);
   });
 
   it('a denial after a waiting admission replaces it, and a drop forgets both', () => {
