@@ -199,9 +199,7 @@ export class StrictCache {
       e.wire = keyWire(e.keys);
       e.deniedCost = -1;
       if (e.states.length !== rt.legCount * 3) e.states = new Float64Array(rt.legCount * 3);
-      e.states.fill(-1);
-      e.pending = false;
-      e.exact = false;
+      clearStates(e);
     }
     return e;
   }
@@ -295,29 +293,25 @@ export class StrictCache {
       return;
     }
     const denied = !Number.isNaN(wide[base * LEG_WIDE + 5]);
-    if (!denied && rt.legCount === 1 && e.key !== GUARD_KEY) {
-      // One leg on a key of its own (the common check): the answer's numbers wait on the entry itself, and its
-      // state is rebuilt only when something reads it (statesOf: a stall's seed). Rebuilding it here, into the
-      // entry's own Float64Array, cost a cache miss per admitted check (~5 % of the client's samples, --cpu-prof).
+    // One leg on a key of its own (the common check), admitted: the answer's numbers wait on the entry itself,
+    // and its state is rebuilt only when something reads it (statesOf: a stall's seed). Rebuilding it here, into
+    // the entry's own Float64Array, cost a cache miss per admitted check (~5 % of the client's samples,
+    // --cpu-prof). Such a check has no shared leg, so the shared states below are not touched either.
+    e.pending = !denied && rt.legCount === 1 && e.key !== GUARD_KEY;
+    if (e.pending) {
       e.pendingR = wide[base * LEG_WIDE + 1];
       e.pendingZ = wide[base * LEG_WIDE + 2];
       e.pendingT = wide[base * LEG_WIDE + 4];
-      e.pending = true;
-      e.exact = false;
-      e.deniedCost = -1;
-      e.seeded = false;
-      e.epoch = e.sentEpoch;
-      return;
-    }
-    e.pending = false;
-    for (let j = 0; j < rt.legCount; j++) {
-      const r = (base + j) * LEG_WIDE;
-      if (denied) {
-        s[3 * j] = wide[r + 5];
-        s[3 * j + 1] = wide[r + 6];
-        s[3 * j + 2] = wide[r + 7];
-      } else {
-        rebuild(rt, j, wide[r + 1], wide[r + 2], wide[r + 4], s, 3 * j);
+    } else {
+      for (let j = 0; j < rt.legCount; j++) {
+        const r = (base + j) * LEG_WIDE;
+        if (denied) {
+          s[3 * j] = wide[r + 5];
+          s[3 * j + 1] = wide[r + 6];
+          s[3 * j + 2] = wide[r + 7];
+        } else {
+          rebuild(rt, j, wide[r + 1], wide[r + 2], wide[r + 4], s, 3 * j);
+        }
       }
     }
     e.exact = denied;
@@ -407,9 +401,7 @@ export class StrictCache {
       if (e === undefined) continue;
       if (e.inflight > 0) {
         e.deniedCost = -1;
-        e.states.fill(-1);
-        e.pending = false;
-        e.exact = false;
+        clearStates(e);
         e.stale = e.inflight;
       } else {
         m.delete(key);
@@ -455,6 +447,13 @@ export class StrictCache {
   clearDenials(): void {
     for (const m of this.map.values()) for (const e of m.values()) e.deniedCost = -1;
   }
+}
+
+/** Forgets what `e` learned of its keys' states (a reload, a drop): none known, none waiting. */
+function clearStates(e: Known): void {
+  e.states.fill(-1);
+  e.pending = false;
+  e.exact = false;
 }
 
 /** How a leg-0 Redis key ends after its key part (src/keys/store-key.ts). */
