@@ -56,15 +56,16 @@ const args = Array.from({ length: n }, () => leg).flat();
 // marked as sluice's strict decider marks them (src/store/contract.ts UNIQUE_KEY: a check of one leg on a key
 // no other leg of the call names); PLAIN=1 sends them unmarked
 const { UNIQUE_KEY } = await import(new URL('../../dist/src/store/contract.js', import.meta.url).href);
-// and its runs marked as sluice's packer marks them (src/store/leg-runs.ts; NORUNS=1: unmarked)
-const { markRuns } = await import(new URL('../../dist/src/store/leg-runs.js', import.meta.url).href);
+// and its runs packed as sluice's packer packs them (src/store/leg-runs.ts: a run's head marked, its later legs
+// left out; NORUNS=1: every leg sent, unmarked)
+const { packRuns } = await import(new URL('../../dist/src/store/leg-runs.js', import.meta.url).href);
 const packedFor = (ks) => {
   const count = new Map();
   for (const k of ks) count.set(k, (count.get(k) ?? 0) + 1);
   const f = Float64Array.from(args, (v, i) => (i % 6 === 0 && process.env.PLAIN !== '1' && count.get(ks[i / 6]) === 1 ? v + UNIQUE_KEY : v));
-  if (process.env.PLAIN !== '1' && process.env.NORUNS !== '1') markRuns(f, n);
-  const b = Buffer.alloc(n * 48);
-  f.forEach((v, i) => b.writeDoubleLE(v, i * 8));
+  const kept = process.env.PLAIN !== '1' && process.env.NORUNS !== '1' ? packRuns(f, n) : f.length;
+  const b = Buffer.alloc(kept * 8);
+  for (let i = 0; i < kept; i++) b.writeDoubleLE(f[i], i * 8);
   return b;
 };
 const call = (ks) => (FCALL ? redis.call('FCALL', library.fn, n, ...ks, '1', '0', String(n), packedFor(ks))

@@ -6,7 +6,8 @@
  * client's time per strict decision (a `--cpu-prof` of the bench's loop). Here the whole RESP request is
  * written into one Buffer: its small ASCII header and arguments as two strings, each key's bytes copied from
  * what the over-limit cache made once for it (src/store/key-wire.ts), then the packed legs (lua/check.lua's
- * ARGV[4]: 6 little-endian doubles per leg, their runs marked: src/store/leg-runs.ts). The request goes
+ * ARGV[4]: 6 little-endian doubles per leg, each run's head marked and its later legs left out:
+ * src/store/leg-runs.ts). The request goes
  * through ioredis as a {@link Command} whose bytes are already made, so the client's reply queue, its
  * connection handling and its errors stay ioredis's.
  *
@@ -22,11 +23,8 @@
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
-import { markRuns } from './leg-runs.js';
+import { packRuns } from './leg-runs.js';
 import { functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
-
-/** Bytes per packed leg: 6 doubles. */
-const LEG_BYTES = 48;
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -62,7 +60,14 @@ let legScratch = new Float64Array(64 * 6);
  */
 export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
   cmd = 'evalsha'): Buffer {
-  const legBytes = n * LEG_BYTES;
+  const m = n * 6;
+  // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
+  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
+  const f = legScratch;
+  for (let i = 0; i < m; i++) f[i] = args[from + i];
+  // the legs as sent: each run's later legs left out (src/store/leg-runs.ts)
+  const kept = packRuns(f, n);
+  const legBytes = kept * 8;
   const nStr = String(n), nowStr = String(now), flagStr = String(flag);
   // ASCII only: one byte per character
   const head = `${callHead(n, name, cmd)}$${nStr.length}\r\n${nStr}\r\n`;
@@ -76,17 +81,11 @@ export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Arr
     o += wire[i].length;
   }
   o += buf.write(tail, o, 'latin1');
-  const m = n * 6;
-  // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
-  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
-  const f = legScratch;
-  for (let i = 0; i < m; i++) f[i] = args[from + i];
-  markRuns(f, n);
   if (LITTLE_ENDIAN) {
     buf.set(new Uint8Array(f.buffer, 0, legBytes), o);
     o += legBytes;
   } else {
-    for (let i = 0; i < m; i++) o = buf.writeDoubleLE(f[i], o);
+    for (let i = 0; i < kept; i++) o = buf.writeDoubleLE(f[i], o);
   }
   buf[o] = 13;
   buf[o + 1] = 10;

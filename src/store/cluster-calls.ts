@@ -9,7 +9,7 @@ import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
-import { markRuns } from './leg-runs.js';
+import { packRuns } from './leg-runs.js';
 
 /**
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
@@ -17,12 +17,15 @@ import { markRuns } from './leg-runs.js';
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
 
-/** lua/check.lua's ARGV[4]: the numbers of `args` as little-endian doubles, their runs marked (src/store/leg-runs.ts). */
+/**
+ * lua/check.lua's ARGV[4]: the numbers of `args` as little-endian doubles, each run's head marked and its later
+ * legs left out (src/store/leg-runs.ts).
+ */
 function packLegs(args: readonly number[]): Buffer {
   const f = Float64Array.from(args);
-  markRuns(f, f.length / 6);
-  const b = Buffer.allocUnsafe(f.length * 8);
-  for (let i = 0; i < f.length; i++) b.writeDoubleLE(f[i], i * 8);
+  const kept = packRuns(f, f.length / 6);
+  const b = Buffer.allocUnsafe(kept * 8);
+  for (let i = 0; i < kept; i++) b.writeDoubleLE(f[i], i * 8);
   return b;
 }
 
@@ -102,23 +105,25 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
-  const runCheck = async (keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
+  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them
+  const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number): Promise<number[]> => {
+    const args = [flag, now, keys.length, packLegs(legs)];
     if (fcall) {
       const sentAt = loads;
       try {
-        return unpackReply(await fcallBuffer(keys, args), keys.length);
+        return unpackReply(await fcallBuffer(keys, args), legs, 0);
       } catch (e) {
         if (!functionMissing(e)) throw e;
         // the parts of one batch fail together: the first loads every master, the others wait for it
         await (sentAt === loads ? loadAll() : loading ?? undefined);
-        if (fcall) return unpackReply(await fcallBuffer(keys, args), keys.length);
+        if (fcall) return unpackReply(await fcallBuffer(keys, args), legs, 0);
       }
     }
     try {
-      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args), keys.length);
+      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args), legs, 0);
     } catch (e) {
       if (!scriptMissing(e)) throw e;
-      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), keys.length);
+      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), legs, 0);
     }
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead
@@ -129,7 +134,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, [flag, now, p.keys.length, packLegs(p.args)]),
+      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, p.args, flag, now),
         timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows

@@ -150,7 +150,7 @@ export class RedisStore implements Store {
       const checkCmd = checkCaller(redis, checkScript(), checkLibrary());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       check = async (keys, args, flag, now, wire) => {
-        const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then((r) => unpackReply(r, keys.length)), timeoutMs, live, (r) => lateSpend(r, args, 0));
+        const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then((r) => unpackReply(r, args, 0)), timeoutMs, live, (r) => lateSpend(r, args, 0));
         return widen(raw, args, 0);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);

@@ -1,10 +1,12 @@
 /**
- * Reading lua/check.lua's reply. The script packs 3 numbers per leg (code, remaining, resetAfterMs; the code
- * + {@link RETRIED} when the leg's retryAfterMs is not 0), then the time it decided at, then those legs'
- * retryAfterMs in leg order, then (w0, w1, lastSeen) for each leg of each denied check, in leg order.
- * {@link unpackReply} gives it back as 4 per leg (code, remaining, resetAfterMs, retryAfterMs), the time,
- * then the states: the layout {@link widen}, {@link spentBy} and the MemoryStore share.
+ * Reading lua/check.lua's reply. The script packs a row per leg: 3 numbers (code, remaining, resetAfterMs; the
+ * code + {@link RETRIED} when the leg's retryAfterMs is not 0), or 1 for a single-leg token-bucket check it
+ * admitted at a cost above 0 without a delay ({@link ADMITTED}); then the time it decided at, then the
+ * retried legs' retryAfterMs in leg order, then (w0, w1, lastSeen) for each leg of each denied check, in leg
+ * order. {@link unpackReply} gives it back as 4 per leg (code, remaining, resetAfterMs, retryAfterMs), the
+ * time, then the states: the layout {@link widen}, {@link spentBy} and the MemoryStore share.
  */
+import { cdiv, fdiv } from './memory-algorithms.js';
 
 /**
  * Added to a leg's code in the packed reply when its retryAfterMs (a denial's wait, an admission's delay, −1
@@ -14,37 +16,75 @@
 export const RETRIED = 8;
 
 /**
- * The numbers of lua/check.lua's packed reply for a call of `n` legs (one bulk string of little-endian
- * doubles: Redis sends one string instead of an integer reply per number, and reading it here parses no
- * text), as 4 per leg, the time, then the denied legs' states. Every figure is an integer within ±2^53, exact
- * in a double. Throws a {@link ReplyShapeError} (counted as a script error) on a reply that is not a whole
- * number of doubles, or too short for its legs and the retries their codes announce.
+ * A row of one number below 0, ADMITTED: −1 − x, x the tokens·P left in the leg's bucket after the admission
+ * (an integer from 0 to B·P ≤ 2^51). Its remaining is ⌊x / P⌋ and its resetAfterMs ⌈(B·P − x) / L⌉, as the
+ * script computes them (lua/token_bucket.lua), from the leg's L, P and B that the caller sent: 2 numbers fewer
+ * per admission for Redis to compute, pack and send (callgrind: bench/README.md). Codes are ≥ 0, so a row's
+ * sign says which it is.
  */
-export function unpackReply(raw: unknown, n: number): number[] {
+export function admittedRow(x: number): number {
+  return -1 - x;
+}
+
+/**
+ * The numbers of lua/check.lua's packed reply for a call whose legs are `args` from `from` (6 numbers each:
+ * algorithm, L, P, B, cost, group length; one bulk string of little-endian doubles: Redis sends one string
+ * instead of an integer reply per number, and reading it here parses no text), as 4 per leg, the time, then
+ * the denied legs' states. Every figure is an integer within ±2^53, exact in a double. Throws a
+ * {@link ReplyShapeError} (counted as a script error) on a reply that is not a whole number of doubles, or
+ * too short for its legs' rows, the time and the retries their codes announce.
+ */
+export function unpackReply(raw: unknown, args: ArrayLike<number>, from: number): number[] {
   if (!Buffer.isBuffer(raw) || raw.length % 8 !== 0) throw new ReplyShapeError(Buffer.isBuffer(raw) ? `${raw.length} bytes` : typeof raw);
+  const n = (args.length - from) / 6;
   const count = raw.length / 8;
-  if (count < n * 3 + 1) throw new ReplyShapeError(`${count} numbers for ${n} legs`);
-  const out = new Array<number>(count + n);
-  // r: the next retry to read, after the 3 per leg and the time
-  let r = n * 3 + 1;
+  const out = new Array<number>(count + 3 * n);
+  // p: the next number to read; retried: whether some row announced a retry (read in a second pass)
+  let p = 0;
+  let retried = false;
   for (let j = 0; j < n; j++) {
-    const x = raw.readDoubleLE(j * 24);
-    out[j * 4 + 1] = raw.readDoubleLE(j * 24 + 8);
-    out[j * 4 + 2] = raw.readDoubleLE(j * 24 + 16);
+    if (p >= count) throw new ReplyShapeError(`${count} numbers for ${n} legs`);
+    const x = raw.readDoubleLE(p * 8);
+    const o = j * 4;
+    if (x < 0) {
+      const left = -1 - x;
+      const b = from + j * 6;
+      const L = args[b + 1], P = args[b + 2], B = args[b + 3];
+      out[o] = 0;
+      out[o + 1] = fdiv(left, P);
+      out[o + 2] = cdiv(B * P - left, L);
+      out[o + 3] = 0;
+      p += 1;
+      continue;
+    }
+    if (p + 3 > count) throw new ReplyShapeError(`${count} numbers for ${n} legs`);
+    out[o + 1] = raw.readDoubleLE(p * 8 + 8);
+    out[o + 2] = raw.readDoubleLE(p * 8 + 16);
     if (x >= RETRIED) {
-      if (r >= count) throw new ReplyShapeError(`no retryAfterMs for leg ${j}`);
-      out[j * 4] = x - RETRIED;
-      out[j * 4 + 3] = raw.readDoubleLE(r * 8);
-      r++;
+      out[o] = x - RETRIED;
+      // NaN until the second pass: no retryAfterMs is NaN
+      out[o + 3] = NaN;
+      retried = true;
     } else {
-      out[j * 4] = x;
-      out[j * 4 + 3] = 0;
+      out[o] = x;
+      out[o + 3] = 0;
+    }
+    p += 3;
+  }
+  if (p >= count) throw new ReplyShapeError(`${count} numbers for ${n} legs`);
+  out[n * 4] = raw.readDoubleLE(p * 8);
+  p++;
+  if (retried) {
+    for (let j = 0; j < n; j++) {
+      if (!Number.isNaN(out[j * 4 + 3])) continue;
+      if (p >= count) throw new ReplyShapeError(`no retryAfterMs for leg ${j}`);
+      out[j * 4 + 3] = raw.readDoubleLE(p * 8);
+      p++;
     }
   }
-  out[n * 4] = raw.readDoubleLE(n * 24);
   // the states, after the retries
   let o = n * 4 + 1;
-  for (; r < count; r++) out[o++] = raw.readDoubleLE(r * 8);
+  for (; p < count; p++) out[o++] = raw.readDoubleLE(p * 8);
   out.length = o;
   return out;
 }

@@ -1,12 +1,12 @@
 /**
  * lua/check.lua's legs as the tests send them: packed (ARGV[4], 6 little-endian doubles per leg) and marked as
  * the strict decider (UNIQUE_KEY, src/engine/deciders/strict.ts) and the packer (runs, src/store/leg-runs.ts)
- * mark them; and a frozen redis-server with the check library loaded, to send them to.
+ * mark and pack them; and a frozen redis-server with the check library loaded, to send them to.
  */
 import { afterAll, beforeAll } from 'vitest';
 import type { Redis } from 'ioredis';
 import { UNIQUE_KEY } from '../../src/store/contract.js';
-import { markRuns } from '../../src/store/leg-runs.js';
+import { packRuns } from '../../src/store/leg-runs.js';
 import { checkLibrary, type CheckLibrary } from '../../src/store/scripts.js';
 import { startFrozenRedis, type FrozenRedis } from './redis.js';
 
@@ -24,11 +24,10 @@ export function marked(keys: readonly string[], args: readonly number[]): number
   return args.map((v, i) => (i % 6 === 0 && args[i + 5] === 1 && count.get(keys[i / 6]) === 1 ? v + UNIQUE_KEY : v));
 }
 
-/** {@link marked}, then its runs marked as the packer marks them. */
+/** {@link marked}, then packed as the packer packs runs: each run's head marked, its later legs left out. */
 export function markedRuns(keys: readonly string[], args: readonly number[]): Float64Array {
   const f = Float64Array.from(marked(keys, args));
-  markRuns(f, keys.length);
-  return f;
+  return f.slice(0, packRuns(f, keys.length));
 }
 
 /**

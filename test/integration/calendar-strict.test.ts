@@ -20,9 +20,10 @@ const E2 = Date.parse('2026-03-01T00:00:00Z'); // and February's here
 
 /** One leg, limit 3, of a calendar window: [code, remaining, resetAfterMs, retryAfterMs]. */
 async function leg(key: string, cost: number, t: number): Promise<number[]> {
+  const args = [CALENDAR_WINDOW_CODE, 3, E, E2, cost, 1];
   const packed = Buffer.alloc(48); // ARGV[4]: the leg as 6 little-endian doubles (lua/check.lua)
-  [CALENDAR_WINDOW_CODE, 3, E, E2, cost, 1].forEach((v, i) => packed.writeDoubleLE(v, 8 * i));
-  const reply = unpackReply(await redis.client.callBuffer('eval', checkScript(), 1, key, '0', String(t), '1', packed), 1);
+  args.forEach((v, i) => packed.writeDoubleLE(v, 8 * i));
+  const reply = unpackReply(await redis.client.callBuffer('eval', checkScript(), 1, key, '0', String(t), '1', packed), args, 0);
   return reply.slice(0, 4);
 }
 

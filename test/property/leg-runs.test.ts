@@ -1,6 +1,6 @@
 /**
  * lua/check.lua's runs (src/store/leg-runs.ts: single-leg token-bucket checks on unique keys of one L, P, B and
- * cost, decided with the run head's numbers) against the same calls marked UNIQUE_KEY only and against them
+ * cost, sent as their head alone and decided with its numbers) against the same calls marked UNIQUE_KEY only and against them
  * unmarked (every leg through the slot path), call for call: the replies are the same bytes and the keys hold
  * the same values, with the same expiry.
  *
@@ -83,7 +83,7 @@ describe('check script: runs of legs decide as leg by leg', () => {
           let legs: ArrayLike<number> = args;
           if (k === 0) {
             const f = markedRuns(keys, args);
-            for (let j = 0; j < keys.length; j++) if (f[6 * j] >= RUN_MARK) inRuns += Math.floor(f[6 * j] / RUN_MARK);
+            for (let j = 0; j < f.length / 6; j++) if (f[6 * j] >= RUN_MARK) inRuns += Math.floor(f[6 * j] / RUN_MARK);
             legs = f;
           } else if (k === 1) legs = marked(keys, args);
           replies.push(await redis.client.callBuffer('FCALL', lib.fn, keys.length, ...keys, call.redisClock ? '1' : '0', String(now), String(keys.length),

@@ -189,9 +189,10 @@ describe('the TS twins give lua/check.lua\'s numbers (one leg, EVAL at a given t
       [w0, w1, last].forEach((x, i) => v.writeDoubleLE(x, 8 * i));
       await redis.client.set(key, v);
     }
+    const args = [alg, L, P, B, c, 1];
     const packed = Buffer.alloc(48);
-    [alg, L, P, B, c, 1].forEach((x, i) => packed.writeDoubleLE(x, 8 * i));
-    return unpackReply(await redis.client.callBuffer('eval', checkScript(), 1, key, '0', String(t), '1', packed), 1).slice(0, 4);
+    args.forEach((x, i) => packed.writeDoubleLE(x, 8 * i));
+    return unpackReply(await redis.client.callBuffer('eval', checkScript(), 1, key, '0', String(t), '1', packed), args, 0).slice(0, 4);
   }
   function twin(alg: number, L: number, P: number, B: number, w0: number, w1: number, last: number, c: number, t: number): number[] {
     const out = new Float64Array(4);

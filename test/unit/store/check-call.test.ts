@@ -2,7 +2,7 @@
  * The check script's request as sluice encodes it (src/store/check-call.ts) against what ioredis writes for
  * the same arguments: byte for byte, with ASCII and non-ASCII keys, as FCALL of the check library, as EVALSHA
  * and as EVAL; and with the keys given as prebuilt RESP bytes (src/store/key-wire.ts), the same bytes again.
- * Legs that form a run (src/store/leg-runs.ts) go with the run marked on its first leg, and the caller's
+ * Legs that form a run (src/store/leg-runs.ts) go as the run's first leg, marked, the others left out, and the caller's
  * arguments are left as they were.
  */
 import { describe, expect, it } from 'vitest';
@@ -63,13 +63,12 @@ describe('check request encoding', () => {
     expect(encodeCheckWire(SHA, 1, [keyWire(['k'])], 0, 12, args, 3).equals(encodeCheck(SHA, ['k'], 0, 12, args, 3))).toBe(true);
   });
 
-  it('marks a run of legs on its first leg, leaving the caller\'s arguments as they were', () => {
+  it('marks a run of legs on its first leg and leaves its later legs out, the caller\'s arguments as they were', () => {
     const keys = ['p:{a:1:k0}:0', 'p:{a:1:k1}:0', 'p:{a:1:k2}:0', 'p:{a:1:k3}:0'];
     const leg = [UNIQUE_KEY, 60, 60_000, 100, 1, 1];
-    // three alike, then one of another cost
+    // three alike, then one of another cost: the head and that one are sent
     const args = [...leg, ...leg, ...leg, UNIQUE_KEY, 60, 60_000, 100, 2, 1];
-    const sent = [...args];
-    sent[0] += 2 * RUN_MARK;
+    const sent = [UNIQUE_KEY + 2 * RUN_MARK, 60, 60_000, 100, 1, 1, UNIQUE_KEY, 60, 60_000, 100, 2, 1];
     const fn = checkLibrary().fn;
     expect(encodeCheckWire(fn, keys.length, [keyWire(keys)], 1, 5, args, 0, 'fcall')
       .equals(ioredisBytes('fcall', [fn, keys.length, ...keys, 1, 5, keys.length, packed(sent)]))).toBe(true);

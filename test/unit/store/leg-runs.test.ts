@@ -1,12 +1,13 @@
 /**
- * src/store/leg-runs.ts markRuns: which legs head a run and how long it is, exactly; and RUN_MARK pinned
- * against lua/check.lua's RUN and above every algorithm code + UNIQUE_KEY.
+ * src/store/leg-runs.ts packRuns: which legs head a run and how long it is, exactly, and that a run's later legs
+ * are left out and the others kept in order; and RUN_MARK pinned against lua/check.lua's RUN and above every
+ * algorithm code + UNIQUE_KEY.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../../../src/config/policy-spec.js';
 import { UNIQUE_KEY } from '../../../src/store/contract.js';
-import { RUN_MARK, markRuns } from '../../../src/store/leg-runs.js';
+import { RUN_MARK, packRuns } from '../../../src/store/leg-runs.js';
 
 const TB = ALGORITHM_CODES.token_bucket + UNIQUE_KEY;
 
@@ -15,13 +16,13 @@ function legs(...rows: number[][]): Float64Array {
   return Float64Array.from(rows.flat());
 }
 
-/** The algorithm field of each leg after markRuns. */
+/** The algorithm field of each leg packRuns keeps, in order. */
 function marks(f: Float64Array): number[] {
-  markRuns(f, f.length / 6);
-  return Array.from({ length: f.length / 6 }, (_, j) => f[6 * j]);
+  const kept = packRuns(f, f.length / 6);
+  return Array.from({ length: kept / 6 }, (_, j) => f[6 * j]);
 }
 
-describe('markRuns', () => {
+describe('packRuns', () => {
   it('pins RUN_MARK against lua/check.lua and above every marked algorithm code', () => {
     const lua = readFileSync(new URL('../../../lua/check.lua', import.meta.url), 'utf8');
     expect(Number(/^local RUN = (\d+)$/m.exec(lua)?.[1])).toBe(RUN_MARK);
@@ -30,10 +31,10 @@ describe('markRuns', () => {
     expect(ALGORITHM_CODES.token_bucket).toBe(0);
   });
 
-  it('marks a run of one shape on its first leg, by the number of legs after it', () => {
+  it('marks a run of one shape on its first leg, by the number of legs after it, and leaves those out', () => {
     const a = [TB, 60, 60_000, 100, 1, 1];
-    expect(marks(legs(a, a, a, a))).toEqual([TB + 3 * RUN_MARK, TB, TB, TB]);
-    expect(marks(legs(a, a))).toEqual([TB + RUN_MARK, TB]);
+    expect(marks(legs(a, a, a, a))).toEqual([TB + 3 * RUN_MARK]);
+    expect(marks(legs(a, a))).toEqual([TB + RUN_MARK]);
     // one leg is no run
     expect(marks(legs(a))).toEqual([TB]);
     expect(marks(legs())).toEqual([]);
@@ -45,8 +46,8 @@ describe('markRuns', () => {
     const c = [TB, 60, 60_000, 101, 1, 1];
     const d = [TB, 61, 60_000, 100, 1, 1];
     const e = [TB, 60, 1_000, 100, 1, 1];
-    expect(marks(legs(a, a, b, b, b, a))).toEqual([TB + RUN_MARK, TB, TB + 2 * RUN_MARK, TB, TB, TB]);
-    expect(marks(legs(a, c, c, d, d, e, e, a))).toEqual([TB, TB + RUN_MARK, TB, TB + RUN_MARK, TB, TB + RUN_MARK, TB, TB]);
+    expect(marks(legs(a, a, b, b, b, a))).toEqual([TB + RUN_MARK, TB + 2 * RUN_MARK, TB]);
+    expect(marks(legs(a, c, c, d, d, e, e, a))).toEqual([TB, TB + RUN_MARK, TB + RUN_MARK, TB + RUN_MARK, TB]);
   });
 
   it('leaves out legs that are not single-leg token-bucket checks on unique keys of a cost above 0', () => {
@@ -58,16 +59,20 @@ describe('markRuns', () => {
     const groupHead = [ALGORITHM_CODES.token_bucket, 60, 60_000, 100, 1, 2];
     const groupLeg = [ALGORITHM_CODES.token_bucket, 60, 60_000, 100, 1, 0];
     for (const other of [notUnique, gcra, free, delayed]) {
-      expect(marks(legs(a, other, a, a))).toEqual([a[0], other[0], TB + RUN_MARK, TB]);
+      expect(marks(legs(a, other, a, a))).toEqual([a[0], other[0], TB + RUN_MARK]);
       expect(marks(legs(other, other, other))).toEqual([other[0], other[0], other[0]]);
     }
-    expect(marks(legs(a, a, groupHead, groupLeg, a, a, a))).toEqual([TB + RUN_MARK, TB, groupHead[0], groupLeg[0], TB + 2 * RUN_MARK, TB, TB]);
+    expect(marks(legs(a, a, groupHead, groupLeg, a, a, a))).toEqual([TB + RUN_MARK, groupHead[0], groupLeg[0], TB + 2 * RUN_MARK]);
   });
 
-  it('changes nothing but the run heads\' algorithm fields', () => {
+  it('moves the kept legs up whole, in order, and changes nothing but the run heads\' algorithm fields', () => {
     const a = [TB, 60, 60_000, 100, 1, 1];
-    const f = legs(a, a, a);
-    markRuns(f, 3);
-    expect(Array.from(f)).toEqual([TB + 2 * RUN_MARK, 60, 60_000, 100, 1, 1, ...a, ...a]);
+    const g = [ALGORITHM_CODES.gcra + UNIQUE_KEY, 7, 1_000, 3, 2, 1];
+    const f = legs(a, a, a, g, a, a, g);
+    expect(packRuns(f, 7)).toBe(4 * 6);
+    expect(Array.from(f.subarray(0, 24))).toEqual([TB + 2 * RUN_MARK, 60, 60_000, 100, 1, 1, ...g, TB + RUN_MARK, 60, 60_000, 100, 1, 1, ...g]);
+    const none = legs(g, a, g);
+    expect(packRuns(none, 3)).toBe(18);
+    expect(Array.from(none)).toEqual([...g, ...a, ...g]);
   });
 });
