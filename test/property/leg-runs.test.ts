@@ -6,7 +6,8 @@
  *
  * fast-check draws two token-bucket limits and one of any algorithm, calls of 1 to 32 checks on 16 keys per
  * limit (so that runs form, are broken by a repeated key, another limit or another cost, and hold denials,
- * absent keys and limits of 0), costs of 0 to 3, the time moving by 0 to 6 s on the caller's clock or, one
+ * absent keys and limits of 0), one check in eight with a guard's second leg (a group, read with the runs'
+ * legs expanded), costs of 0 to 3, the time moving by 0 to 6 s on the caller's clock or, one
  * call in four, Redis's own (frozen: TIME stands still, so states from the caller's later clock are ahead of
  * it), and before some calls a key's value replaced by something that is not a state (24 bytes that are not
  * integers, text, a hash) or deleted. Three key prefixes on one redis-server whose clock stands still
@@ -29,6 +30,9 @@ const checkArb = fc.record({
   limit: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 2, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.constant(2) }),
   key: fc.integer({ min: 0, max: KEYS_PER_LIMIT - 1 }),
   cost: fc.oneof({ weight: 6, arbitrary: fc.constant(1) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 3 }) }),
+  // one check in eight has a second leg, as a guarded check has: the script then reads every leg's numbers
+  // into one table, the runs' later legs (not sent) given their head's
+  guarded: fc.oneof({ weight: 7, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
 });
 
 const spoilArb = fc.record({
@@ -75,7 +79,13 @@ describe('check script: runs of legs decide as leg by leg', () => {
         for (const c of call.checks) {
           const l = compiled.get(`p${c.limit}`)!.limits[0];
           names.push(`{p${c.limit}:k${c.key}}:0`);
-          args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), c.cost, 1);
+          args.push(l.algorithmCode, l.limit, scriptPeriod(l, now), scriptBurst(l, now), c.cost, c.guarded ? 2 : 1);
+          if (c.guarded) {
+            // the guard: limit 0's on one of two keys of its own
+            const g = compiled.get('p0')!.limits[0];
+            names.push(`{p0:g${c.key % 2}}:0`);
+            args.push(g.algorithmCode, g.limit, scriptPeriod(g, now), scriptBurst(g, now), c.cost, 0);
+          }
         }
         const replies: Buffer[] = [];
         for (const [k, prefix] of prefixes.entries()) {
