@@ -6,8 +6,6 @@
  * order. {@link unpackReply} gives it back as 4 per leg (code, remaining, resetAfterMs, retryAfterMs), the
  * time, then the states: the layout {@link widen}, {@link spentBy} and the MemoryStore share.
  */
-import { cdiv, fdiv } from './memory-algorithms.js';
-
 /**
  * Added to a leg's code in the packed reply when its retryAfterMs (a denial's wait, an admission's delay, −1
  * for never) follows after the time: an admission without a delay, the common case, costs Redis 3 numbers
@@ -51,8 +49,10 @@ export function unpackReply(raw: unknown, args: ArrayLike<number>, from: number)
       const b = from + j * 6;
       const L = args[b + 1], P = args[b + 2], B = args[b + 3];
       out[o] = 0;
-      out[o + 1] = fdiv(left, P);
-      out[o + 2] = cdiv(B * P - left, L);
+      // exact: for integers 0 ≤ a < 2^53 and b ≥ 1, a / b rounded to a double never crosses an integer (a
+      // fraction of a / b is ≥ 1/b, more than half its ulp), and here a ≤ B·P ≤ 2^51 (the loader's bound)
+      out[o + 1] = Math.floor(left / P);
+      out[o + 2] = Math.ceil((B * P - left) / L);
       out[o + 3] = 0;
       p += 1;
       continue;
