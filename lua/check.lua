@@ -38,8 +38,9 @@
 -- its last state and expiry: one MSET for all of them, then a PEXPIREAT each (the script is atomic: nothing
 -- sees the states in between). A single leg (the common
 -- case) is read by one struct.unpack of its 48 bytes and decided inline, the token bucket's admitting path
--- written out; a run's later legs skip that read and the tests of the leg's shape (~4 k of ~27.5 k
--- instructions per decision at 32 checks a call); the reply is packed by one struct.pack per 512 numbers.
+-- written out; a run's later legs skip that read and the tests of the leg's shape, and a token bucket's
+-- admission answers one number (21.0 k instructions per decision in all at 32 checks a call, 20.3 k at 64:
+-- bench/README.md); the reply is packed by one struct.pack per 512 numbers.
 -- Calls, table lookups and number formatting cost Redis more than the arithmetic: see the notes below.
 -- The script runs as a Redis Function (FCALL; src/store/scripts.ts checkLibrary), its helpers and scratch
 -- tables made once when the library loads, or as an EVAL chunk (checkScript: a Redis
