@@ -53,8 +53,8 @@ local UNIQUE = 16
 -- added to a leg's code in the reply when its retryAfterMs follows (src/store/reply.ts RETRIED)
 local RETRIED = 8
 -- times r, added to the algorithm of a leg that heads a run (src/store/leg-runs.ts RUN_MARK): the r legs after
--- it are single-leg token-bucket checks on unique keys with its L, P, B and cost, so they are decided without
--- reading their own 48 bytes
+-- it are single-leg token-bucket checks on unique keys with its L, P, B and cost, not packed in ARGV[4]: they
+-- are decided with the head's numbers
 local RUN = 32
 
 -- ARGV[4] as one flat table of 6 numbers for each of the n legs: the packed legs (lib.lua unpackLegs), each

@@ -1,11 +1,12 @@
 /**
  * Reading lua/check.lua's reply. The script packs a row per leg: 3 numbers (code, remaining, resetAfterMs; the
  * code + {@link RETRIED} when the leg's retryAfterMs is not 0), or 1 for a single-leg token-bucket check it
- * admitted at a cost above 0 without a delay ({@link ADMITTED}); then the time it decided at, then the
+ * admitted at a cost above 0 without a delay ({@link admittedRow}); then the time it decided at, then the
  * retried legs' retryAfterMs in leg order, then (w0, w1, lastSeen) for each leg of each denied check, in leg
  * order. {@link unpackReply} gives it back as 4 per leg (code, remaining, resetAfterMs, retryAfterMs), the
  * time, then the states: the layout {@link widen}, {@link spentBy} and the MemoryStore share.
  */
+
 /**
  * Added to a leg's code in the packed reply when its retryAfterMs (a denial's wait, an admission's delay, −1
  * for never) follows after the time: an admission without a delay, the common case, costs Redis 3 numbers
