@@ -9,8 +9,8 @@
 
 /**
  * Added to a leg's code in the packed reply when its retryAfterMs (a denial's wait, an admission's delay, −1
- * for never) follows after the time: an admission without a delay, the common case, costs Redis 3 numbers
- * to pack and send, not 4 (callgrind: bench/README.md). Codes are below 8 (lua/lib.lua).
+ * for never) follows after the time: a leg whose retryAfterMs is 0 sends none (callgrind: bench/README.md).
+ * Codes are below 8 (lua/lib.lua).
  */
 export const RETRIED = 8;
 
