@@ -111,8 +111,10 @@ function retarget(req: Buffer, headBytes: number, head: string): Buffer {
  * Calls the check script on `redis` (one server, or the master Sentinel follows) as the Function `lib`
  * (FCALL), or as `lua` by EVALSHA where Redis refuses the library (see the file's doc): resolves to the
  * script's reply as bytes (one bulk string of packed doubles, src/store/reply.ts), rejects as ioredis does.
- * The request is encoded when called: `args` may be reused once this returns. `wire`, when given, holds
- * `keys` as RESP bytes (src/store/key-wire.ts), copied instead of encoding the keys.
+ * The request is encoded when called, but the reply is read by the same `args` (src/store/reply.ts
+ * unpackReply rebuilds an admission's remaining and resetAfterMs from its leg's L, P and B): they must stay as
+ * they are until it is. `wire`, when given, holds `keys` as RESP bytes (src/store/key-wire.ts), copied instead
+ * of encoding the keys.
  */
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
   from: number, wire?: readonly Uint8Array[]) => Promise<Buffer> {
