@@ -265,9 +265,9 @@ local NMAXN, MAXN, XTEXT, spack, xbase = NMAXN, MAXN, XTEXT, spack, xbase
 local i, o, pos = 1, 0, 1
 local RT, nr = RT, 0
 -- the run being decided (legs up to re): its head's 6 numbers (the algorithm without the run mark), which are
--- its later legs' too; rok when the shortcut below may decide them, with its L, P, B·P and cost·P
+-- its later legs' too; rok when the shortcut below may decide them, with B·P and cost·P
 local re, hA, hL, hP, hB, hc, hG = 0, 0, 0, 0, 0, 0, 0
-local rok, rL, rP, rBP, rcP = false, 0, 0, 0, 0
+local rok, rBP, rcP = false, 0, 0
 while i <= n do
   -- a leg of a run: its bucket's tokens·P now (x) from its MGET value, or nil (a state that is absent before
   -- EXISTS has said so, or not plainly valid: the leg goes the general way below, as does a denial)
@@ -282,7 +282,7 @@ while i <= n do
         if w0 % 1 + w1 % 1 + last % 1 == 0 and w0 >= NMAXN and w0 <= MAXN and w1 >= 0 and w1 <= MAXN
           and last >= 0 and last <= MAXN then
           if last > t then t = last end
-          x = w0 + (t - last) * rL
+          x = w0 + (t - last) * hL
           if x > rBP then x = rBP end
         end
       end
@@ -295,10 +295,10 @@ while i <= n do
     -- reset is a positive integer)
     local after = x - rcP
     local a = rBP - after
-    local r = a % rL
-    local q = (a - r) / rL
-    if r < 0 then q = q - 1 elseif r >= rL then q = q + 1 end
-    if q * rL < a then q = q + 1 end
+    local r = a % hL
+    local q = (a - r) / hL
+    if r < 0 then q = q - 1 elseif r >= hL then q = q + 1 end
+    if q * hL < a then q = q + 1 end
     MS[ms + 1], MS[ms + 2] = KEYS[i], spack('<ddd', after, 0, t)
     ms = ms + 2
     a = xbase + q
@@ -327,7 +327,7 @@ while i <= n do
         alg = alg % RUN
         re, hA, hL, hP, hB, hc, hG = i + r, alg, L, P, B, c, gd
         rok = alg == UNIQUE and gd == 1 and c > 0 and c <= B and L > 0 and P > 0
-        if rok then rL, rP, rBP, rcP = L, P, B * P, c * P end
+        if rok then rBP, rcP = B * P, c * P end
       end
     end
     -- the group length (below 65536; above it, on any leg, its maxDelayMs: onLimit: delay)

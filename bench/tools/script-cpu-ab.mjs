@@ -23,6 +23,7 @@ if (!(N > 0 && K > 0 && MS > 0 && ROUNDS > 0) || roots.length === 0) {
 }
 const { startRedis } = await import(new URL('../../dist/bench/lib/redis-server.js', import.meta.url).href);
 const { cpuTicks, stealPercent } = await import(new URL('../../dist/bench/lib/host.js', import.meta.url).href);
+const { median: medianOfSorted } = await import(new URL('../../dist/bench/lib/measure.js', import.meta.url).href);
 const own = await startRedis();
 
 /** One RESP request of `args` (strings, numbers or Buffers). */
@@ -114,10 +115,7 @@ const round = (b) => new Promise((resolve) => {
 });
 const ticks0 = cpuTicks();
 for (let r = 0; r < ROUNDS; r++) for (const b of r % 2 === 0 ? builds : [...builds].reverse()) b.res.push(await round(b));
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
+const median = (xs) => medianOfSorted([...xs].sort((a, b) => a - b));
 console.log(`script-cpu-ab: ${N} checks a call, ${K} calls in flight, ${ROUNDS} rounds of ${MS} ms, CPU steal ${stealPercent(ticks0, cpuTicks())?.toFixed(1) ?? 'unknown'} %`);
 const base = median(builds[0].res);
 for (const b of builds) {
