@@ -121,4 +121,29 @@ describe('StrictCache entries', () => {
     expect(again.pending).toBe(false);
     expect([...cache.statesOf(again)]).toEqual([-1, -1, -1]);
   });
+
+  it('checks of interleaved policies find their own entries, a reload\'s runtime the same ones, another prefix others', () => {
+    const rts = runtimes();
+    const one = rts.get('one')!, gcra = rts.get('gcra')!;
+    const cache = new StrictCache(10, true);
+    const a = cache.entry('p:', one, 'k');
+    const b = cache.entry('p:', gcra, 'k');
+    expect(b).not.toBe(a);
+    // alternating policies, as checks of free and paid tenants come: each finds its own entry every time
+    for (let i = 0; i < 3; i++) {
+      expect(cache.entry('p:', one, 'k')).toBe(a);
+      expect(cache.entry('p:', gcra, 'k')).toBe(b);
+    }
+    // a reload builds new runtimes for the same policies and versions: same Redis keys, so the same entries
+    const again = runtimes();
+    expect(cache.entry('p:', again.get('one')!, 'k')).toBe(a);
+    expect(cache.entry('p:', again.get('gcra')!, 'k')).toBe(b);
+    expect(cache.entry('p:', one, 'k')).toBe(a);
+    // another prefix names other Redis keys: other entries, for the runtime seen before too
+    const c = cache.entry('q:', one, 'k');
+    expect(c).not.toBe(a);
+    expect(cache.entry('p:', one, 'k')).toBe(a);
+    expect(cache.entry('q:', one, 'k')).toBe(c);
+    expect(cache.size).toBe(3);
+  });
 });
