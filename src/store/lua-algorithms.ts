@@ -36,33 +36,34 @@ function tokenBucket(L: number, P: number, B: number, exists: boolean, w0: numbe
   const BP = B * P;
   let x = BP;
   if (exists) {
-    const elapsed = t - last;
-    if (elapsed >= cdiv(BP, L)) x = BP;
-    else {
-      x = w0 + elapsed * L;
-      if (x > BP) x = BP;
-    }
+    // from a debt (w0 < 0: a delayed admission, a sync merge) the bucket takes longer to fill: no shortcut on
+    // the elapsed time alone. Exact in doubles as the script's (lua/token_bucket.lua says why)
+    x = w0 + (t - last) * L;
+    if (x > BP) x = BP;
   }
-  if (c > B) return put(out, at, NEVER, fdiv(x, P), cdiv(BP - x, L), -1);
+  const whole = x > 0 ? fdiv(x, P) : 0;
+  if (c > B) return put(out, at, NEVER, whole, cdiv(BP - x, L), -1);
   const cP = c * P;
-  if (cP <= x) {
+  if (c === 0 || cP <= x) {
     const after = x - cP;
-    return put(out, at, ALLOW, fdiv(after, P), cdiv(BP - after, L), 0);
+    return put(out, at, ALLOW, after < 0 ? 0 : fdiv(after, P), cdiv(BP - after, L), 0);
   }
-  put(out, at, DENY, fdiv(x, P), cdiv(BP - x, L), cdiv(cP - x, L));
+  put(out, at, DENY, whole, cdiv(BP - x, L), cdiv(cP - x, L));
 }
 
 function gcra(L: number, P: number, B: number, exists: boolean, w0: number, w1: number, t: number, c: number, out: Float64Array, at: number): void {
   const BP = B * P;
   let debt = 0;
   if (exists && w0 >= t) debt = (w0 - t) * L + w1;
-  if (c > B) return put(out, at, NEVER, fdiv(BP - debt, P), cdiv(debt, L), -1);
+  // past B·P of debt (a delayed admission, a sync merge) nothing is left, not less than nothing
+  const left = debt < BP ? fdiv(BP - debt, P) : 0;
+  if (c > B) return put(out, at, NEVER, left, cdiv(debt, L), -1);
   const cP = c * P;
-  if (debt + cP <= BP) {
+  if (c === 0 || debt + cP <= BP) {
     const nd = debt + cP;
-    return put(out, at, ALLOW, fdiv(BP - nd, P), cdiv(nd, L), 0);
+    return put(out, at, ALLOW, nd < BP ? fdiv(BP - nd, P) : 0, cdiv(nd, L), 0);
   }
-  put(out, at, DENY, fdiv(BP - debt, P), cdiv(debt, L), cdiv(debt + cP - BP, L));
+  put(out, at, DENY, left, cdiv(debt, L), cdiv(debt + cP - BP, L));
 }
 
 function fixedWindow(L: number, P: number, exists: boolean, w0: number, last: number, c: number, t: number, out: Float64Array, at: number): void {
@@ -70,9 +71,10 @@ function fixedWindow(L: number, P: number, exists: boolean, w0: number, last: nu
   let count = 0;
   if (exists && fdiv(last, P) === k) count = w0;
   const untilEnd = (k + 1) * P - t;
-  if (c > L) return put(out, at, NEVER, L - count, untilEnd, -1);
-  if (c <= L - count) return put(out, at, ALLOW, L - count - c, untilEnd, 0);
-  put(out, at, DENY, L - count, untilEnd, untilEnd);
+  const room = count < L ? L - count : 0;
+  if (c > L) return put(out, at, NEVER, room, untilEnd, -1);
+  if (c <= room) return put(out, at, ALLOW, room - c, untilEnd, 0);
+  put(out, at, DENY, room, untilEnd, untilEnd);
 }
 
 function swRemaining(L: number, P: number, cur: number, weighted: number): number {

@@ -253,4 +253,38 @@ describe('the TS twins give lua/check.lua\'s numbers (one leg, EVAL at a given t
       expect(twin(...args), JSON.stringify({ ...a, w0, w1, last })).toStrictEqual(await lua(...args));
     }), { numRuns: 400, seed: 5 });
   });
+
+  it('states past the limits, as delayed admissions and sync merges leave them: a bucket in debt, a TAT past B·P, counts past L', async () => {
+    // (a reload from onLimit: delay to deny keeps the version and so the keys, as does a key moved from sync to
+    // strict: the cache then meets such a state, and its answer must be the script's, remaining 0 not below)
+    const arb = fc.record({
+      alg: fc.integer({ min: 0, max: 3 }),
+      L: fc.integer({ min: 1, max: 6 }),
+      P: fc.constantFrom(500, 1000, 1500),
+      B: fc.integer({ min: 1, max: 8 }),
+      x: fc.double({ min: 0, max: 1, noNaN: true }),
+      y: fc.double({ min: 0, max: 1, noNaN: true }),
+      c: fc.integer({ min: 0, max: 9 }),
+      t: fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }),
+      lastDt: fc.integer({ min: -4000, max: 500 }),
+    });
+    await fc.assert(fc.asyncProperty(arb, async (a) => {
+      const last = a.t + a.lastDt;
+      const { L, P, B } = a;
+      let w0 = 0, w1 = 0;
+      if (a.alg === 0) w0 = -Math.floor(a.x * 2 * B * P); // up to 2·B·P of debt
+      else if (a.alg === 1) {
+        const debt = B * P + Math.floor(a.x * 2 * B * P); // from B·P to 3·B·P past last
+        w0 = last + Math.floor(debt / L);
+        w1 = debt % L;
+      } else {
+        w0 = L + Math.floor(a.x * 2 * L); // counts from L to 3·L
+        w1 = a.alg === 3 ? L + Math.floor(a.y * 2 * L) : 0;
+      }
+      const args = [a.alg, L, P, B, w0, w1, last, a.c, a.t] as const;
+      const got = twin(...args);
+      expect(got, JSON.stringify({ ...a, w0, w1, last })).toStrictEqual(await lua(...args));
+      expect(got[1], 'remaining').toBeGreaterThanOrEqual(0);
+    }), { numRuns: 400, seed: 6 });
+  });
 });
