@@ -204,15 +204,25 @@ export class StrictCache {
       m.set(key, e);
       this.count++;
     } else if (e.rt !== rt) {
-      // a reload: the numbers may differ (the key carries the version, but a runtime is rebuilt on every reload),
-      // and so may its legs' keys (a guard's are the guard's own)
+      // a reload (a runtime is rebuilt on every one, for every policy): a denial proves nothing under numbers
+      // that may differ (a version given in the config stays when they change), but a leg's last-known state
+      // is what Redis holds under its key, whatever the numbers: it stays for each leg whose key stays, so a
+      // stall right after a reload starts the key where Redis left it, not full. An admission's numbers are
+      // rebuilt first, by the runtime that sent them.
+      this.statesOf(e);
+      const was = e.keys, old = e.states, before = e.rt;
       e.rt = rt;
       e.keys = legKeys(prefix, rt, key);
       e.key0 = e.keys[0];
       e.wire = keyWire(e.keys);
       e.deniedCost = -1;
-      if (e.states.length !== rt.legCount * 3) e.states = new Float64Array(rt.legCount * 3);
-      clearStates(e);
+      e.states = new Float64Array(rt.legCount * 3).fill(-1);
+      for (let j = 0; j < rt.legCount; j++) {
+        const i = was.indexOf(e.keys[j]);
+        // (a state is read by its algorithm: one that changed under a version given in the config starts over)
+        if (i >= 0 && before.legLimits[i].algorithmCode === rt.legLimits[j].algorithmCode) e.states.set(old.subarray(3 * i, 3 * i + 3), 3 * j);
+      }
+      e.exact = false;
     }
     return e;
   }

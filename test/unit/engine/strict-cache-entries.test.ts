@@ -12,11 +12,11 @@ import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
 import { rebuild, StrictCache } from '../../../src/engine/strict-cache.js';
 import { LEG_WIDE } from '../../../src/store/reply.js';
 
-function runtimes(): Map<string, PolicyRuntime> {
-  const compiled = compilePolicies({
-    one: { algorithm: 'token_bucket', limit: 10, period: '1m', burst: 20, consistency: 'strict', onStoreError: 'local' },
-    gcra: { algorithm: 'gcra', limit: 10, period: '1m', burst: 5, consistency: 'strict', onStoreError: 'closed' },
-  });
+function runtimes(spec: Parameters<typeof compilePolicies>[0] = {
+  one: { algorithm: 'token_bucket', limit: 10, period: '1m', burst: 20, consistency: 'strict', onStoreError: 'local' },
+  gcra: { algorithm: 'gcra', limit: 10, period: '1m', burst: 5, consistency: 'strict', onStoreError: 'closed' },
+}): Map<string, PolicyRuntime> {
+  const compiled = compilePolicies(spec);
   const table = new LimitTable(64);
   const plan = table.plan(compiled);
   table.commit(plan);
@@ -80,16 +80,16 @@ describe('StrictCache entries', () => {
     }
   });
 
-  it('a reload, and a drop while a call is in flight, forget a waiting admission', () => {
+  it('a reload rebuilds a waiting admission and keeps it; a drop while a call is in flight forgets it', () => {
     const rt = runtimes().get('one')!;
     const cache = new StrictCache(10, true);
     const e = cache.entry('p:', rt, 'k');
     cache.learn(e, admitted(13, 42_000, 1000), 0, 1);
-    // the same policy's runtime rebuilt (a reload): the entry is kept, its states emptied
+    // the same policy's runtime rebuilt (a reload): the entry is kept, and so is what Redis holds for its key
     const reloaded = runtimes().get('one')!;
     expect(cache.entry('p:', reloaded, 'k')).toBe(e);
     expect(e.pending).toBe(false);
-    expect([...cache.statesOf(e)]).toEqual([-1, -1, -1]);
+    expect([...cache.statesOf(e)]).toEqual([780_000, 0, 1000]);
     cache.learn(e, admitted(13, 42_000, 2000), 0, 1);
     e.inflight = 1;
     cache.drop(e.keys[0]);
@@ -145,5 +145,34 @@ describe('StrictCache entries', () => {
     expect(cache.entry('p:', one, 'k')).toBe(a);
     expect(cache.entry('q:', one, 'k')).toBe(c);
     expect(cache.size).toBe(3);
+  });
+
+  it('a reload drops the denial but keeps the last-known state of each leg whose key and algorithm stay', () => {
+    const cache = new StrictCache(10, true);
+    const e = cache.entry('p:', runtimes().get('one')!, 'k');
+    // denied at Redis time t with 0.5 token left: the reply carries the state (w0 = 30,000 tokens·P)
+    const t = 1_700_000_000_000;
+    const row = [1, 0, 114_000, 54_000, t, 30_000, 0, t - 10];
+    cache.learn(e, row, 0, 1);
+    expect(e.deniedCost).toBe(1);
+    // the same policy and version from a reload: its keys stay
+    expect(cache.entry('p:', runtimes().get('one')!, 'k')).toBe(e);
+    expect(e.deniedCost).toBe(-1);
+    expect([...cache.statesOf(e)]).toEqual([30_000, 0, t - 10]);
+    // an admission's numbers waiting on the entry are rebuilt by the runtime that sent them, then kept
+    cache.learn(e, admitted(13, 42_000, t), 0, 1);
+    expect(e.pending).toBe(true);
+    cache.entry('p:', runtimes().get('one')!, 'k');
+    expect(e.pending).toBe(false);
+    expect([...cache.statesOf(e)]).toEqual([780_000, 0, t]);
+    // a version given in the config keeps the keys when the numbers change; the algorithm changing too drops
+    // the state (GCRA reads w0 as a time)
+    const v = (algorithm: 'token_bucket' | 'gcra', limit: number) => runtimes({ one: { algorithm, limit, period: '1m', burst: 20, version: 'v1', consistency: 'strict', onStoreError: 'local' } }).get('one')!;
+    const f = cache.entry('p:', v('token_bucket', 10), 'k2');
+    cache.learn(f, row, 0, 1);
+    cache.entry('p:', v('token_bucket', 20), 'k2');
+    expect([...cache.statesOf(f)]).toEqual([30_000, 0, t - 10]);
+    cache.entry('p:', v('gcra', 20), 'k2');
+    expect([...cache.statesOf(f)]).toEqual([-1, -1, -1]);
   });
 });
