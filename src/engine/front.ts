@@ -108,8 +108,9 @@ export class Front {
     this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
     this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
     if (o.store !== null) {
-      // a new connection may be to a Redis that restarted without its data: its denials no longer hold
-      o.store.onConnect(() => this.strict!.clearDenials());
+      // a new connection may be to a Redis that restarted without its data, or to another server (a failover):
+      // its denials no longer hold, nor the clock offsets measured
+      o.store.onConnect(() => this.strict!.reconnected());
       this.routed.set('strict', new StrictDecider({
         store: o.store, cache: this.strict!, clock: o.clock, counters: this.counters, degraded: this.degraded, flight: this.flight, local: this.local,
       }));

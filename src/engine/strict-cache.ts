@@ -21,11 +21,13 @@
  *
  * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
  * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
- * [t − s1 − 1, t + 1 − s0] (the ±1: both clocks are read in whole ms). The cache evaluates at now + the
- * smallest upper bound seen (so at a time no earlier than Redis's: a denial it gives, Redis gives too; the
- * wait it reports is at most the round trip short of Redis's). The bounds are renewed every 10 s, so a
- * clock that drifts or steps is followed; a step between renewals makes answers conservative or sends
- * checks to Redis, never admits one. With `clock: 'limiter'` the script uses the caller's time: no offset.
+ * [t − s1 − 1, t + 1 − s0] (the ±1: both clocks are read in whole ms). A denial is evaluated at now + the upper
+ * bound its own answer gave (the clock of the server holding the key: on a Redis Cluster, masters' clocks may
+ * differ), or at now + the smallest upper bound seen lately when that is larger (this instance's clock stepped
+ * back since): so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports
+ * is at most that call's round trip short of Redis's. The smallest bounds are renewed every 10 s, so a clock
+ * that drifts or steps is followed, and start over on every new connection (a failover may reach a server whose
+ * clock differs). With `clock: 'limiter'` the script uses the caller's time: no offset.
  *
  * Last known state: every answer (admitted or denied) updates the key's entry. A denial's states are exact;
  * after an admission the state is rebuilt from the answer's remaining and resetAfterMs, rounded toward fewer
@@ -80,6 +82,12 @@ export interface Known {
   pendingT: number;
   /** Whether `states` came from Redis exactly (a denial) or were rebuilt from an admission. */
   exact: boolean;
+  /**
+   * An upper bound of Redis − this instance's clock (ms) given by the answer its states came from (Redis's time
+   * t of a call sent at s0: t + 1 − s0), from the server that holds the key: on a Redis Cluster masters' clocks
+   * may differ, and one bound for all would let a key on a master ahead be evaluated early.
+   */
+  hi: number;
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
   /**
@@ -199,7 +207,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -275,11 +283,13 @@ export class StrictCache {
    */
   overLimit(e: Known, cost: number, now: number, epoch: number): Decision | null {
     if (e.deniedCost < 0 || !this.answer) return null;
-    if (cost < e.deniedCost || e.inflight > 0 || epoch !== e.epoch || (this.redisTime && this.upper() === Number.POSITIVE_INFINITY)) {
+    if (cost < e.deniedCost || e.inflight > 0 || epoch !== e.epoch || (this.redisTime && e.hi === Number.POSITIVE_INFINITY)) {
       if (cost < e.deniedCost) e.deniedCost = -1;
       return null;
     }
-    const t = this.redisTime ? now + this.upper() : now;
+    // at a time no earlier than Redis's for the key: its own answer's bound, or the bound renewed from every
+    // answer since when that is larger (this instance's clock stepped back meanwhile)
+    const t = this.redisTime ? now + Math.max(e.hi, this.upper()) : now;
     const rt = e.rt;
     const out = this.scratch;
     const s = e.states;
@@ -306,7 +316,7 @@ export class StrictCache {
    * Learns from Redis's answer to a check of `cost` on `e`: `wide` holds its legs at row `base`
    * ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a denied check the states).
    */
-  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number): void {
+  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY): void {
     const rt = e.rt;
     const s = e.states;
     if (e.stale > 0) {
@@ -338,6 +348,7 @@ export class StrictCache {
       }
     }
     e.exact = denied;
+    e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
     // follow it as entries leave (lua-algorithms.ts), so a check with such a leg is never answered here
@@ -464,6 +475,17 @@ export class StrictCache {
   /** Bumps the epochs of those of `keys` that checks share (a guard's): denials learned through them go. */
   private touchShared(keys: readonly string[]): void {
     for (const k of keys) if (this.epochs.has(k)) this.touch(k);
+  }
+
+  /**
+   * A new connection to the store (Redis may have restarted without its data, or failed over to a server
+   * whose clock differs): every denial goes, and the clock bounds start over.
+   */
+  reconnected(): void {
+    this.clearDenials();
+    this.hi = this.prevHi = Number.POSITIVE_INFINITY;
+    this.lo = this.prevLo = Number.NEGATIVE_INFINITY;
+    this.windowAt = Number.NEGATIVE_INFINITY;
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */

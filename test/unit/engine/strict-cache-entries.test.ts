@@ -175,4 +175,31 @@ describe('StrictCache entries', () => {
     cache.entry('p:', v('gcra', 20), 'k2');
     expect([...cache.statesOf(f)]).toEqual([-1, -1, -1]);
   });
+
+  it('a denial is evaluated on the clock of the server that gave it; a reconnection forgets denials and offsets', () => {
+    const rt = runtimes().get('one')!; // 10 a minute: one token·P (60,000) refills in 6,000 ms
+    const cache = new StrictCache(10, true);
+    // a master whose clock reads as this instance's, sampled often: the smallest bound, 1 ms
+    for (let s0 = 0; s0 < 1000; s0 += 100) cache.sample(s0, s0, s0);
+    // a key on a master 4,000 ms ahead, denied at its time 5,000 (this instance's 1,000) with nothing left
+    const e = cache.entry('p:', rt, 'k');
+    cache.learn(e, [1, 0, 120_000, 6000, 5000, 0, 0, 5000], 0, 1, 1000);
+    expect(e.hi).toBe(4001);
+    // at 6,000 here (10,000 there): 999 ms to wait by the key's own bound (Redis says 1,000: a round trip short)
+    expect(cache.overLimit(e, 1, 6000, 0)).toMatchObject({ allowed: false, retryAfterMs: 999 });
+    // at 7,000 here the key's master has refilled the token: not answered here (one bound for all said 5,000 ms more)
+    expect(cache.overLimit(e, 1, 7000, 0)).toBeNull();
+    expect(e.deniedCost).toBe(-1);
+    // this instance's clock steps back 3,000 ms: the bounds renewed since say so, and win over the denial's own
+    const f = cache.entry('p:', rt, 'f');
+    cache.learn(f, [1, 0, 120_000, 6000, 5000, 0, 0, 5000], 0, 1, 1000);
+    cache.sample(20_000, 13_000, 13_000);
+    expect(cache.overLimit(f, 1, 13_000, 0)).toBeNull(); // 13,000 + 7,001: refilled
+    // a new connection: no denial is answered, whatever the bounds
+    const g = cache.entry('p:', rt, 'g');
+    cache.learn(g, [1, 0, 120_000, 6000, 20_000, 0, 0, 20_000], 0, 1, 13_000);
+    expect(cache.overLimit(g, 1, 13_500, 0)).toMatchObject({ allowed: false });
+    cache.reconnected();
+    expect(cache.overLimit(g, 1, 13_500, 0)).toBeNull();
+  });
 });
