@@ -56,7 +56,8 @@ export interface LocalFallback {
   decide(b: Batch, now: number): void;
   /**
    * Seeds the kernel that will decide check i of `b` with state rows learned from the store: 6 numbers per
-   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it.
+   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: set when this returns, so
+   * whatever decides the key afterwards, on any path, starts from them.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void;
 }

@@ -5,7 +5,7 @@
  * any number of front threads. It stands in for the ShardPool in this thread's Front: only the calls a front
  * with local policies makes are here (no Redis, no admin: those stay on the main thread).
  */
-import { CHANNEL_TIMEOUT_MS, ShardLink, type ChannelMemory } from './channel.js';
+import { CHANNEL_TIMEOUT_MS, setStatesThrough, ShardLink, statesError, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT, type ShardTask } from './protocol.js';
 import { overloaded, shardFailed } from '../util/errors.js';
 
@@ -83,6 +83,12 @@ export class ShardCaller {
     if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
     if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
     throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+  }
+
+  /** As ShardPool.setStateNow (a dead shard times out, as callNow). */
+  setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
+    const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
+    if (r !== 'done') throw statesError(s, r);
   }
 
   /** A batch of a later turn (check() rather than checkNow()): decided now through the channel, in calls that fit. */

@@ -5,7 +5,7 @@ import { packageRoot } from '../util/paths.js';
 import { discard, watchExits } from './discard.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
-import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, ShardLink, type ChannelMemory } from './channel.js';
+import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, setStatesThrough, ShardLink, statesError, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type KernelLimit, type LimitsAdded, type ShardInit, type ShardKeys, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
@@ -143,6 +143,23 @@ export class ShardPool {
     if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
     if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
     throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+  }
+
+  /**
+   * Sets the key states `rows` holds (rows of STATE_ROW f64s: hashLo, hashHi, limitId, w0, w1, lastSeen) on
+   * shard `s`'s kernel at `now` through this thread's synchronous channel, blocking this thread until the kernel
+   * holds them (split into calls that fit a channel): whatever this thread sends the shard after this returns,
+   * a batch on its worker's queue or a channel call, is decided after the states are set. (setState's task on
+   * the worker's queue gives no such order: channel calls overtake it.) Like a decide call, it waits while the
+   * shard's kernel is older than the limits generation in force. Nothing is allocated.
+   * @throws SluiceError as {@link callNow}: SHARD_FAILED if the shard is down, failed, or took the call and has
+   *   not finished it within {@link CHANNEL_TIMEOUT_MS}; OVERLOADED if it did not take the call in that time.
+   *   Then the states (or some of them, in calls not taken yet) are not set.
+   */
+  setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
+    if (this.dead[s] !== null) throw this.downError(s);
+    const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
+    if (r !== 'done') throw statesError(s, r);
   }
 
   /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */

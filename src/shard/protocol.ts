@@ -5,7 +5,7 @@
  */
 import type { CalendarPeriod } from '../util/calendar.js';
 import type { ChannelMemory } from './channel.js';
-export { LEG_IN, LEG_OUT, GROUP_SHIFT, GROUP_SPAN, DELAY_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
+export { LEG_IN, LEG_OUT, STATE_ROW, GROUP_SHIFT, GROUP_SPAN, DELAY_SHIFT, MAX_GROUP, CODE_ALLOW, CODE_DENY, CODE_NEVER, CODE_BAD_LIMIT } from './abi.js';
 
 /** One shard's work for one turn. `legs` is transferred, not copied. The reply is a Float64Array of n output rows. */
 export interface ShardTask {
@@ -23,7 +23,11 @@ export interface ShardTask {
   ack?: number;
 }
 
-/** Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. */
+/**
+ * Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. Sent on the worker's
+ * queue, so channel calls can overtake it: safe, see LocalDecider.install. (A state that must precede what
+ * the front decides next goes through the channel instead: ShardPool.setStateNow.)
+ */
 export interface ShardStates {
   kind: 'setState';
   now: number;

@@ -5,7 +5,7 @@
 import { workerData } from 'node:worker_threads';
 import { move } from 'piscina';
 import { Kernel } from './kernel.js';
-import { LEG_IN, LEG_OUT, type KernelLimit, type ShardInit, type ShardRequest } from './protocol.js';
+import { LEG_IN, LEG_OUT, STATE_ROW, type KernelLimit, type ShardInit, type ShardRequest } from './protocol.js';
 import { AdmissionLog } from './admissions.js';
 import { serveChannels } from './channel.js';
 
@@ -16,8 +16,9 @@ const kernel = new Kernel(init.module, {
 });
 const admitted = new AdmissionLog();
 
-// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, and
-// the limits a reload adds (through the same channels, before any check can name them).
+// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, the
+// limits a reload adds (through the same channels, before any check can name them), and the key states a front
+// sets before deciding on them (LocalDecider.seed: set before anything the front sends after them, on either path).
 if (init.channels !== undefined) {
   serveChannels(init.channels, Number(process.env.SLUICE_SHARD), (legs, n, now, seq, ack, out) => {
     kernel.legIn.set(legs.subarray(0, n * LEG_IN));
@@ -26,6 +27,9 @@ if (init.channels !== undefined) {
     out.set(kernel.legOut.subarray(0, n * LEG_OUT));
   }, (limits) => {
     for (const { id, limit } of limits as Array<{ id: number; limit: KernelLimit }>) kernel.setLimit(id, limit);
+  }, (rows, n, now) => {
+    kernel.legIn.set(rows.subarray(0, n * STATE_ROW));
+    kernel.setState(n, now);
   }, init.limitsGen ?? 0);
 }
 

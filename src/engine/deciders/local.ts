@@ -94,16 +94,32 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     seqs?.settle(seq);
   }
 
+  /**
+   * Sets the states `rows` holds (STATE_ROW numbers each: the key states `onStoreError: local` starts check i
+   * of `b` from) on the kernel that owns the check, before this returns: this thread's, or the owning shard's
+   * through this thread's synchronous channel (ShardPool.setStateNow), which sleeps until the shard's kernel
+   * holds them. So every decision sent after it, by a batch on the shard worker's queue or a synchronous call
+   * (checkNow), starts from them. (A task on the worker's queue would not do: channel calls, served between
+   * its tasks, overtake it.) Once per key per stall, so the wait is not on the hot path.
+   *
+   * When the shard cannot take them (down, stalled past CHANNEL_TIMEOUT_MS, or failing), the check is still
+   * decided by the caller's decide(): a shard that is down or stalled fails it as it fails every check then
+   * (SHARD_FAILED or OVERLOADED); one that answers again decides it from what it holds of the key (nothing
+   * after a restart: the key starts from a full limit there, as without a learned state). The state is not
+   * sent again in this stall (the caller marked it seeded): sent after local decisions of the key, it would
+   * hand back what they spent.
+   */
   seed(b: Batch, i: number, rows: number[], now: number): void {
-    const rt = b.rts[i];
     const pool = this.o.pool;
     if (pool === null) {
       this.o.kernel.legIn.set(rows);
       this.o.kernel.setState(rows.length / STATE_ROW, now);
-    } else {
-      // the shard receives the state ahead of the batch, on the same worker queue
-      const shard = shardOf(rt.guardHashes === null ? b.hashes[2 * i + 1] : rt.guardHashes[1], pool.size);
-      void pool.setState(shard, { kind: 'setState', now, n: rows.length / STATE_ROW, rows: Float64Array.from(rows) }).catch(() => undefined);
+      return;
+    }
+    try {
+      pool.setStateNow(routeOf(b, i, pool.size), rows, now);
+    } catch {
+      // see above: the check is decided anyway
     }
   }
 
@@ -111,6 +127,17 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
    * Installs merged states into the kernels that own them: this thread's, or each shard's in order, after the
    * batches that shard has settled here (src/shard/admissions.ts). `rows`: 6 numbers per state per shard
    * (hashLo, hashHi, limitId, w0, w1, lastSeen), `params` 3 per state (algorithm, L, P).
+   *
+   * A shard's states go as a task on its worker's queue, which synchronous channel calls
+   * (dispatchNow) overtake: a call sent after the install may be decided before it. That is safe, unlike
+   * a seed's: the install does not assume any order. Every batch or call the front had not settled when it
+   * computed the rows (those after `after`, but the ones in `settled`; a later call has a higher number, so it is
+   * not among them) is logged on the shard with what it admitted, and kept there while the install is on its
+   * way (ShardSeqs.ack holds the shard's log back to the install's `after`): if it is decided before the install
+   * is applied, the worker spends what it admitted on the installed rows (AdmissionLog.debit); if after, it spends
+   * from the installed state itself. Either way the kernel ends at the merged state less what was admitted since,
+   * nothing given back and nothing spent twice; a call that overtakes the install was only decided on the view
+   * from before the merge, as any check decided in the moments between Redis's read and the install is.
    */
   async install(byShard: Map<number, number[]>, paramsOf: Map<number, number[]>, now: number): Promise<void> {
     const pool = this.o.pool;

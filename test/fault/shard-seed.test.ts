@@ -1,0 +1,147 @@
+/**
+ * `onStoreError: local` with shards: the key state a strict check's fallback starts from (LocalDecider.seed)
+ * reaches the owning shard's kernel before any decision the front sends after it, whichever path carries that
+ * decision: a batch on the shard worker's queue (check()) or the synchronous channel (dispatchNow, the path of
+ * checkNow), which the worker serves between its queued tasks and which used to overtake a seed sent as one.
+ * The seed goes through the channel itself (a STATES call, src/shard/channel.ts): the front sleeps until the
+ * shard holds it.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
+import { engineOf } from '../../src/engine/handle.js';
+import type { ShardPool } from '../../src/shard/pool.js';
+import { compilePolicies } from '../../src/config/policies.js';
+import { LimitTable } from '../../src/engine/limits.js';
+import { Hasher } from '../../src/keys/hasher.js';
+import { Kernel, kernelModule, STATE_ROW } from '../../src/shard/kernel.js';
+import { buildRuntimes, type PolicyRuntime } from '../../src/engine/runtime.js';
+import { LocalDecider } from '../../src/engine/deciders/local.js';
+import { Flight } from '../../src/engine/decider.js';
+import type { PolicyCounters } from '../../src/engine/shadow.js';
+import type { Batch } from '../../src/engine/queue.js';
+import { startRedis, type TestRedis } from '../helpers/redis.js';
+
+const T = 1_800_000_000_000;
+const poolOf = (l: Limiter): ShardPool => engineOf(l)!.pool!;
+
+const open: Limiter[] = [];
+const redises: TestRedis[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((l) => l.close()));
+  await Promise.all(redises.splice(0).map((r) => r.stop()));
+});
+
+/** Puts piscina's limit of tasks in flight (concurrentTasksPerWorker: 16) on shard 0's worker: the next task waits on this thread. */
+function fillQueue(pool: ShardPool): Promise<unknown>[] {
+  return Array.from({ length: 16 }, () => pool.keys(0, { kind: 'peek', n: 0, legs: new Float64Array(0) }));
+}
+
+/** A policy's runtime and a key's leg hash as the limiter's own front makes them (same plan, same ids). */
+function runtimeOf(policies: Record<string, PolicySpec>, name: string, key: string): { rt: PolicyRuntime; lo: number; hi: number } {
+  const compiled = compilePolicies(policies);
+  const table = new LimitTable(4096);
+  const plan = table.plan(compiled);
+  table.commit(plan);
+  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits: table.limits }), 16);
+  const rt = buildRuntimes(compiled, plan.ids, hasher).get(name)!;
+  const [lo, hi] = hasher.hashOne(key, rt.seedLo, rt.seedHi);
+  return { rt, lo, hi };
+}
+
+describe('shards: a seeded state precedes the decisions sent after it', () => {
+  it('ShardPool.setStateNow: the states are set when it returns, in calls that fit a channel, ahead of queued tasks', async () => {
+    const policies = { p: { algorithm: 'fixed_window' as const, limit: 10, period: 3_600_000 } };
+    const l = await createLimiter({ policies, shards: 1, clock: () => T, maxKeys: 4096 });
+    open.push(l);
+    const pool = poolOf(l);
+    const id = engineOf(l)!.frontThreads!.limitIds().get('p')![0];
+    // more rows than one channel call carries (4096 f64s: 682 rows)
+    const n = 1500;
+    const rows: number[] = [];
+    for (let k = 0; k < n; k++) rows.push(1000 + k, 7, id, k % 10, Math.floor(T / 3_600_000) * 3_600_000 + k, T);
+    const queued = fillQueue(pool);
+    pool.setStateNow(0, rows, T);
+    const legs = new Float64Array(n * 4);
+    for (let k = 0; k < n; k++) legs.set([1000 + k, 7, id, 0], 4 * k);
+    const peek = (await pool.keys(0, { kind: 'peek', n, legs })) as Float64Array;
+    await Promise.all(queued);
+    for (let k = 0; k < n; k++) expect([...peek.subarray(4 * k, 4 * k + 4)]).toStrictEqual([1, k % 10, rows[STATE_ROW * k + 4], T]);
+    // a shard that is down refuses them as it refuses calls
+    await pool.threads(0)[0].terminate();
+    let err: unknown;
+    for (let i = 0; i < 20 && err === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      try {
+        pool.setStateNow(0, rows.slice(0, STATE_ROW), T);
+      } catch (e) {
+        err = e;
+      }
+    }
+    if (err !== undefined) expect((err as { status?: number }).status).toBe(503);
+  });
+
+  it('LocalDecider.seed, then a decision through the synchronous channel: it starts from the seed', async () => {
+    const policies = { p: { algorithm: 'token_bucket' as const, limit: 10, period: 3_600_000 } };
+    const l = await createLimiter({ policies, shards: 1, clock: () => T });
+    open.push(l);
+    const pool = poolOf(l);
+    const { rt, lo, hi } = runtimeOf(policies, 'p', 'k');
+    expect([...rt.limitIds]).toStrictEqual([...engineOf(l)!.frontThreads!.limitIds().get('p')!]);
+    const id = rt.limitIds[0];
+    // the state a key with 7 of 10 tokens left has: made by the kernel, read back, then forgotten
+    for (let i = 0; i < 3; i++) await l.check({ policy: 'p', key: 'k', cost: 1 });
+    const legs = Float64Array.of(lo, hi, id, 0);
+    const st = (await pool.keys(0, { kind: 'peek', n: 1, legs: legs.slice() })) as Float64Array;
+    expect(st[0]).toBe(1);
+    expect(await pool.keys(0, { kind: 'remove', n: 1, legs: legs.slice() })).toBe(1);
+
+    const local = new LocalDecider({ kernel: null as unknown as Kernel, pool, counters: {} as PolicyCounters, flight: new Flight() });
+    const got: Array<Decision | Error> = [];
+    const batch = (): Batch => ({
+      n: 1, rts: [rt], costs: [1], keys: ['k'], hashes: [lo, hi], fallback: true,
+      resolves: [(d: Decision) => got.push(d)], rejects: [(e: Error) => got.push(e)],
+    });
+    const queued = fillQueue(pool);
+    local.seed(batch(), 0, [lo, hi, id, st[1], st[2], st[3]], T);
+    local.now = true;
+    for (let i = 0; i < 9; i++) local.decide(batch(), T);
+    local.now = false;
+    await Promise.all(queued);
+    // 7 tokens learned: 7 admitted (6 .. 0 left), then denials; none from a full bucket
+    expect(got.map((d) => (d instanceof Error ? d.message : [d.allowed, d.remaining]))).toStrictEqual([
+      [true, 6], [true, 5], [true, 4], [true, 3], [true, 2], [true, 1], [true, 0], [false, 0], [false, 0],
+    ]);
+  });
+
+  it('a strict policy under onStoreError: local, Redis killed: the local decisions start from the learned state', async () => {
+    const redis = await startRedis();
+    redises.push(redis);
+    const l = await createLimiter({
+      shards: 1, redis: { url: redis.url },
+      policies: { p: { algorithm: 'token_bucket', limit: 10, period: '1h', consistency: 'strict', onStoreError: 'local' } },
+    });
+    open.push(l);
+    const check = (key: string): Promise<Decision> => l.check({ policy: 'p', key, cost: 1 });
+    for (const key of ['a', 'b']) {
+      for (let i = 0; i < 3; i++) expect(await check(key)).toMatchObject({ allowed: true, remaining: 9 - i });
+    }
+    expect((await check('a')).degraded).toBeUndefined();
+    await redis.kill();
+    // one by one: 'a' had 6 left in Redis
+    const seq: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const d = await check('a');
+      expect(d).toMatchObject({ allowed: true, degraded: true, degradedBy: 'local' });
+      seq.push(d.remaining);
+    }
+    expect(seq).toStrictEqual([5, 4, 3]);
+    // a burst of one turn: 'b' had 7 left; no more admissions than that (a refill of at most 1 token may come
+    // in the seconds since, hence up to 8)
+    const burst = await Promise.all(Array.from({ length: 12 }, () => check('b')));
+    const admitted = burst.filter((d) => d.allowed).length;
+    expect(admitted).toBeGreaterThanOrEqual(7);
+    expect(admitted).toBeLessThanOrEqual(8);
+    expect(burst.every((d) => d.degradedBy === 'local')).toBe(true);
+    expect(Math.max(...burst.map((d) => d.remaining))).toBeLessThanOrEqual(7);
+  });
+});
