@@ -9,14 +9,36 @@
  */
 import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
+import { isBucket } from '../config/policy-spec.js';
+import { neverReason } from './decision.js';
 import { degraded, type DegradedCounts } from './degraded.js';
 
 /**
- * Counts one store-failed check of `rt` and gives its decision under `open` or `closed`, or null under
- * `local` (the caller hands it to the local decider's fallback).
+ * Counts one store-failed check of `rt` at `cost` (tokens) and gives its decision under `open` or `closed`,
+ * or null under `local` (the caller hands it to the local decider's fallback). A cost no state could ever
+ * admit (above a leg's capacity, or any cost on a limit of 0) is denied for good under every rule, as the
+ * store would deny it (`retryAfterMs: null` and the reason), still marked degraded: `open` admitting it would
+ * promise what the policy never gives.
  */
-export function storeFailure(rt: PolicyRuntime, counts: DegradedCounts): Decision | null {
+export function storeFailure(rt: PolicyRuntime, counts: DegradedCounts, cost: number): Decision | null {
   const rule = rt.policy.onStoreError;
   counts.count(rt.policy.name, rule);
-  return rule === 'local' ? null : degraded(rt, rule);
+  if (rule === 'local') return null;
+  const j = neverLeg(rt, cost);
+  if (j < 0) return degraded(rt, rule);
+  const l = rt.legLimits[j];
+  return {
+    allowed: false, limit: l.limit, remaining: 0, resetAfterMs: 0, retryAfterMs: null, policy: l.name,
+    reason: neverReason(l.limit), degraded: true, degradedBy: rule,
+  };
+}
+
+/** The first leg of `rt` no state could ever admit `cost` on, or −1. */
+function neverLeg(rt: PolicyRuntime, cost: number): number {
+  if (cost <= 0) return -1;
+  for (let j = 0; j < rt.legCount; j++) {
+    const l = rt.legLimits[j];
+    if (l.limit === 0 || cost > (isBucket(l.algorithm) ? l.burst : l.limit)) return j;
+  }
+  return -1;
 }

@@ -103,7 +103,8 @@ export class Activity {
     e.checks++;
     if (allowed) {
       e.ring[at + ADMITTED]++;
-      if (remaining < limit * NEAR_LIMIT_SHARE) e.nearLimit++;
+      // a decision Redis did not make says nothing of what is left (`open` admits with remaining 0)
+      if (!degraded && remaining < limit * NEAR_LIMIT_SHARE) e.nearLimit++;
     } else {
       e.ring[at + DENIED]++;
       e.denied++;

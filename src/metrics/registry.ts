@@ -20,7 +20,7 @@
  * | sluice_policy_reloads_total | counter | source = file / signal / api / peer, result = ok / rejected |
  * | sluice_policy_announcements_refused_total | counter | reason = malformed / unsigned / bad_mac / replayed |
  * | process_resident_memory_bytes | gauge | the process's RSS |
- * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit (with an {@link Activity}) |
+ * | sluice_near_limit_total | counter | policy: admitted checks that left less than 20 % of the limit, decided by Redis or the kernel, not degraded (with an {@link Activity}) |
  * | sluice_hot_key_checks, sluice_hot_key_denied | gauge | policy, key: the top `hotKeyMetrics` keys per policy of the hot-key sketch (estimates: see src/metrics/hot-keys.ts); none when 0 |
  *
  * and, read from `limiter.stats()`, the engine's and the shards' (src/metrics/engine.ts); with a Redis store
@@ -244,7 +244,7 @@ export function createMetrics(limiter: Limiter, options: MetricsOptions = {}): S
   if (activity !== null) {
     new Counter({
       name: 'sluice_near_limit_total',
-      help: 'Admitted checks that left less than 20 % of the limit, by policy (tenants close to their quota).',
+      help: 'Admitted checks that left less than 20 % of the limit, by policy (tenants close to their quota); degraded decisions are not counted.',
       labelNames: ['policy'],
       registers,
       collect() {

@@ -166,7 +166,7 @@ export class StrictDecider implements Decider {
   private storeFailed(b: Batch, known: Known[], now: number): void {
     const local = emptyBatch(true);
     for (let i = 0; i < b.n; i++) {
-      const d = storeFailure(b.rts[i], this.o.degraded);
+      const d = storeFailure(b.rts[i], this.o.degraded, b.costs[i]);
       if (d === null) {
         this.seed(b, i, known[i], now);
         push(local, b, i);

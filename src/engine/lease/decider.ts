@@ -317,7 +317,7 @@ export class LeaseDecider implements Decider {
   /** The store failure rule (src/engine/failure.ts): open, closed, or this instance's kernel (`local`). */
   private storeError(w: Waiter, now: number): void {
     const e = this.o.engine();
-    const d = storeFailure(w.rt, e.degraded);
+    const d = storeFailure(w.rt, e.degraded, w.cost);
     if (d !== null) return w.resolve(this.finish(w.rt, d, now));
     const b = emptyBatch(true);
     b.rts.push(w.rt);

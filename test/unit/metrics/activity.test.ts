@@ -11,19 +11,19 @@ describe('Activity (per-policy rates, near-limit, hot keys)', () => {
     a.record('p', 'k1', false, false, 0, 10);
     now += 1000;
     a.tick();
-    a.record('p', 'k2', true, true, 0, 10); // degraded open: admitted, and near-limit (0 left)
+    a.record('p', 'k2', true, true, 0, 10); // degraded open: admitted, not near-limit (its 0 left says nothing)
     a.record('q', undefined, false, true, 0, 5);
     expect(a.snapshot()).toStrictEqual({
       at: 61_000,
       intervalMs: 1000,
       policies: {
-        p: { admitted: [0, 1, 1], denied: [0, 1, 0], degraded: [0, 0, 1], checks: 3, deniedTotal: 1, nearLimit: 1 },
+        p: { admitted: [0, 1, 1], denied: [0, 1, 0], degraded: [0, 0, 1], checks: 3, deniedTotal: 1, nearLimit: 0 },
         q: { admitted: [0, 0, 0], denied: [0, 0, 1], degraded: [0, 0, 1], checks: 1, deniedTotal: 1, nearLimit: 0 },
       },
     });
     a.tick();
     a.tick(); // the first second falls out of the window
-    expect(a.snapshot().policies.p).toStrictEqual({ admitted: [1, 0, 0], denied: [0, 0, 0], degraded: [1, 0, 0], checks: 3, deniedTotal: 1, nearLimit: 1 });
+    expect(a.snapshot().policies.p).toStrictEqual({ admitted: [1, 0, 0], denied: [0, 0, 0], degraded: [1, 0, 0], checks: 3, deniedTotal: 1, nearLimit: 0 });
   });
 
   it('counts a check as near-limit when it leaves less than 20 % of the limit', () => {
