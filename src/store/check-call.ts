@@ -16,15 +16,18 @@
  * callgrind count, bench/README.md: ~16 % of the Redis instructions per decision at 21 checks a call). The
  * first call on a connection is preceded by FUNCTION LOAD on it ("already exists": another instance of this
  * version loaded it); a call answered "Function not found" (a restart without persistence, FUNCTION FLUSH) loads
- * it again and is sent once more. A Redis that refuses FUNCTION LOAD (older than 7.0, an ACL without it) is
- * called as before, EVALSHA, with an EVAL first on each connection and after each NOSCRIPT, like ioredis's own
- * scripts.
+ * it again and is sent once more, unless that load was refused for now (READONLY: a replica; OOM; BUSY...): the
+ * call then fails with the load's error, which says Redis is unwell (counted as unavailable, toward the
+ * breaker: src/store/failure-kind.ts), as the same error on the FCALL itself would. A Redis that refuses
+ * FUNCTION LOAD or FCALL (older than 7.0: unknown command; an ACL without them: NOPERM) is called as before,
+ * EVALSHA, with an EVAL first on each connection and after each NOSCRIPT, like ioredis's own scripts; the
+ * calls sent with the refused LOAD or FCALL are resent that way.
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
 import { packRuns } from './leg-runs.js';
-import { functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
+import { fcallRefused, functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -119,58 +122,91 @@ function retarget(req: Buffer, headBytes: number, head: string): Buffer {
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
   from: number, wire?: readonly Uint8Array[]) => Promise<Buffer> {
   const sha = createHash('sha1').update(lua).digest('hex');
-  /** FCALL until Redis refuses FUNCTION LOAD; then EVALSHA for good. */
+  /** FCALL until Redis refuses FUNCTION LOAD or FCALL; then EVALSHA for good. */
   let fcall = lib !== undefined;
-  /** The connection (socket) the script was last loaded on (FUNCTION LOAD, or EVAL): a new one loads it first. */
+  /** The connection (socket) the library was last loaded on (FUNCTION LOAD): a new one loads it first. */
   let loadedOn: unknown = null;
-  /** The last FUNCTION LOAD sent: settles once its answer is read (and `fcall` says whether it took). */
-  let loading: Promise<void> = Promise.resolve();
+  /** The connection the script was last sent on by EVAL (the EVALSHA way): a new one sends EVAL first. */
+  let evalOn: unknown = null;
+  /**
+   * The last FUNCTION LOAD sent: settles once its answer is read (and `fcall` says whether it took), to the
+   * error that refused it for now (READONLY, OOM, BUSY, LOADING...: {@link loadFailure} `retry`), else undefined.
+   */
+  let loading: Promise<unknown> = Promise.resolve(undefined);
   /** FUNCTION LOADs sent so far: a call sent before the latest one is resent without loading again. */
   let loads = 0;
   const load = (l: CheckLibrary): void => {
     loads++;
     loading = redis.call('FUNCTION', 'LOAD', l.text).then(() => undefined, (e: unknown) => {
       const outcome = loadFailure(e);
-      if (outcome === 'loaded') return;
-      if (outcome === 'refused') fcall = false;
+      if (outcome === 'loaded') return undefined;
+      if (outcome === 'refused') {
+        fcall = false;
+        return undefined;
+      }
       loadedOn = null;
+      return e;
     });
   };
   const send = (req: Buffer, n: number, viaFcall: boolean): Promise<Buffer> => {
     const stream = (redis as unknown as { stream?: unknown }).stream;
-    const first = stream !== loadedOn;
-    if (first) loadedOn = stream;
     let c: RawCommand;
     if (viaFcall) {
-      if (first) load(lib!);
+      if (stream !== loadedOn) {
+        loadedOn = stream;
+        load(lib!);
+      }
       c = new RawCommand('fcall', req);
+    } else if (stream !== evalOn) {
+      evalOn = stream;
+      c = new RawCommand('eval', asEval(req, n, sha, lua));
     } else {
-      c = first ? new RawCommand('eval', asEval(req, n, sha, lua)) : new RawCommand('evalsha', req);
+      c = new RawCommand('evalsha', req);
     }
     void redis.sendCommand(c);
     return c.promise as Promise<Buffer>;
+  };
+  /** Sends `req` (FCALL when `viaFcall`, else EVALSHA) and answers its failures; `retry`: not resent yet. */
+  const attempt = (req: Buffer, n: number, viaFcall: boolean, retry: boolean): Promise<Buffer> => {
+    const sent = send(req, n, viaFcall);
+    // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection), the latest
+    const sentAt = loads;
+    const ahead = loading;
+    return sent.catch(async (e: unknown) => {
+      if (!viaFcall) {
+        // the script's cache is gone from this server (restart, failover, SCRIPT FLUSH): EVAL once
+        if (!retry || !scriptMissing(e)) throw e;
+        evalOn = null;
+        return attempt(req, n, false, false);
+      }
+      if (fcallRefused(e)) {
+        // this Redis will not run FCALL (older than 7, an ACL without it): by EVALSHA from now on
+        fcall = false;
+      } else {
+        if (!functionMissing(e)) throw e;
+        // the library is not there because the LOAD sent ahead of this call was refused for now (a replica:
+        // READONLY; OOM; BUSY...): that is this call's failure too, counted as Redis's (src/store/failure-kind.ts)
+        // rather than as the script's, as it is when the FCALL itself meets it
+        const unwell = await ahead;
+        if (unwell !== undefined) throw unwell;
+        if (fcall) {
+          // the library is gone from this server (a restart, FUNCTION FLUSH): load it again, once. The calls
+          // in flight with this one fail alike; the first one answered reloads, a call sent before that load
+          // was sent is just resent behind it (its answer comes after the load's, on the one connection)
+          if (!retry) throw e;
+          if (sentAt === loads) loadedOn = null;
+          const later = await loading;
+          if (later !== undefined) throw later;
+        }
+      }
+      if (!fcall) return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, true);
+      return attempt(req, n, true, false);
+    });
   };
   return (keys, flag, now, args, from, wire) => {
     const n = keys.length;
     const viaFcall = fcall;
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
-    const req = encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd);
-    const sent = send(req, n, viaFcall);
-    // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection)
-    const sentAt = loads;
-    return sent.catch(async (e: unknown) => {
-      if (viaFcall ? !functionMissing(e) : !scriptMissing(e)) throw e;
-      // the library (or the script's cache) is gone from this server: load it again, once. The calls in
-      // flight with this one fail alike; the first one answered reloads, a call sent before that load was
-      // sent is just resent behind it (its answer comes after the load's, on the one connection)
-      if (viaFcall) {
-        if (sentAt === loads) loadedOn = null;
-        await loading;
-      } else {
-        loadedOn = null;
-      }
-      if (viaFcall && !fcall) return send(retarget(req, callHead(n, name, cmd).length, callHead(n, sha)), n, false);
-      return send(req, n, viaFcall);
-    });
+    return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, true);
   };
 }

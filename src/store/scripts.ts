@@ -95,7 +95,8 @@ export function quotaLeaseScript(): string {
  * What a failed FUNCTION LOAD of the check library means for its caller: `loaded` (another instance of this
  * version loaded it: "already exists"), `refused` (this Redis will not take the library: FUNCTION unknown on
  * Redis < 7, an ACL without it, a registration error; call the script by EVALSHA from now on), or `retry`
- * (it cannot take writes now: READONLY, OOM, LOADING, BUSY...; load again on the next call).
+ * (it cannot take writes now: READONLY, OOM, LOADING, BUSY...; load again on the next call, and a call that
+ * found no library behind this load fails with this error: Redis's state, not the script's).
  */
 export function loadFailure(e: unknown): 'loaded' | 'refused' | 'retry' {
   const msg = String((e as Error)?.message);
@@ -106,6 +107,14 @@ export function loadFailure(e: unknown): 'loaded' | 'refused' | 'retry' {
 /** Whether an EVALSHA failed because the server does not hold the script (a restart, failover, SCRIPT FLUSH). */
 export function scriptMissing(e: unknown): boolean {
   return String((e as Error)?.message).includes('NOSCRIPT');
+}
+
+/**
+ * Whether an FCALL was refused as a command: "unknown command" (Redis older than 7) or NOPERM for `fcall` (an
+ * ACL without it; not a NOPERM for a key, which EVALSHA would meet too). The script then goes by EVALSHA.
+ */
+export function fcallRefused(e: unknown): boolean {
+  return /unknown command [`']?fcall\b|^NOPERM.*'fcall'/i.test(String((e as Error)?.message));
 }
 
 /** Whether an FCALL failed because the server does not hold the library (a restart, FUNCTION FLUSH). */
