@@ -3,7 +3,10 @@ import CircuitBreaker from 'opossum';
 export interface BreakerOptions {
   /** Failures (errors and timeouts) in the rolling window, in percent, that open the circuit. Default 50. */
   errorThresholdPercentage?: number;
-  /** Calls in the rolling window before the percentage counts. Default 5. */
+  /**
+   * Calls in the rolling window before the percentage counts; also the failures in a row (counted toward the
+   * breaker, timeouts included) that open it whatever the window holds. Default 5.
+   */
   volumeThreshold?: number;
   /** First wait before probing an open circuit, in ms; doubles per failed probe up to maxResetMs, ±25% jitter. Default 200. */
   resetMs?: number;
@@ -18,7 +21,12 @@ export const IDLE_PROBE_MS = 50;
 
 /**
  * A circuit breaker (opossum) around a store call, whose probe interval backs off exponentially with jitter:
- * while open, calls fail at once (so the policy's onStoreError applies without waiting); a probe every
+ * it opens when more than errorThresholdPercentage of the calls in its rolling 2 s window failed (once it holds
+ * volumeThreshold calls), or after volumeThreshold failures in a row. The second rule is this file's: after a
+ * healthy period the window is full of successes, and under steady traffic the percentage alone needed ~1.1 s
+ * of a frozen Redis (289 checks at one per 4 ms, each waiting its deadline, their calls spending late) before
+ * the failures outweighed them. A success, or an error `healthy` lets through (Redis answered), ends a run.
+ * While open, calls fail at once (so the policy's onStoreError applies without waiting); a probe every
  * resetMs·2^k ± 25% (at most maxResetMs) lets one call through; a success closes the circuit. With `probe`
  * given, a wait that no call ends within {@link IDLE_PROBE_MS} (no traffic) is ended by `probe()` instead: its
  * success closes the circuit, its failure opens it for the next, longer wait. So the breaker's state (its
@@ -42,6 +50,20 @@ export function createBreaker<A extends unknown[], R>(
     rollingCountTimeout: 2000,
     resetTimeout: jitter(base),
     errorFilter: (e: unknown) => healthy(e),
+  });
+  // failures in a row that open it, whatever the window holds (opossum emits 'success' for a filtered error)
+  const run = Math.max(1, o.volumeThreshold ?? 5);
+  let inRow = 0;
+  breaker.on('success', () => {
+    inRow = 0;
+  });
+  breaker.on('failure', () => {
+    // half-open, opossum opens it on any failure; open, a call made before it opened failed late
+    if (!breaker.closed) return;
+    if (++inRow >= run) breaker.open();
+  });
+  breaker.on('open', () => {
+    inRow = 0;
   });
   // opossum reads options.resetTimeout each time it opens, so setting it here spaces the next probe
   const options = (breaker as unknown as { options: { resetTimeout: number } }).options;

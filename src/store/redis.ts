@@ -78,7 +78,9 @@ export interface RedisOptions {
  * The default {@link RedisOptions.timeoutMs}: how long Redis may send nothing on a connection with calls
  * waiting before it is taken for down. 20 ms of silence is no evidence on a busy host (on 2 shared cores,
  * Redis itself is descheduled for that long; 4 instances then over-admitted by 2 %), 200 ms is: each check
- * of a stall waits at most that, and only until the breaker opens (5 calls).
+ * of a stall waits at most that, and only until the breaker opens, at the 5th failure in a row
+ * (src/store/breaker.ts; however many successes its window holds): the checks issued before then, about one
+ * deadline's worth of traffic plus 5, wait; later ones fail at once.
  */
 export const DEFAULT_TIMEOUT_MS = 200;
 
