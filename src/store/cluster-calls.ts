@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { checkLibrary, checkScript, functionMissing, loadFailure, scriptMissing, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, fcallRefused, functionMissing, loadFailure, scriptMissing, syncScript } from './scripts.js';
 import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
@@ -51,7 +51,8 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
  * where the Cluster refuses FUNCTION LOAD; the merges are EVALSHA), issued through ioredis's own methods:
  * its auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
  * script's arguments. A "Function not found" (a new Cluster, a restart, FUNCTION FLUSH) loads the library on
- * every master and resends that call; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
+ * every master and resends that call (or fails it with its master's refusal of the load, when that says Redis
+ * is unwell: OOM, READONLY...); an FCALL refused as a command (unknown, NOPERM) goes by EVALSHA for good; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
  * that call as EVAL, which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
  * master fails its slots' calls while the others keep answering.
  */
@@ -86,37 +87,72 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // The check script goes as the Function library (src/store/check-call.ts says why): FCALL, routed by its
   // keys' slot like any keyed command; a master without the library ("Function not found": a new Cluster, a
   // restart, FUNCTION FLUSH) has it loaded on every master, once at a time, and the call is sent again. A
-  // Cluster that refuses FUNCTION LOAD is called by EVALSHA for good.
+  // Cluster that refuses FUNCTION LOAD or FCALL (older than 7: unknown command; an ACL without them) is called
+  // by EVALSHA for good. A master that refuses the LOAD for now (OOM, READONLY, BUSY...) fails its call with
+  // that error, which says Redis is unwell (src/store/failure-kind.ts), not that the script failed.
   const lib = checkLibrary();
   let fcall = true;
   let loading: Promise<void> | null = null;
   /** Loads begun so far: a call sent before the latest began is resent without loading again. */
   let loads = 0;
+  /**
+   * The last load's outcome per master (`host:port`, as c.slots names them): the error that refused it for now
+   * (loadFailure `retry`), else null.
+   */
+  let loaded = new Map<string, unknown>();
   const loadAll = (): Promise<void> => {
     if (loading !== null) return loading;
     loads++;
-    loading = Promise.all(c.nodes('master').map((node) => node.call('FUNCTION', 'LOAD', lib.text).then(() => undefined, (e: unknown) => {
-      if (loadFailure(e) === 'refused') fcall = false;
-    }))).then(() => {
+    const outcomes = new Map<string, unknown>();
+    loading = Promise.all(c.nodes('master').map((node) => {
+      const name = `${node.options.host}:${node.options.port}`;
+      return node.call('FUNCTION', 'LOAD', lib.text).then(() => {
+        outcomes.set(name, null);
+      }, (e: unknown) => {
+        const outcome = loadFailure(e);
+        if (outcome === 'refused') fcall = false;
+        outcomes.set(name, outcome === 'retry' ? e : null);
+      });
+    })).then(() => {
+      loaded = outcomes;
       loading = null;
     });
     return loading;
   };
+  /**
+   * The error that refused the last load for now on the master of `slot`, if it did; a master the load did not
+   * reach (the slot map changed since) takes the first such error of any master.
+   */
+  const refusedAt = (slot: number): unknown => {
+    const node = (c.slots[slot] as string[] | undefined)?.[0];
+    const own = node === undefined ? undefined : loaded.get(node);
+    if (own !== undefined) return own ?? undefined;
+    for (const e of loaded.values()) if (e !== null) return e;
+    return undefined;
+  };
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
-  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them
-  const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number): Promise<number[]> => {
+  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
+  const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
     const args = [flag, now, keys.length, packLegs(legs)];
     if (fcall) {
       const sentAt = loads;
       try {
         return unpackReply(await fcallBuffer(keys, args), legs, 0);
       } catch (e) {
-        if (!functionMissing(e)) throw e;
-        // the parts of one batch fail together: the first loads every master, the others wait for it
-        await (sentAt === loads ? loadAll() : loading ?? undefined);
-        if (fcall) return unpackReply(await fcallBuffer(keys, args), legs, 0);
+        if (fcallRefused(e)) {
+          // this Cluster will not run FCALL: by EVALSHA from now on (below)
+          fcall = false;
+        } else {
+          if (!functionMissing(e)) throw e;
+          // the parts of one batch fail together: the first loads every master, the others wait for it
+          await (sentAt === loads ? loadAll() : loading ?? undefined);
+          // its master could not take the library now: that is this call's failure
+          const refused = refusedAt(slot);
+          if (refused !== undefined) throw refused;
+          if (fcall) return unpackReply(await fcallBuffer(keys, args), legs, 0);
+        }
       }
     }
     try {
@@ -134,7 +170,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, p.args, flag, now),
+      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, p.args, flag, now, p.slot),
         timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows

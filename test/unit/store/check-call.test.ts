@@ -11,7 +11,7 @@ import { asEval, encodeCheck, encodeCheckWire } from '../../../src/store/check-c
 import { keyWire } from '../../../src/store/key-wire.js';
 import { UNIQUE_KEY } from '../../../src/store/contract.js';
 import { RUN_MARK } from '../../../src/store/leg-runs.js';
-import { checkLibrary } from '../../../src/store/scripts.js';
+import { checkLibrary, fcallRefused, functionMissing, loadFailure } from '../../../src/store/scripts.js';
 import { packed } from '../../helpers/check-legs.js';
 
 const SHA = 'a'.repeat(40);
@@ -80,5 +80,29 @@ describe('check request encoding', () => {
     const args: number[] = [];
     keys.forEach((_, i) => args.push(0, i, 60_000, 1e9 + i, 1, i % 8 === 0 ? 8 : 0));
     expect(encodeCheckWire(SHA, keys.length, [keyWire(keys)], 1, 5, args, 0).equals(encodeCheck(SHA, keys, 1, 5, args, 0))).toBe(true);
+  });
+});
+
+describe('what a refused FUNCTION LOAD or FCALL says', () => {
+  it('FCALL refused as a command (then EVALSHA), not a key\'s NOPERM nor a missing function', () => {
+    const refused = [
+      "ERR unknown command 'fcall', with args beginning with: 'sluice_x_check' '1' ", // Redis 7, renamed away
+      'ERR unknown command `fcall`, with args beginning with: `sluice_x_check`, `1`, ', // Redis 6
+      "NOPERM this user has no permissions to run the 'fcall' command", // Redis 7.0
+      "NOPERM User u has no permissions to run the 'fcall' command", // Redis 7.2
+    ];
+    for (const m of refused) expect(fcallRefused(new Error(m)), m).toBe(true);
+    const not = ['NOPERM No permissions to access a key', 'NOPERM this user has no permissions to access one of the keys used as arguments',
+      'ERR Function not found', "OOM command not allowed when used memory > 'maxmemory'.", "ERR unknown command 'fcallx'"];
+    for (const m of not) expect(fcallRefused(new Error(m)), m).toBe(false);
+    expect(functionMissing(new Error('ERR Function not found'))).toBe(true);
+  });
+
+  it('a FUNCTION LOAD refused for good, for now, or already done', () => {
+    expect(loadFailure(new Error("NOPERM this user has no permissions to run the 'function|load' command"))).toBe('refused');
+    expect(loadFailure(new Error("ERR unknown command 'FUNCTION', with args beginning with: 'LOAD' "))).toBe('refused');
+    expect(loadFailure(new Error("ERR Library 'sluice_x' already exists"))).toBe('loaded');
+    expect(loadFailure(new Error("OOM command not allowed when used memory > 'maxmemory'."))).toBe('retry');
+    expect(loadFailure(new Error("READONLY You can't write against a read only replica."))).toBe('retry');
   });
 });
