@@ -10,6 +10,10 @@ export interface ReadyEvent {
   resetAfterMs: number;
   /** The binding limit's name. */
   policy: string;
+  /** True when the peek behind the push was not answered by Redis (a stall): decided by `degradedBy`. */
+  degraded?: boolean;
+  /** How it was decided then: the policy's onStoreError (`local`: this server's own kernel). */
+  degradedBy?: 'open' | 'closed' | 'local';
 }
 
 /**

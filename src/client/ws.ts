@@ -5,7 +5,7 @@ import { FrameWriter } from '../wire/binary-write.js';
 import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
-import type { CheckOptions, ClientDecision, Pending, ReadyCallback, Transport, TransportStats } from './types.js';
+import type { CheckOptions, ClientDecision, Pending, ReadyCallback, ReadyEvent, Transport, TransportStats } from './types.js';
 
 export interface WsTransportOptions {
   /** `ws://host:port/v1/stream` */
@@ -312,11 +312,7 @@ export class WsTransport implements Transport {
       };
       if (delayed) d.delayMs = a.retryAfterMs!; // onLimit: delay: the wait rides in the retryAfterMs place
       if (a.text !== '') d.reason = a.text;
-      if ((a.flags & ANSWER_DEGRADED) !== 0) {
-        d.degraded = true;
-        const rule = ANSWER_RULES[(a.flags >> ANSWER_RULE_SHIFT) & 3];
-        if (rule !== undefined) d.degradedBy = rule;
-      }
+      degradedFromFlags(a.flags, d);
       return this.decided(a.id, d, (a.flags & ANSWER_SUBSCRIBED) !== 0);
     }
     if (a.kind === KIND_ERROR) {
@@ -325,7 +321,9 @@ export class WsTransport implements Transport {
       return this.errored(a.id, err);
     }
     if (a.kind === KIND_READY) {
-      return this.ready(a.id, null, { limit: a.limit, remaining: a.remaining, resetAfterMs: a.resetAfterMs, policy: a.name });
+      const ev: ReadyEvent = { limit: a.limit, remaining: a.remaining, resetAfterMs: a.resetAfterMs, policy: a.name };
+      degradedFromFlags(a.flags, ev);
+      return this.ready(a.id, null, ev);
     }
     if (a.kind === KIND_ENDED) {
       const err = a.name === '' ? null : remoteError({ code: a.name, detail: a.text, field: a.field, status: a.status });
@@ -342,9 +340,11 @@ export class WsTransport implements Transport {
     }
     const id = a.id;
     if (a.ready === true) {
-      return this.ready(id, null, {
+      const ev: ReadyEvent = {
         limit: a.limit as number, remaining: a.remaining as number, resetAfterMs: a.resetAfterMs as number, policy: a.policy as string,
-      });
+      };
+      degradedFromJson(a, ev);
+      return this.ready(id, null, ev);
     }
     if (a.ready === false) return this.ended(id, remoteError((a.error ?? {}) as Record<string, unknown>));
     if (a.unsubscribed !== undefined) return this.ended(id, null);
@@ -355,10 +355,7 @@ export class WsTransport implements Transport {
     };
     if (typeof a.reason === 'string') d.reason = a.reason;
     if (typeof a.delayMs === 'number') d.delayMs = a.delayMs;
-    if (a.degraded === true) {
-      d.degraded = true;
-      if (a.degradedBy === 'open' || a.degradedBy === 'closed' || a.degradedBy === 'local') d.degradedBy = a.degradedBy;
-    }
+    degradedFromJson(a, d);
     this.decided(id, d, a.subscribed === true);
   }
 
@@ -405,7 +402,7 @@ export class WsTransport implements Transport {
     this.fail(p, e);
   }
 
-  private ready(id: number, err: Error | null, ev: { limit: number; remaining: number; resetAfterMs: number; policy: string }): void {
+  private ready(id: number, err: Error | null, ev: ReadyEvent): void {
     const cb = this.subs.get(id);
     if (cb === undefined) return;
     this.subs.delete(id);
@@ -464,3 +461,18 @@ function checkJson(id: number, r: CheckRequest, subscribe: boolean): string {
 }
 
 function noop(): void {}
+
+/** What a binary answer's flags say of a decision Redis did not make (bit 2, the rule in bits 3–4), onto `to`. */
+function degradedFromFlags(flags: number, to: { degraded?: boolean; degradedBy?: ClientDecision['degradedBy'] }): void {
+  if ((flags & ANSWER_DEGRADED) === 0) return;
+  to.degraded = true;
+  const rule = ANSWER_RULES[(flags >> ANSWER_RULE_SHIFT) & 3];
+  if (rule !== undefined) to.degradedBy = rule;
+}
+
+/** What a JSON answer says of a decision Redis did not make (`degraded`, `degradedBy`), onto `to`. */
+function degradedFromJson(a: Record<string, unknown>, to: { degraded?: boolean; degradedBy?: ClientDecision['degradedBy'] }): void {
+  if (a.degraded !== true) return;
+  to.degraded = true;
+  if (a.degradedBy === 'open' || a.degradedBy === 'closed' || a.degradedBy === 'local') to.degradedBy = a.degradedBy;
+}

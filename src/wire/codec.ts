@@ -170,10 +170,15 @@ export function bodyText(body: Uint8Array): string {
   }
 }
 
+/** A degraded decision's JSON members, with their leading comma (`,"degraded":true,"degradedBy":"<rule>"`), or ''. */
+export function degradedJson(d: Pick<Decision, 'degraded' | 'degradedBy'>): string {
+  return d.degraded === true ? `,"degraded":true,"degradedBy":"${d.degradedBy ?? 'local'}"` : '';
+}
+
 /** A decision as JSON, built without an intermediate object. */
 export function decisionJson(d: Decision): string {
   const reason = d.reason === undefined ? '' : `,"reason":${JSON.stringify(d.reason)}`;
-  const degraded = d.degraded === true ? `,"degraded":true,"degradedBy":"${d.degradedBy ?? 'local'}"` : '';
+  const degraded = degradedJson(d);
   const stale = d.stalenessMs === undefined ? '' : `,"stalenessMs":${d.stalenessMs}`;
   const shadow = d.shadow === undefined ? '' : `,"shadow":${JSON.stringify(d.shadow)}`;
   const delay = d.delayMs === undefined ? '' : `,"delayMs":${d.delayMs}`;

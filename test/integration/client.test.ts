@@ -12,6 +12,9 @@ import { createClient, isSluiceClientError, isSluiceError, type ClientDecision, 
 import { Backoff } from '../../src/client/backoff.js';
 import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
+import { ManualClock } from '../helpers/clock.js';
+import { flakyStore } from '../helpers/flaky-store.js';
+import { MemoryStore } from '../../src/store/memory.js';
 
 const clients = new Set<SluiceClient>();
 const closers: Array<() => Promise<void> | void> = [];
@@ -450,6 +453,24 @@ describe('createClient subscriptions (onReady)', () => {
     for (let i = 0; i < 100 && events.length === 0; i++) await sleep(10);
     expect(events).toStrictEqual([[null, { limit: 10, remaining: 1, resetAfterMs: 5400, policy: 'p' }]]);
     expect(c.stats().subscriptions).toBe(0);
+  });
+
+  it('a push from a peek Redis did not answer carries degraded and its rule, in both encodings', async () => {
+    for (const encoding of ['binary', 'json'] as const) {
+      const clock = new ManualClock();
+      const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
+      const s = await startStreamServer({ policies: { p: { ...POLICIES.p, consistency: 'strict', onStoreError: 'local' } }, store, clock });
+      const c = client({ url: s.wsUrl, encoding });
+      await c.check({ policy: 'p', key: 'k', cost: 10 });
+      const events: Array<[Error | null, ReadyEvent | undefined]> = [];
+      expect(await c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: (err, ev) => events.push([err, ev]) })).toMatchObject({ subscribed: true });
+      fail(true);
+      s.clock.advance(700);
+      s.stream.tick();
+      for (let i = 0; i < 100 && events.length === 0; i++) await sleep(10);
+      expect(events.length, encoding).toBe(1);
+      expect(events[0][1], encoding).toMatchObject({ limit: 10, remaining: 1, policy: 'p', degraded: true, degradedBy: 'local' });
+    }
   });
 
   it('an admitted check is not subscribed; a dropped connection ends a subscription with UNAVAILABLE', async () => {

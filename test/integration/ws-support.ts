@@ -45,6 +45,8 @@ export interface StreamServerOptions {
   maxKeys?: number;
   /** The limiter's store, for policies kept in Redis. */
   redis?: LimiterOptions['redis'];
+  /** Or a store of the test's own (a MemoryStore that fails on demand: test/helpers/flaky-store.ts). */
+  store?: LimiterOptions['store'];
   /** Stream options; tickMs defaults to 0 here (tests tick by hand). */
   stream?: StreamOptions;
   port?: number;
@@ -58,6 +60,7 @@ export async function startStreamServer(o: StreamServerOptions): Promise<StreamS
   const limiter = await createLimiter({
     policies: o.policies, shards: o.shards ?? 0, clock: clock.now, maxKeys: o.maxKeys ?? 16_384, maxPending: o.maxPending,
     ...(o.redis === undefined ? {} : { redis: o.redis }),
+    ...(o.store === undefined ? {} : { store: o.store }),
   });
   let server: SluiceServer;
   try {

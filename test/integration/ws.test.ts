@@ -10,6 +10,10 @@ import { ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_SUBSCRIBE, FRAME_CHECKS, FRAME_U
 import { FrameWriter } from '../../src/wire/binary-write.js';
 import { EPOCH_MINUTE } from '../helpers/clock.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
+import { ManualClock } from '../helpers/clock.js';
+import { flakyStore } from '../helpers/flaky-store.js';
+import { MemoryStore } from '../../src/store/memory.js';
+import { degradedFlags } from '../../src/server/stream/conn.js';
 
 afterEach(async () => {
   TestSocket.closeAll();
@@ -354,6 +358,31 @@ describe('/v1/stream subscriptions', () => {
       id: 2, kind: KIND_READY, flags: 0, status: 0, limit: 2, remaining: 2, resetAfterMs: 60_000, retryAfterMs: 0,
       name: 'w', field: '', text: '',
     });
+  });
+
+  it('a push from a peek Redis did not answer says so: degraded, and how it was decided (JSON and binary)', async () => {
+    const clock = new ManualClock();
+    const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
+    const s = await startStreamServer({
+      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'local' } }, store, clock,
+    });
+    const c = await TestSocket.open(s.wsUrl);
+    c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
+    c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 2, subscribe: true });
+    await c.answers(2);
+    c.send(binaryChecks([{ id: 3, policy: 'p', key: 'k', cost: 1, flags: CHECK_SUBSCRIBE }]));
+    await c.answers(3);
+    expect(c.texts[1]).toMatchObject({ id: 2, subscribed: true, allowed: false, retryAfterMs: 1200 });
+    // Redis fails: the peeks at the retry time are decided by this instance's kernel, from the state Redis gave
+    // (the kernel takes Redis's time as no earlier than it can have been: a millisecond less refill than Redis's)
+    fail(true);
+    s.clock.advance(1300);
+    s.stream.tick();
+    await c.answers(5);
+    const json = c.texts.find((a) => a.ready !== undefined)!;
+    expect(Object.keys(json)).toStrictEqual(['id', 'ready', 'limit', 'remaining', 'resetAfterMs', 'policy', 'degraded', 'degradedBy']);
+    expect(json).toMatchObject({ id: 2, ready: true, limit: 10, remaining: 2, policy: 'p', degraded: true, degradedBy: 'local' });
+    expect(c.binaries.find((a) => a.kind === KIND_READY)).toMatchObject({ id: 3, kind: KIND_READY, flags: degradedFlags(3), remaining: 2 });
   });
 
   it('when other traffic takes the freed tokens first, the push waits until the key really admits the cost', async () => {

@@ -11,7 +11,9 @@ import { ANSWER_SUBSCRIBED, KIND_ENDED, KIND_READY } from '../../wire/binary-for
 import { errorItem } from '../problem.js';
 import { SubscriptionScheduler } from './sub-schedule.js';
 import { Sub, type Conn } from './state.js';
-import type { StreamConnections } from './conn.js';
+import { degradedFlags, type StreamConnections } from './conn.js';
+import { degradedCode } from '../../engine/degraded.js';
+import { degradedJson } from '../../wire/codec.js';
 import type { StreamBounds } from './options.js';
 
 /** The armed subscriptions of one `/v1/stream` route, over all its connections, and their timer. */
@@ -111,10 +113,11 @@ export class Subscriptions {
     if (d.remaining >= s.cost) {
       this.kill(s);
       this.pushed++;
-      if (s.bin) this.out.writer(c).answer(s.id, KIND_READY, 0, 0, d.limit, d.remaining, d.resetAfterMs, 0, d.policy, '', '');
+      // a peek Redis did not answer (a stall, under onStoreError: local) says so, as any decision does
+      if (s.bin) this.out.writer(c).answer(s.id, KIND_READY, degradedFlags(degradedCode(d)), 0, d.limit, d.remaining, d.resetAfterMs, 0, d.policy, '', '');
       else {
         c.json.push(`{"id":${s.idJson},"ready":true,"limit":${d.limit},"remaining":${d.remaining},` +
-          `"resetAfterMs":${d.resetAfterMs},"policy":${JSON.stringify(d.policy)}}`);
+          `"resetAfterMs":${d.resetAfterMs},"policy":${JSON.stringify(d.policy)}${degradedJson(d)}}`);
       }
       this.out.scheduleFlush(c);
       return;
