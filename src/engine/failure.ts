@@ -1,7 +1,7 @@
 /**
  * The store failure rule, written once for every store-backed mode (strict today; lease and regions
  * beside it): when the store fails (down, frozen, circuit open, a Cluster slot lost, an unreadable state),
- * each check takes its policy's `onStoreError`:
+ * each check takes its policy's `onStoreError` (or its guard's, when stricter: PolicyRuntime.onStoreError):
  * - `open`: admitted, `closed`: denied (retry after CLOSED_RETRY_MS), both marked degraded, nothing counted;
  * - `local`: decided by this instance's kernel under the same key hashes (seeded with the key's last state
  *   learned from the store, where the mode knows one), marked degraded `local`.
@@ -21,7 +21,7 @@ import { degraded, type DegradedCounts } from './degraded.js';
  * promise what the policy never gives.
  */
 export function storeFailure(rt: PolicyRuntime, counts: DegradedCounts, cost: number): Decision | null {
-  const rule = rt.policy.onStoreError;
+  const rule = rt.onStoreError;
   counts.count(rt.policy.name, rule);
   if (rule === 'local') return null;
   const j = neverLeg(rt, cost);

@@ -415,7 +415,7 @@ export class Front {
   /** Hands each store-backed check of the turn to its mode's decider, and decides the rest locally. */
   private split(all: Batch, now: number): void {
     // a check whose store may fail it over to the kernels names this set's limit ids until it is settled
-    for (let i = 0; i < all.n; i++) if (all.rts[i].stored && all.rts[i].policy.onStoreError === 'local') this.fallbacks.track(all, i);
+    for (let i = 0; i < all.n; i++) if (all.rts[i].stored && all.rts[i].onStoreError === 'local') this.fallbacks.track(all, i);
     // a turn of strict checks only: the strict decider takes the turn's batch uncopied (it copies what it keeps)
     if (all.n === this.q.routed) {
       let i = 0;

@@ -27,6 +27,12 @@ export interface PolicyRuntime {
   guardHashes: Uint32Array | null;
   /** Routed to a store-backed mode's decider (consistency strict or lease). */
   stored: boolean;
+  /**
+   * The rule a check takes when the store fails (src/engine/failure.ts): the policy's `onStoreError`, or its
+   * guard's when that is stricter (closed, then local, then open): a guard set to fail closed protects what
+   * all its tenants share, and a tenant's `open` must not let checks past it unchecked.
+   */
+  onStoreError: 'open' | 'closed' | 'local';
   /** Decided locally and merged into the store behind (consistency sync). */
   synced: boolean;
   /** Decided on the front thread from tokens leased from the store (consistency lease: src/engine/lease/). */
@@ -169,6 +175,7 @@ export function buildRuntimes(
     const quotaLeased = p.consistency === 'lease';
     const rt: PolicyRuntime = {
       policy: p, seedLo, seedHi, legCount, limitIds, saltLo, saltHi, guardHashes, stored, synced, leased: quotaLeased,
+      onStoreError: guard === null ? p.onStoreError : stricter(p.onStoreError, guard.onStoreError),
       legLimits: guard ? [...p.limits, ...guard.limits] : [...p.limits],
       guardStoreKeys: (stored || synced || quotaLeased) && guard ? guard.limits.map((_, i) => storeKey(storePrefix, guard.name, guard.version, GUARD_KEY, i)) : null,
       shadow: p.shadow,
@@ -191,6 +198,12 @@ export function buildRuntimes(
     if (live.delayed !== null) live.delayed.shadows = live.shadows;
   }
   return out;
+}
+
+/** The stricter of two store failure rules: closed, then local, then open. */
+function stricter(a: 'open' | 'closed' | 'local', b: 'open' | 'closed' | 'local'): 'open' | 'closed' | 'local' {
+  const rank = { open: 0, local: 1, closed: 2 } as const;
+  return rank[a] >= rank[b] ? a : b;
 }
 
 function shadowLink(rt: PolicyRuntime, live: CompiledPolicy): ShadowLink {
