@@ -88,6 +88,8 @@ export interface Known {
    * may differ, and one bound for all would let a key on a master ahead be evaluated early.
    */
   hi: number;
+  /** The lower bound of Redis − this instance's clock (ms) the same answer gave (t − s1 − 1): for seeding. */
+  lo: number;
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
   /**
@@ -122,6 +124,8 @@ export interface SharedState {
   readonly state: Float64Array;
   /** Whether the kernel was seeded from it since Redis last answered for the key. */
   seeded: boolean;
+  /** The lower bound of Redis − this instance's clock given by the answer the state came from (Known.lo). */
+  lo: number;
 }
 
 /** Most shared keys' states kept (one per guard leg and version: a few per guard policy). */
@@ -207,7 +211,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -316,7 +320,7 @@ export class StrictCache {
    * Learns from Redis's answer to a check of `cost` on `e`: `wide` holds its legs at row `base`
    * ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a denied check the states).
    */
-  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY): void {
+  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY): void {
     const rt = e.rt;
     const s = e.states;
     if (e.stale > 0) {
@@ -349,6 +353,7 @@ export class StrictCache {
     }
     e.exact = denied;
     e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
+    e.lo = wide[base * LEG_WIDE + 4] - answeredAt - 1;
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
     // follow it as entries leave (lua-algorithms.ts), so a check with such a leg is never answered here
@@ -363,12 +368,13 @@ export class StrictCache {
       let k = this.shared.get(key);
       if (k === undefined) {
         if (this.shared.size >= MAX_SHARED) this.shared.delete(this.shared.keys().next().value as string);
-        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false }));
+        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, lo: Number.NEGATIVE_INFINITY }));
       }
       k.state[0] = s[3 * j];
       k.state[1] = s[3 * j + 1];
       k.state[2] = s[3 * j + 2];
       k.seeded = false;
+      k.lo = e.lo;
     }
   }
 
@@ -410,13 +416,15 @@ export class StrictCache {
   }
 
   /**
-   * A Redis time as this instance's clock reads it, for seeding the kernel: converted with the largest lower
-   * bound of the offset (so the local time is no earlier than the true one: less refill, never more), and
-   * never past `now`.
+   * A Redis time as this instance's clock reads it, for seeding the kernel: converted with a lower bound of the
+   * offset (so the local time is no earlier than the true one: less refill, never more), `lo` the one the
+   * state's own answer gave (Known.lo, SharedState.lo) when known, else the largest seen lately; never past
+   * `now`.
    */
-  toLocal(t: number, now: number): number {
+  toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY): number {
     if (!this.redisTime) return Math.min(t, now);
-    const lo = this.lo === Number.NEGATIVE_INFINITY ? this.prevLo : this.lo;
+    // the answer's own bound (the key's server: a Cluster's masters may disagree), else the largest seen lately
+    if (lo === Number.NEGATIVE_INFINITY) lo = this.lo === Number.NEGATIVE_INFINITY ? this.prevLo : this.lo;
     if (lo === Number.NEGATIVE_INFINITY) return now;
     return Math.min(now, t - lo);
   }

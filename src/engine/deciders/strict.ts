@@ -123,7 +123,8 @@ export class StrictDecider implements Decider {
     store.decideWide(call.keys, call.args, now, call.wire).then(
       (rows) => {
         for (const e of known) e.inflight--;
-        if (rows.length > 0) cache.sample(rows[4], now, readClock(this.o.clock));
+        const answered = readClock(this.o.clock);
+        if (rows.length > 0) cache.sample(rows[4], now, answered);
         const out = narrow(rows);
         // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
         let failed: Batch | null = null;
@@ -136,7 +137,7 @@ export class StrictDecider implements Decider {
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
-            cache.learn(known[i], rows, base, sent.costs[i], now);
+            cache.learn(known[i], rows, base, sent.costs[i], now, answered);
             settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
           }
           base += sent.rts[i].legCount;
@@ -194,23 +195,26 @@ export class StrictDecider implements Decider {
     for (let j = 0; j < rt.legCount; j++) {
       if (j < from) {
         // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
-        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, now);
+        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, now);
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
       if (k === undefined || k.seeded) continue;
       k.seeded = true;
-      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, now);
+      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, now);
     }
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
   }
 
-  /** One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at]. */
-  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, now: number): void {
+  /**
+   * One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at], which
+   * an answer giving `lo` as the lower bound of Redis − this instance's clock taught.
+   */
+  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, now: number): void {
     const rt = b.rts[i];
     const h = this.legHash;
     const last = s[at + 2];
-    const local = this.o.cache.toLocal(last, now);
+    const local = this.o.cache.toLocal(last, now, lo);
     writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
     // a GCRA state's w0 is a time (the TAT): it moves with the clock
     const w0 = rt.legLimits[j].algorithmCode === 1 ? s[at] - (last - local) : s[at];

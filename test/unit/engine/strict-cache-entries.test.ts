@@ -202,4 +202,19 @@ describe('StrictCache entries', () => {
     cache.reconnected();
     expect(cache.overLimit(g, 1, 13_500, 0)).toBeNull();
   });
+
+  it('a seed reads a state\'s Redis time through the bound its own answer gave (the key\'s master), not another master\'s', () => {
+    const rt = runtimes().get('one')!;
+    const cache = new StrictCache(10, true);
+    // a master whose clock reads as this instance's: the largest lower bound lately, −1 ms
+    for (let s0 = 10_000; s0 < 11_000; s0 += 100) cache.sample(s0, s0, s0);
+    // a key on a master 4,000 ms behind, answered at this instance's 10,000 (its 6,000)
+    const e = cache.entry('p:', rt, 'k');
+    cache.learn(e, [1, 0, 120_000, 6000, 6000, 0, 0, 6000], 0, 1, 10_000, 10_000);
+    expect(e.lo).toBe(-4001);
+    // its lastSeen 6,000 there is 10,000 here (10,001: no earlier than true, so never more refill); through the
+    // other master's bound it would read 6,001, handing the kernel 4 s of refill Redis never gave
+    expect(cache.toLocal(6000, 20_000, e.lo)).toBe(10_001);
+    expect(cache.toLocal(6000, 20_000)).toBe(6001);
+  });
 });
