@@ -17,7 +17,9 @@
  * from (its answer may predate the drop); and every denial is forgotten when the Redis connection or the reset
  * channel (re)opens (Redis may have restarted without its data, or failed over; a reset may have been missed).
  * With one cost per key (the usual case) the answer equals Redis's, field for field; with a smaller cost spent
- * elsewhere meanwhile, Redis's remaining could be lower and its wait longer, the denial stands either way.
+ * elsewhere meanwhile, Redis's remaining could be lower and its wait longer, the denial stands either way. So
+ * with a guard: every tenant on every instance spends its key, so the guard's state an entry holds is as of its
+ * last answer, and Redis may then name the guard as the binding limit, with a longer wait.
  *
  * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
  * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
