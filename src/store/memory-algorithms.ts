@@ -106,9 +106,11 @@ export function swRoll(P: number, exists: boolean, w0: number, w1: number, last:
 function fixedWindow(L: number, P: number, exists: boolean, w0: number, w1: number, last: number, c: number, t: number): Outcome {
   const [k, count] = fwRoll(P, exists, w0, last, t);
   const untilEnd = (k + 1) * P - t;
-  if (c > L) return [NEVER, L - count, untilEnd, -1, w0, w1];
-  if (c <= L - count) return [ALLOW, L - count - c, untilEnd, 0, count + c, 0];
-  return [DENY, L - count, untilEnd, untilEnd, w0, w1];
+  // a count merged from several instances (sync mode) may pass L: nothing is left, not less than nothing
+  const room = L - count < 0 ? 0 : L - count;
+  if (c > L) return [NEVER, room, untilEnd, -1, w0, w1];
+  if (c <= room) return [ALLOW, room - c, untilEnd, 0, count + c, 0];
+  return [DENY, room, untilEnd, untilEnd, w0, w1];
 }
 
 function swRemaining(L: number, P: number, cur: number, weighted: number): number {
