@@ -9,21 +9,19 @@
  *   a script error), and the breaker opens; with memory back, Redis decides again.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
+import { createLimiter, type Limiter } from '../../src/index.js';
+import { brief } from '../helpers/assert.js';
+import { sleep } from '../helpers/clock.js';
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { connected } from '../helpers/redis.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 const policies = {
   p: { algorithm: 'token_bucket', limit: 100, period: 60_000, consistency: 'strict', onStoreError: 'closed' },
 } as unknown as Policies;
 
-function brief(d: Decision): string {
-  return `${d.allowed ? 'allow' : 'deny'} r=${d.remaining}${d.degraded ? ` degraded:${d.degradedBy}` : ''}`;
-}
 
 describe('Redis Cluster: the check library refused or lost', () => {
   let c: TestCluster;

@@ -14,19 +14,17 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { createLimiter, type Decision, type Limiter } from '../../src/index.js';
+import { brief } from '../helpers/assert.js';
+import { sleep } from '../helpers/clock.js';
 import { connected, exited, freePort, launchRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 const policies = {
   p: { algorithm: 'token_bucket', limit: 100, period: 60_000, consistency: 'strict', onStoreError: 'closed' },
 } as unknown as Policies;
 
-function brief(d: Decision): string {
-  return `${d.allowed ? 'allow' : 'deny'} r=${d.remaining}${d.degraded ? ` degraded:${d.degradedBy}` : ''}`;
-}
 
 describe('the check library lost while Redis is unwell', () => {
   let r: TestRedis | undefined;

@@ -8,21 +8,17 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
-import { engineOf } from '../../src/engine/handle.js';
 import type { ShardPool } from '../../src/shard/pool.js';
-import { compilePolicies } from '../../src/config/policies.js';
-import { LimitTable } from '../../src/engine/limits.js';
-import { Hasher } from '../../src/keys/hasher.js';
-import { Kernel, kernelModule, STATE_ROW } from '../../src/shard/kernel.js';
-import { buildRuntimes, type PolicyRuntime } from '../../src/engine/runtime.js';
+import { engineOf } from '../../src/engine/handle.js';
+import { STATE_ROW, type Kernel } from '../../src/shard/kernel.js';
 import { LocalDecider } from '../../src/engine/deciders/local.js';
 import { Flight } from '../../src/engine/decider.js';
 import type { PolicyCounters } from '../../src/engine/shadow.js';
 import type { Batch } from '../../src/engine/queue.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { poolOf, runtimeOf } from './support.js';
 
 const T = 1_800_000_000_000;
-const poolOf = (l: Limiter): ShardPool => engineOf(l)!.pool!;
 
 const open: Limiter[] = [];
 const redises: TestRedis[] = [];
@@ -34,18 +30,6 @@ afterEach(async () => {
 /** Puts piscina's limit of tasks in flight (concurrentTasksPerWorker: 16) on shard 0's worker: the next task waits on this thread. */
 function fillQueue(pool: ShardPool): Promise<unknown>[] {
   return Array.from({ length: 16 }, () => pool.keys(0, { kind: 'peek', n: 0, legs: new Float64Array(0) }));
-}
-
-/** A policy's runtime and a key's leg hash as the limiter's own front makes them (same plan, same ids). */
-function runtimeOf(policies: Record<string, PolicySpec>, name: string, key: string): { rt: PolicyRuntime; lo: number; hi: number } {
-  const compiled = compilePolicies(policies);
-  const table = new LimitTable(4096);
-  const plan = table.plan(compiled);
-  table.commit(plan);
-  const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits: table.limits }), 16);
-  const rt = buildRuntimes(compiled, plan.ids, hasher).get(name)!;
-  const [lo, hi] = hasher.hashOne(key, rt.seedLo, rt.seedHi);
-  return { rt, lo, hi };
 }
 
 describe('shards: a seeded state precedes the decisions sent after it', () => {

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { compilePolicies } from '../../src/config/policies.js';
-import { buildRuntimes } from '../../src/engine/runtime.js';
+import { buildRuntimes, type PolicyRuntime } from '../../src/engine/runtime.js';
 import { LimitTable } from '../../src/engine/limits.js';
 import { Hasher } from '../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../src/shard/kernel.js';
@@ -17,14 +17,24 @@ import type { ShardPool } from '../../src/shard/pool.js';
 import { engineOf } from '../../src/engine/handle.js';
 import { PROJECT_ROOT } from '../helpers/server.js';
 
-/** `perShard` keys of `policy` owned by each of `shards` shards. */
-export function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
+/**
+ * `policy`'s runtime, and the hash of `key` under it (and the hasher, for more), as the limiter's own front
+ * makes them (same plan, same limit ids).
+ */
+export function runtimeOf(policies: Record<string, PolicySpec>, policy: string, key = ''): { rt: PolicyRuntime; lo: number; hi: number; hasher: Hasher } {
   const compiled = compilePolicies(policies);
   const table = new LimitTable(4096);
   const plan = table.plan(compiled);
   table.commit(plan);
   const hasher = new Hasher(new Kernel(kernelModule(), { maxKeys: 1, maxBatch: 16, limits: table.limits }), 16);
   const rt = buildRuntimes(compiled, plan.ids, hasher).get(policy)!;
+  const [lo, hi] = hasher.hashOne(key, rt.seedLo, rt.seedHi);
+  return { rt, lo, hi, hasher };
+}
+
+/** `perShard` keys of `policy` owned by each of `shards` shards. */
+export function keysByShard(policies: Record<string, PolicySpec>, policy: string, shards: number, perShard: number): string[][] {
+  const { rt, hasher } = runtimeOf(policies, policy);
   const out: string[][] = Array.from({ length: shards }, () => []);
   for (let i = 0; out.some((ks) => ks.length < perShard); i++) {
     const key = `tenant-${i}`;

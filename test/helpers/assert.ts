@@ -8,6 +8,7 @@
  * Messages are thunks: building a "call #i (t=..., key=...)" string for every passing check was a cost too.
  */
 import { expect } from 'vitest';
+import type { Decision } from '../../src/types/decision.js';
 
 /** A message, or a function that builds it (only called when the check fails). */
 export type Message = string | (() => string);
@@ -49,4 +50,9 @@ function flatEqual(a: unknown, b: unknown): boolean {
     if (!Object.is(x, y)) return false;
   }
   return true;
+}
+
+/** A decision in a few words, for comparing runs of them: `allow r=3`, `deny r=0 degraded:closed`. */
+export function brief(d: Pick<Decision, 'allowed' | 'remaining' | 'degraded' | 'degradedBy'>): string {
+  return `${d.allowed ? 'allow' : 'deny'} r=${d.remaining}${d.degraded ? ` degraded:${d.degradedBy}` : ''}`;
 }

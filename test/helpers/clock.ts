@@ -38,3 +38,8 @@ export class ManualClock {
 export function manualClock(start = EPOCH_MINUTE): ManualClock {
   return new ManualClock(start);
 }
+
+/** Resolves after `ms` of real time (for a test waiting on real processes: a Redis, a server). */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
