@@ -56,8 +56,9 @@ export interface LocalFallback {
   decide(b: Batch, now: number): void;
   /**
    * Seeds the kernel that will decide check i of `b` with state rows learned from the store: 6 numbers per
-   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: set when this returns, so
-   * whatever decides the key afterwards, on any path, starts from them.
+   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: set by the next decide()
+   * (before it decides anything; the seeds of one failed call go together), so whatever decides the key
+   * afterwards, on any path, starts from them. The caller calls decide() right after, in the same turn.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void;
 }

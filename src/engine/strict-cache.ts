@@ -295,7 +295,12 @@ export class StrictCache {
     }
     // at a time no earlier than Redis's for the key: its own answer's bound, or the bound renewed from every
     // answer since when that is larger (this instance's clock stepped back meanwhile)
-    const t = this.redisTime ? now + Math.max(e.hi, this.upper()) : now;
+    let t = now;
+    if (this.redisTime) {
+      const u = this.upper();
+      // (none seen since a reconnection: the denial's own bound alone)
+      t = now + (u === Number.POSITIVE_INFINITY ? e.hi : Math.max(e.hi, u));
+    }
     const rt = e.rt;
     const out = this.scratch;
     const s = e.states;

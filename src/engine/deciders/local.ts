@@ -35,6 +35,7 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
   constructor(private readonly o: LocalDeciderOptions) {}
 
   decide(b: Batch, now: number): void {
+    if (this.seeds.size > 0) this.setSeeds();
     if (this.o.pool === null) this.decideHere(b, now);
     else if (this.now) this.dispatchNow(this.o.pool, b, now);
     else this.dispatch(this.o.pool, b, now);
@@ -94,20 +95,24 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     seqs?.settle(seq);
   }
 
+  /** Seeds waiting for the next decide(), by shard: STATE_ROW numbers per state, with the time of the first. */
+  private readonly seeds = new Map<number, { rows: number[]; now: number }>();
+
   /**
-   * Sets the states `rows` holds (STATE_ROW numbers each: the key states `onStoreError: local` starts check i
-   * of `b` from) on the kernel that owns the check, before this returns: this thread's, or the owning shard's
-   * through this thread's synchronous channel (ShardPool.setStateNow), which sleeps until the shard's kernel
-   * holds them. So every decision sent after it, by a batch on the shard worker's queue or a synchronous call
+   * The states `rows` holds (STATE_ROW numbers each: the key states `onStoreError: local` starts check i of `b`
+   * from), for the kernel that owns the check: this thread's at once, or the owning shard's, kept until the next
+   * decide() sets every shard's through this thread's synchronous channel (ShardPool.setStateNow, one call per
+   * shard for a failed call's checks), before it decides anything. The channel sleeps until the shard's kernel
+   * holds them, so every decision sent after, by a batch on the shard worker's queue or a synchronous call
    * (checkNow), starts from them. (A task on the worker's queue would not do: channel calls, served between
    * its tasks, overtake it.) Once per key per stall, so the wait is not on the hot path.
    *
-   * When the shard cannot take them (down, stalled past CHANNEL_TIMEOUT_MS, or failing), the check is still
-   * decided by the caller's decide(): a shard that is down or stalled fails it as it fails every check then
-   * (SHARD_FAILED or OVERLOADED); one that answers again decides it from what it holds of the key (nothing
-   * after a restart: the key starts from a full limit there, as without a learned state). The state is not
-   * sent again in this stall (the caller marked it seeded): sent after local decisions of the key, it would
-   * hand back what they spent.
+   * When the shard cannot take them (down, stalled past CHANNEL_TIMEOUT_MS, or failing), the checks are still
+   * decided by decide(): a shard that is down or stalled fails them as it fails every check then
+   * (SHARD_FAILED or OVERLOADED); one that answers again decides them from what it holds of the keys (nothing
+   * after a restart: a key starts from a full limit there, as without a learned state). The states are not
+   * sent again in this stall (the caller marked them seeded): sent after local decisions of a key, they would
+   * hand back what those spent.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void {
     const pool = this.o.pool;
@@ -116,11 +121,23 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
       this.o.kernel.setState(rows.length / STATE_ROW, now);
       return;
     }
-    try {
-      pool.setStateNow(routeOf(b, i, pool.size), rows, now);
-    } catch {
-      // see above: the check is decided anyway
+    const shard = routeOf(b, i, pool.size);
+    const waiting = this.seeds.get(shard);
+    if (waiting === undefined) this.seeds.set(shard, { rows: rows.slice(), now });
+    else for (const x of rows) waiting.rows.push(x);
+  }
+
+  /** Sets the seeds waiting for decide() on their shards (see {@link seed}). */
+  private setSeeds(): void {
+    const pool = this.o.pool!;
+    for (const [shard, { rows, now }] of this.seeds) {
+      try {
+        pool.setStateNow(shard, rows, now);
+      } catch {
+        // see seed(): the checks are decided anyway
+      }
     }
+    this.seeds.clear();
   }
 
   /**
