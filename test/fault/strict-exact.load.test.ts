@@ -1,5 +1,5 @@
 /**
- * Strict mode is exact under load, with the default store timeout (20 ms) and the default failure rule
+ * Strict mode is exact under load, with the default store timeout (200 ms) and the default failure rule
  * (`local`): 4 `sluice serve` instances on one Redis, 200 concurrent HTTP clients (50 per instance) sending
  * 3,000 checks on one key of a strict token bucket of 1,000 a day (burst 1,000), released together. Every one
  * of 10 repetitions (a fresh key each) admits exactly 1,000 and denies 2,000, and no answer is degraded: a
