@@ -61,6 +61,11 @@ export interface LocalFallback {
    * afterwards, on any path, starts from them. The caller calls decide() right after, in the same turn.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void;
+  /**
+   * Which kernel decides check i of `b` now: a number that changes when that kernel is replaced (a shard's
+   * worker lost: its table starts empty), so a key seeded once per stall is seeded again on the new one.
+   */
+  kernelOf(b: Batch, i: number): number;
 }
 
 /** Checks answered after their turn (a shard's reply, the store's): the front's close() waits for them. */

@@ -94,6 +94,8 @@ export interface Known {
   lo: number;
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
+  /** The kernel it was seeded on (LocalFallback.kernelOf): another one (a shard's worker replaced) is seeded again. */
+  seededOn: number;
   /**
    * Answers still to come that may predate a drop of the key (a reset, a sync merge): the checks in flight
    * when it was dropped. None of them is learned (states and denial stay as the drop left them). (One whose
@@ -126,6 +128,8 @@ export interface SharedState {
   readonly state: Float64Array;
   /** Whether the kernel was seeded from it since Redis last answered for the key. */
   seeded: boolean;
+  /** The kernel it was seeded on (Known.seededOn). */
+  seededOn: number;
   /** The lower bound of Redis − this instance's clock given by the answer the state came from (Known.lo). */
   lo: number;
 }
@@ -213,7 +217,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -375,7 +379,7 @@ export class StrictCache {
       let k = this.shared.get(key);
       if (k === undefined) {
         if (this.shared.size >= MAX_SHARED) this.shared.delete(this.shared.keys().next().value as string);
-        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, lo: Number.NEGATIVE_INFINITY }));
+        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, seededOn: 0, lo: Number.NEGATIVE_INFINITY }));
       }
       k.state[0] = s[3 * j];
       k.state[1] = s[3 * j + 1];

@@ -106,6 +106,20 @@ export class ShardPool {
     this.published = new Int32Array(mem.limitsGen);
   }
 
+  /**
+   * Per shard: how many times its kernel was lost (a worker gone, replaced or down): a state set on the kernel
+   * before ({@link setStateNow}: a strict key's seed) is not on the one that decides now.
+   */
+  private readonly kernelsLost: number[] = [];
+
+  /**
+   * Shard `s`'s kernel generation: it changes each time the shard's worker (and so its table) is lost, and
+   * when states could not be set on it ({@link setStateNow} threw).
+   */
+  kernelGeneration(s: number): number {
+    return this.kernelsLost[s] ?? 0;
+  }
+
   /** This thread's synchronous channel to each shard. */
   private readonly links: ShardLink[];
   /** The limits generation in force, as the shards read it (ChannelMemory.limitsGen). */
@@ -159,7 +173,10 @@ export class ShardPool {
   setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
     if (this.dead[s] !== null) throw this.downError(s);
     const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
-    if (r !== 'done') throw statesError(s, r);
+    if (r === 'done') return;
+    // the kernel may not hold them: to whoever seeds, it is another kernel now (set them again next time)
+    this.kernelsLost[s] = this.kernelGeneration(s) + 1;
+    throw statesError(s, r);
   }
 
   /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */
@@ -190,6 +207,7 @@ export class ShardPool {
     // does start announces itself with 'workerCreate' once it is ready; one that hangs is given up.
     p.on('workerDestroy', () => queueMicrotask(() => {
       if (this.closing || this.pools[s] !== p || this.dead[s] !== null) return;
+      this.kernelsLost[s] = this.kernelGeneration(s) + 1;
       if (p.threads.length === 0) {
         this.markDown(s, p, 'its worker failed to start (it exited while starting)');
         return;
@@ -214,6 +232,7 @@ export class ShardPool {
     if (this.closing || this.pools[s] !== p || this.dead[s] !== null) return;
     this.dead[s] = why;
     this.downs[s]++;
+    this.kernelsLost[s] = this.kernelGeneration(s) + 1;
     this.lastKernel[s] = NO_KERNEL;
     if (this.startWatch[s] !== null) clearTimeout(this.startWatch[s]!);
     this.startWatch[s] = null;

@@ -16,7 +16,7 @@ import { Flight } from '../../src/engine/decider.js';
 import type { PolicyCounters } from '../../src/engine/shadow.js';
 import type { Batch } from '../../src/engine/queue.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
-import { poolOf, runtimeOf } from './support.js';
+import { keysByShard, poolOf, runtimeOf, until } from './support.js';
 
 const T = 1_800_000_000_000;
 
@@ -127,5 +127,41 @@ describe('shards: a seeded state precedes the decisions sent after it', () => {
     expect(admitted).toBeLessThanOrEqual(8);
     expect(burst.every((d) => d.degradedBy === 'local')).toBe(true);
     expect(Math.max(...burst.map((d) => d.remaining))).toBeLessThanOrEqual(7);
+  });
+
+  it('a shard worker lost during a stall: its keys are seeded again on the replacement, from the state learned', async () => {
+    const redis = await startRedis();
+    redises.push(redis);
+    // 10 an hour: nothing refills during the test
+    const policies = { api: { algorithm: 'token_bucket', limit: 10, period: '1h', consistency: 'strict', onStoreError: 'local' } } as const;
+    const l = await createLimiter({ shards: 2, redis: { url: redis.url }, policies });
+    open.push(l);
+    const [lost, kept] = keysByShard(policies, 'api', 2, 4);
+    const keys = [...lost, ...kept];
+    const admitted = new Map<string, number>();
+    const round = async (): Promise<void> => {
+      await Promise.all(keys.map(async (key) => {
+        const d = await l.check({ policy: 'api', key, cost: 1 });
+        if (d.allowed) admitted.set(key, (admitted.get(key) ?? 0) + 1);
+      }));
+    };
+    for (let i = 0; i < 8; i++) await round(); // each key: 2 left in Redis
+    admitted.clear();
+    redis.pause();
+    try {
+      await round(); // seeded with 2, 1 admitted each
+      const pool = poolOf(l);
+      const old = pool.threads(0)[0];
+      await old.terminate();
+      await until(() => pool.threads(0).length === 1 && pool.threads(0)[0] !== old, 5000, 'shard 0 replaced');
+      // a check may meet the replacement before it serves: it fails, and is not counted
+      for (let i = 0; i < 10; i++) await round().catch(() => undefined);
+    } finally {
+      redis.resume();
+    }
+    // shard 1 kept its kernel: 2 in all. Shard 0's replacement started empty and was seeded again with the 2
+    // learned (the one admitted on the lost kernel is handed back): 3 in all, not 1 + a full bucket of 10
+    for (const key of kept) expect(admitted.get(key), key).toBe(2);
+    for (const key of lost) expect(admitted.get(key), key).toBe(3);
   });
 });

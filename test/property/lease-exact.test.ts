@@ -70,7 +70,7 @@ afterAll(async () => {
 /** The front's parts a decider uses: no shadow policies here, and Redis does not fail (onStoreError closed). */
 const engine = {
   counters: new PolicyCounters(null), degraded: new DegradedCounts(),
-  localFallback: { decide: () => { throw new Error('no local fallback in this test'); }, seed: () => undefined },
+  localFallback: { decide: () => { throw new Error('no local fallback in this test'); }, seed: () => undefined, kernelOf: () => 0 },
 };
 
 function instance(id: number): LeaseDecider {

@@ -127,6 +127,13 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     else for (const x of rows) waiting.rows.push(x);
   }
 
+  kernelOf(b: Batch, i: number): number {
+    const pool = this.o.pool;
+    if (pool === null) return 0;
+    const s = routeOf(b, i, pool.size);
+    return s + pool.size * pool.kernelGeneration(s);
+  }
+
   /** Sets the seeds waiting for decide() on their shards (see {@link seed}). */
   private setSeeds(): void {
     const pool = this.o.pool!;

@@ -181,15 +181,19 @@ export class StrictDecider implements Decider {
    * once per stall (a later Redis answer makes it due again). The kernel receives the state before the check.
    * The legs on keys other checks share (a guard's) are seeded from the state last learned for that key by
    * any check, once per stall for all of them (StrictCache.sharedState): the kernel holds one state for it,
-   * which the stall's earlier local decisions have already spent from.
+   * which the stall's earlier local decisions have already spent from. Once per stall and per kernel: a shard
+   * whose worker was lost meanwhile decides from an empty table, and is seeded again (each such loss can
+   * hand back what the stall's local decisions spent on the lost one, at most the state learned).
    */
   private seed(b: Batch, i: number, e: Known, now: number): void {
     const rt = b.rts[i];
     if (e.rt !== rt) return;
     const cache = this.o.cache;
     const from = cache.sharedFrom(e);
-    const own = !e.seeded;
+    const kernel = this.o.local.kernelOf(b, i);
+    const own = !e.seeded || e.seededOn !== kernel;
     e.seeded = true;
+    e.seededOn = kernel;
     const rows: number[] = [];
     const states = cache.statesOf(e);
     for (let j = 0; j < rt.legCount; j++) {
@@ -199,8 +203,9 @@ export class StrictDecider implements Decider {
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
-      if (k === undefined || k.seeded) continue;
+      if (k === undefined || (k.seeded && k.seededOn === kernel)) continue;
       k.seeded = true;
+      k.seededOn = kernel;
       if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, now);
     }
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
