@@ -181,7 +181,12 @@ describe('a reset on one instance drops the key on the others (Redis)', () => {
       for (const m of bad) await redis.client.publish('rb5:resets', m);
       await redis.client.publish('rb5:resets', JSON.stringify({ v: 1, origin: 'x', policy: 'nope', version: 'v', key: 'k' }));
       await redis.client.publish('rb5:resets', JSON.stringify({ v: 1, origin: 'x', policy: 'p', version: 'not-this-one', key: 'k' }));
-      await until('both heard every message', async () => (await storeStats(a)).resets.malformed === bad.length && (await storeStats(b)).resets.ignored === 2);
+      // each instance hears the channel on its own connection: wait for both to have heard the last message
+      const heard = async (l: typeof a): Promise<boolean> => {
+        const r = (await storeStats(l)).resets;
+        return r.malformed === bad.length && r.ignored === 2;
+      };
+      await until('both heard every message', async () => (await heard(a)) && (await heard(b)));
       for (const l of [a, b]) {
         expect((await storeStats(l)).resets).toStrictEqual({ sent: 0, applied: 0, ignored: 2, malformed: bad.length });
         const before = (await storeStats(l)).overLimitAnswers;
