@@ -10,6 +10,7 @@ import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 import { packRuns } from './leg-runs.js';
+import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 
 /**
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
@@ -57,9 +58,12 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
  * master fails its slots' calls while the others keep answering.
  */
 export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
-  lateSpend: (raw: number[], args: readonly number[], from: number) => void): {
+  lateSpend: (raw: number[], args: readonly number[], from: number) => void,
+  breaking: { options?: BreakerOptions; healthy: (e: unknown) => boolean }): {
   check: CheckCall;
   merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
+  /** The masters' circuit breakers together: open when every one is, half-open when some are not closed. */
+  state: () => BreakerState;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
@@ -162,6 +166,35 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), legs, 0);
     }
   };
+  // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
+  // checks take their failure rule at once while the other masters' keep being decided (one breaker for the
+  // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
+  // probe is a PING of that master, under the decision's deadline.
+  type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
+  const part: Part = (keys, legs, flag, now, slot) =>
+    deadline(runCheck(keys, legs, flag, now, slot), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
+  const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
+  const breakerOf = (slot: number): ReturnType<typeof createBreaker<Parameters<Part>, number[]>> => {
+    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+    let b = breakers.get(node);
+    if (b === undefined) {
+      const probe = (): Promise<unknown> => {
+        const client = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
+        return client === undefined ? Promise.reject(new Error(`redis cluster: no master ${node}`)) : deadline(client.ping(), timeoutMs, liveOf(slot));
+      };
+      breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));
+    }
+    return b;
+  };
+  const state = (): BreakerState => {
+    let open = 0, notClosed = 0;
+    for (const { state: st } of breakers.values()) {
+      const x = st();
+      if (x === 'open') open++;
+      if (x !== 'closed') notClosed++;
+    }
+    return breakers.size > 0 && open === breakers.size ? 'open' : notClosed > 0 ? 'halfOpen' : 'closed';
+  };
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
   return {
@@ -170,8 +203,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     async check(keys, args, flag, now) {
       if (c.status !== 'ready') return notReady();
       const parts = splitChecks(prefix, keys, args, 6, 5);
-      const settled = await Promise.allSettled(parts.map((p) => deadline(runCheck(p.keys, p.args, flag, now, p.slot),
-        timeoutMs, liveOf(p.slot), (r) => lateSpend(r, p.args, 0))));
+      const settled = await Promise.allSettled(parts.map((p) => breakerOf(p.slot).breaker.fire(p.keys, p.args, flag, now, p.slot)));
       const failed = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
       // every failed slot call is one store error; when all failed, decide() counts the one it rethrows
       if (failed.length > 0 && failed.length === parts.length) {
@@ -207,5 +239,6 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       }));
       return out;
     },
+    state,
   };
 }

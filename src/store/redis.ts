@@ -142,10 +142,16 @@ export class RedisStore implements Store {
     const live = new Liveness();
     let check: CheckCall;
     let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
+    // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting it
+    // toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it cannot
+    // serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
+    const healthy = (e: unknown): boolean => failureKind(e) === 'scriptErrors';
+    let cluster: ReturnType<typeof clusterCalls> | null = null;
     if (redis instanceof Cluster) {
-      const c = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend);
-      check = c.check;
-      sync = c.merge;
+      // each master has its own breaker there (cluster-calls.ts): a master lost fails only its own slots
+      cluster = clusterCalls(redis, this.prefix, timeoutMs, (e) => this.failed(e), lateSpend, { options: o.breaker, healthy });
+      check = cluster.check;
+      sync = cluster.merge;
     } else {
       redis.defineCommand('sluiceSync', { lua: syncScript() });
       // the check request is encoded whole (src/store/check-call.ts); its reply is one string of packed doubles
@@ -161,15 +167,16 @@ export class RedisStore implements Store {
     // A merge is not on a decision's path: beyond the silence rule (deadline.ts), its cap grows with its keys
     // (~8 µs of Redis time each here), and close() may cut it to the time its drain has left.
     this.mergeDeadlineMs = (n) => Math.max(1000, 10 * timeoutMs, timeoutMs + MERGE_MS_PER_KEY * n);
-    const { breaker, state } = createBreaker(check, o.breaker,
-      // A script error (a key of the wrong type, say) is about that call's keys, not Redis's health: counting
-      // it toward opening would let one poisoned key switch Redis off for every strict policy. Redis saying it
-      // cannot serve (OOM, BUSY, LOADING, READONLY...) is about its health, and counts.
-      (e) => failureKind(e) === 'scriptErrors',
-      // idle, a PING under the decision's deadline says whether Redis answers again (a frozen one does not)
-      () => deadline(redis.ping(), timeoutMs, live));
-    this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
-    this.breakerState = state;
+    if (cluster !== null) {
+      this.call = check;
+      this.breakerState = cluster.state;
+    } else {
+      const { breaker, state } = createBreaker(check, o.breaker, healthy,
+        // idle, a PING under the decision's deadline says whether Redis answers again (a frozen one does not)
+        () => deadline(redis.ping(), timeoutMs, live));
+      this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
+      this.breakerState = state;
+    }
     this.leaseCall = leaseCaller(redis, timeoutMs);
   }
 
