@@ -45,6 +45,11 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
   return hostPorts(nodes, 'redis.cluster');
 }
 
+/** The Cluster's own state keeps a call from being made (not ready, a master unknown): a connection fault. */
+function clusterError(what: string): Error {
+  return new Error(`redis cluster: ${what}`);
+}
+
 /**
  * Script calls on a Redis Cluster. A script may touch keys of one slot only, so a batch goes out as one call
  * per slot it touches (lua/check.lua for each part: the groups of one check always stay in one part), and
@@ -180,7 +185,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (b === undefined) {
       const probe = (): Promise<unknown> => {
         const client = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
-        return client === undefined ? Promise.reject(new Error(`redis cluster: no master ${node}`)) : deadline(client.ping(), timeoutMs, liveOf(slot));
+        return client === undefined ? Promise.reject(clusterError(`no master ${node}`)) : deadline(client.ping(), timeoutMs, liveOf(slot));
       };
       breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));
     }
@@ -196,7 +201,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     return breakers.size > 0 && open === breakers.size ? 'open' : notClosed > 0 ? 'halfOpen' : 'closed';
   };
   // without a slot map, ioredis would queue the call until connected: fail now instead
-  const notReady = (): Promise<number[]> => Promise.reject(new Error(`redis cluster: ${c.status}, not ready`));
+  const notReady = (): Promise<number[]> => Promise.reject(clusterError(`${c.status}, not ready`));
   return {
     // args: 6 per leg. Each slot's call has its own deadline, and the slots that answered are decided even if
     // another failed (a master lost): its legs' rows are NaN. All failed: rejects.
