@@ -288,6 +288,11 @@ export function isBucket(algorithm: Algorithm): boolean {
   return algorithm === 'token_bucket' || algorithm === 'gcra';
 }
 
+/** The most tokens a limit can ever hold (a cost above it is never admitted): burst for buckets, else limit. */
+export function capacityOf(l: { algorithm: Algorithm; limit: number; burst: number }): number {
+  return isBucket(l.algorithm) ? l.burst : l.limit;
+}
+
 /** True for a policy of one concurrency limit (leases: acquire and release, no check). */
 export function isConcurrency(p: CompiledPolicy): boolean {
   return p.limits[0]?.algorithm === 'concurrency';

@@ -9,7 +9,7 @@
  */
 import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
-import { isBucket } from '../config/policy-spec.js';
+import { capacityOf } from '../config/policy-spec.js';
 import { neverReason } from './decision.js';
 import { degraded, type DegradedCounts } from './degraded.js';
 
@@ -38,7 +38,7 @@ function neverLeg(rt: PolicyRuntime, cost: number): number {
   if (cost <= 0) return -1;
   for (let j = 0; j < rt.legCount; j++) {
     const l = rt.legLimits[j];
-    if (l.limit === 0 || cost > (isBucket(l.algorithm) ? l.burst : l.limit)) return j;
+    if (l.limit === 0 || cost > capacityOf(l)) return j;
   }
   return -1;
 }

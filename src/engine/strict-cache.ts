@@ -82,8 +82,6 @@ export interface Known {
   pendingR: number;
   pendingZ: number;
   pendingT: number;
-  /** Whether `states` came from Redis exactly (a denial) or were rebuilt from an admission. */
-  exact: boolean;
   /**
    * An upper bound of Redis − this instance's clock (ms) given by the answer its states came from (Redis's time
    * t of a call sent at s0: t + 1 − s0), from the server that holds the key: on a Redis Cluster masters' clocks
@@ -217,7 +215,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, exact: false, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -240,7 +238,6 @@ export class StrictCache {
         // (a state is read by its algorithm: one that changed under a version given in the config starts over)
         if (i >= 0 && before.legLimits[i].algorithmCode === rt.legLimits[j].algorithmCode) e.states.set(old.subarray(3 * i, 3 * i + 3), 3 * j);
       }
-      e.exact = false;
     }
     return e;
   }
@@ -362,7 +359,6 @@ export class StrictCache {
         }
       }
     }
-    e.exact = denied;
     e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
     e.lo = wide[base * LEG_WIDE + 4] - answeredAt - 1;
     e.deniedCost = denied && cost > 0 ? cost : -1;
@@ -517,7 +513,6 @@ export class StrictCache {
 function clearStates(e: Known): void {
   e.states.fill(-1);
   e.pending = false;
-  e.exact = false;
 }
 
 /** How a leg-0 Redis key ends after its key part (src/keys/store-key.ts). */

@@ -5,9 +5,8 @@
  * any number of front threads. It stands in for the ShardPool in this thread's Front: only the calls a front
  * with local policies makes are here (no Redis, no admin: those stay on the main thread).
  */
-import { CHANNEL_TIMEOUT_MS, setStatesThrough, ShardLink, statesError, type ChannelMemory } from './channel.js';
+import { CHANNEL_TIMEOUT_MS, channelError, setStatesThrough, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT, type ShardTask } from './protocol.js';
-import { overloaded, shardFailed } from '../util/errors.js';
 
 /**
  * Internal option of createLimiter (InternalLimiterOptions.frontThread): build the limiter of an extra front
@@ -80,15 +79,18 @@ export class ShardCaller {
     const link = this.links[s];
     const r = link.call(n, now, seq, ack, CHANNEL_TIMEOUT_MS);
     if (r === 'done') return link.out;
-    if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
-    if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
-    throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+    throw channelError(s, r, 'deciding');
   }
 
   /** As ShardPool.setStateNow (a dead shard times out, as callNow). */
   setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
     const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
-    if (r !== 'done') throw statesError(s, r);
+    if (r !== 'done') throw channelError(s, r, 'setting key states');
+  }
+
+  /** As ShardPool.kernelGeneration: a front thread does not see its shards' workers come and go (0). */
+  kernelGeneration(): number {
+    return 0;
   }
 
   /** A batch of a later turn (check() rather than checkNow()): decided now through the channel, in calls that fit. */

@@ -272,10 +272,13 @@ export function setStatesThrough(link: ShardLink, rows: ArrayLike<number>, now: 
   return 'done';
 }
 
-/** Why {@link setStatesThrough} did not set shard `s`'s states (result `r`, not 'done'): callNow's errors. */
-export function statesError(s: number, r: Exclude<CallResult, 'done'>): SluiceError {
-  if (r === 'timeout') return overloaded(`shard ${s} did not take key states within ${CHANNEL_TIMEOUT_MS} ms`);
-  if (r === 'failed') return shardFailed(`shard ${s} failed to set key states`);
+/**
+ * Why a call on shard `s`'s channel came to `r` (not 'done'), while `doing` it ('deciding', 'setting key
+ * states'): OVERLOADED when the shard did not take it in time (nothing done), else SHARD_FAILED.
+ */
+export function channelError(s: number, r: Exclude<CallResult, 'done'>, doing: string): SluiceError {
+  if (r === 'timeout') return overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
+  if (r === 'failed') return shardFailed(`shard ${s} failed while ${doing}`);
   return shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
 }
 

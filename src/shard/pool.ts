@@ -5,7 +5,7 @@ import { packageRoot } from '../util/paths.js';
 import { discard, watchExits } from './discard.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
-import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, setStatesThrough, ShardLink, statesError, type ChannelMemory } from './channel.js';
+import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, channelError, setStatesThrough, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type KernelLimit, type LimitsAdded, type ShardInit, type ShardKeys, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
@@ -154,9 +154,7 @@ export class ShardPool {
     const link = this.links[s];
     const r = link.call(n, now, seq, ack, CHANNEL_TIMEOUT_MS);
     if (r === 'done') return link.out;
-    if (r === 'timeout') throw overloaded(`shard ${s} did not answer within ${CHANNEL_TIMEOUT_MS} ms`);
-    if (r === 'failed') throw shardFailed(`shard ${s} failed while deciding`);
-    throw shardFailed(`shard ${s} is still deciding an earlier call (stalled for more than ${CHANNEL_TIMEOUT_MS} ms)`);
+    throw channelError(s, r, 'deciding');
   }
 
   /**
@@ -176,7 +174,7 @@ export class ShardPool {
     if (r === 'done') return;
     // the kernel may not hold them: to whoever seeds, it is another kernel now (set them again next time)
     this.kernelsLost[s] = this.kernelGeneration(s) + 1;
-    throw statesError(s, r);
+    throw channelError(s, r, 'setting key states');
   }
 
   /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */

@@ -72,9 +72,13 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
+  /** The master (`host:port`, as c.slots names it) serving `slot` now, or '?' before the slot map has it. */
+  const masterOf = (slot: number): string => (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+  /** A master client's name as c.slots gives it. */
+  const nameOf = (node: { options: { host?: string; port?: number } }): string => `${node.options.host}:${node.options.port}`;
   const lives = new Map<string, Liveness>();
   const liveOf = (slot: number): Liveness => {
-    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+    const node = masterOf(slot);
     let l = lives.get(node);
     if (l === undefined) lives.set(node, (l = new Liveness()));
     return l;
@@ -114,7 +118,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     loads++;
     const outcomes = new Map<string, unknown>();
     loading = Promise.all(c.nodes('master').map((node) => {
-      const name = `${node.options.host}:${node.options.port}`;
+      const name = nameOf(node);
       return node.call('FUNCTION', 'LOAD', lib.text).then(() => {
         outcomes.set(name, null);
       }, (e: unknown) => {
@@ -133,8 +137,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
    * reach (the slot map changed since) takes the first such error of any master.
    */
   const refusedAt = (slot: number): unknown => {
-    const node = (c.slots[slot] as string[] | undefined)?.[0];
-    const own = node === undefined ? undefined : loaded.get(node);
+    const own = loaded.get(masterOf(slot));
     if (own !== undefined) return own ?? undefined;
     for (const e of loaded.values()) if (e !== null) return e;
     return undefined;
@@ -180,11 +183,11 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     deadline(runCheck(keys, legs, flag, now, slot), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
   const breakerOf = (slot: number): ReturnType<typeof createBreaker<Parameters<Part>, number[]>> => {
-    const node = (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
+    const node = masterOf(slot);
     let b = breakers.get(node);
     if (b === undefined) {
       const probe = (): Promise<unknown> => {
-        const client = c.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === node);
+        const client = c.nodes('master').find((n) => nameOf(n) === node);
         return client === undefined ? Promise.reject(clusterError(`no master ${node}`)) : deadline(client.ping(), timeoutMs, liveOf(slot));
       };
       breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));

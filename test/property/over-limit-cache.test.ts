@@ -177,6 +177,22 @@ describe('the over-limit cache changes no decision (3 instances, one Redis, a co
   }, 120_000);
 });
 
+/**
+ * One leg for the twins to decide: algorithm (token bucket, GCRA, fixed, sliding window), L, P, B, two fractions
+ * the state is made from, cost, time, and lastSeen relative to it.
+ */
+const LEG_DRAW = {
+  alg: fc.integer({ min: 0, max: 3 }),
+  L: fc.integer({ min: 1, max: 6 }),
+  P: fc.constantFrom(500, 1000, 1500),
+  B: fc.integer({ min: 1, max: 8 }),
+  x: fc.double({ min: 0, max: 1, noNaN: true }),
+  y: fc.double({ min: 0, max: 1, noNaN: true }),
+  c: fc.integer({ min: 0, max: 9 }),
+  t: fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }),
+  lastDt: fc.integer({ min: -4000, max: 500 }),
+};
+
 describe('the TS twins give lua/check.lua\'s numbers (one leg, EVAL at a given time)', () => {
   const P_END = Date.parse('2026-02-01T00:00:00Z');
   const B_END = P_END + 10_000;
@@ -220,18 +236,7 @@ describe('the TS twins give lua/check.lua\'s numbers (one leg, EVAL at a given t
   });
 
   it('token bucket, GCRA, fixed and sliding window', async () => {
-    const arb = fc.record({
-      alg: fc.integer({ min: 0, max: 3 }),
-      L: fc.integer({ min: 1, max: 6 }),
-      P: fc.constantFrom(500, 1000, 1500),
-      B: fc.integer({ min: 1, max: 8 }),
-      x: fc.double({ min: 0, max: 1, noNaN: true }),
-      y: fc.double({ min: 0, max: 1, noNaN: true }),
-      absent: fc.boolean(),
-      c: fc.integer({ min: 0, max: 9 }),
-      t: fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }),
-      lastDt: fc.integer({ min: -4000, max: 500 }),
-    });
+    const arb = fc.record({ ...LEG_DRAW, absent: fc.boolean() });
     await fc.assert(fc.asyncProperty(arb, async (a) => {
       const last = a.absent ? -1 : a.t + a.lastDt;
       const { L, P, B } = a;
@@ -257,17 +262,7 @@ describe('the TS twins give lua/check.lua\'s numbers (one leg, EVAL at a given t
   it('states past the limits, as delayed admissions and sync merges leave them: a bucket in debt, a TAT past B·P, counts past L', async () => {
     // (a reload from onLimit: delay to deny keeps the version and so the keys, as does a key moved from sync to
     // strict: the cache then meets such a state, and its answer must be the script's, remaining 0 not below)
-    const arb = fc.record({
-      alg: fc.integer({ min: 0, max: 3 }),
-      L: fc.integer({ min: 1, max: 6 }),
-      P: fc.constantFrom(500, 1000, 1500),
-      B: fc.integer({ min: 1, max: 8 }),
-      x: fc.double({ min: 0, max: 1, noNaN: true }),
-      y: fc.double({ min: 0, max: 1, noNaN: true }),
-      c: fc.integer({ min: 0, max: 9 }),
-      t: fc.integer({ min: 1_700_000_000_000, max: 1_700_000_005_000 }),
-      lastDt: fc.integer({ min: -4000, max: 500 }),
-    });
+    const arb = fc.record(LEG_DRAW);
     await fc.assert(fc.asyncProperty(arb, async (a) => {
       const last = a.t + a.lastDt;
       const { L, P, B } = a;

@@ -1,4 +1,4 @@
-import type { CompiledLimit, LeaseSettings } from '../../config/policy-spec.js';
+import { capacityOf, type CompiledLimit, type LeaseSettings } from '../../config/policy-spec.js';
 import type { PolicyRuntime } from '../runtime.js';
 
 /** A check waiting for a lease call (its tokens were not held here). */
@@ -59,8 +59,7 @@ export class Holding {
 
   /** The most tokens one lease of this leg may hold (maxShare of the capacity, at least 1). */
   get maxLease(): number {
-    const capacity = this.limit.algorithm === 'token_bucket' || this.limit.algorithm === 'gcra' ? this.limit.burst : this.limit.limit;
-    return Math.max(1, Math.floor(capacity * this.settings.maxShare));
+    return Math.max(1, Math.floor(capacityOf(this.limit) * this.settings.maxShare));
   }
 
   /** Tokens spendable at `now`: none past the deadline (the lease may have expired in Redis). */
