@@ -11,9 +11,6 @@ import type { KeyRequest, KeyState } from './types/keys.js';
 import type { LimiterStats } from './types/stats.js';
 import type { ReloadResult } from './types/reload.js';
 
-// Kept for src/engine/strict-cache.ts, which imports Decision from here (its owner changes it in another branch).
-export type { Decision } from './types/decision.js';
-
 export interface LimiterOptions {
   /** Policy name → spec (see README "Policies"), or policies already compiled by the config loader. */
   policies: Record<string, PolicySpec> | ReadonlyMap<string, CompiledPolicy>;

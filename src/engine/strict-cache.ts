@@ -21,9 +21,9 @@
  * with a guard: every tenant on every instance spends its key, so the guard's state an entry holds is as of its
  * last answer, and Redis may then name the guard as the binding limit, with a longer wait.
  *
- * Clock: Redis decides on its TIME. Each answered call gives a sample: Redis's time t, seen between this
- * instance's clock readings s0 (before the call) and s1 (after the reply), so Redis − local lies within
- * [t − s1 − 1, t + 1 − s0] (the ±1: both clocks are read in whole ms). A denial is evaluated at now + the upper
+ * Clock: Redis decides on its TIME. Each answered call bounds Redis − local (src/engine/redis-offset.ts: Redis's
+ * time t, seen between this instance's readings s0 before the call and s1 after it, puts the offset within
+ * [t − s1 − 1, t + 1 − s0]), and each entry keeps the bounds its own answer gave. A denial is evaluated at now + the upper
  * bound its own answer gave (the clock of the server holding the key: on a Redis Cluster, masters' clocks may
  * differ), or at now + the smallest upper bound seen lately when that is larger (this instance's clock stepped
  * back since): so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports
@@ -43,7 +43,7 @@
  * Bounded: at most `maxKeys` entries; past it the oldest entry is dropped (the key then goes to Redis and, in
  * a stall, starts full). An entry costs about 200 bytes.
  */
-import type { Decision } from '../types.js';
+import type { Decision } from '../types/decision.js';
 import { compose } from './decision.js';
 import { evaluateLeg } from '../store/lua-algorithms.js';
 import { LEG_WIDE } from '../store/reply.js';
@@ -54,6 +54,8 @@ import { GUARD_KEY, type PolicyRuntime } from './runtime.js';
 import { legKey } from './legs.js';
 import { scriptBurst, scriptPeriod } from './calendar-args.js';
 import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../config/policy-spec.js';
+import { RedisOffset } from './redis-offset.js';
+import { rebuild } from './state-rebuild.js';
 
 /** One strict key (a check's leg-0 Redis key) as this instance last learned it. */
 export interface Known {
@@ -135,7 +137,6 @@ export interface SharedState {
 /** Most shared keys' states kept (one per guard leg and version: a few per guard policy). */
 const MAX_SHARED = 4096;
 
-const RENEW_MS = 10_000;
 const SLIDING_LOG_CODE = ALGORITHM_CODES.sliding_log;
 
 export class StrictCache {
@@ -158,12 +159,8 @@ export class StrictCache {
   private readonly heads = new WeakMap<PolicyRuntime, { prefix: string; m: Map<string, Known> }>();
   /** Over-limit answers given (the metric `sluice_store_over_limit_answers_total`). */
   answers = 0;
-  /** Bounds of Redis time − this instance's clock, ms; the current window's and the last one's. */
-  private hi = Number.POSITIVE_INFINITY;
-  private lo = Number.NEGATIVE_INFINITY;
-  private prevHi = Number.POSITIVE_INFINITY;
-  private prevLo = Number.NEGATIVE_INFINITY;
-  private windowAt = Number.NEGATIVE_INFINITY;
+  /** Bounds of Redis time − this instance's clock (used only when Redis decides on its own TIME). */
+  private readonly offset = new RedisOffset();
   private readonly scratch = new Float64Array(MAX_GROUP * LEG_OUT);
 
   /**
@@ -298,7 +295,7 @@ export class StrictCache {
     // answer since when that is larger (this instance's clock stepped back meanwhile)
     let t = now;
     if (this.redisTime) {
-      const u = this.upper();
+      const u = this.offset.upper();
       // (none seen since a reconnection: the denial's own bound alone)
       t = now + (u === Number.POSITIVE_INFINITY ? e.hi : Math.max(e.hi, u));
     }
@@ -404,22 +401,7 @@ export class StrictCache {
 
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
   sample(t: number, s0: number, s1: number): void {
-    if (!this.redisTime || !(t > 0)) return;
-    if (s1 - this.windowAt >= RENEW_MS) {
-      this.prevHi = this.hi;
-      this.prevLo = this.lo;
-      this.hi = Number.POSITIVE_INFINITY;
-      this.lo = Number.NEGATIVE_INFINITY;
-      this.windowAt = s1;
-    }
-    const hi = t + 1 - s0, lo = t - s1 - 1;
-    if (hi < this.hi) this.hi = hi;
-    if (lo > this.lo) this.lo = lo;
-  }
-
-  /** The smallest upper bound of Redis − local known (this window's, or the last one's while it has none). */
-  private upper(): number {
-    return this.hi === Number.POSITIVE_INFINITY ? this.prevHi : this.hi;
+    if (this.redisTime) this.offset.sample(t, s0, s1);
   }
 
   /**
@@ -431,7 +413,7 @@ export class StrictCache {
   toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY): number {
     if (!this.redisTime) return Math.min(t, now);
     // the answer's own bound (the key's server: a Cluster's masters may disagree), else the largest seen lately
-    if (lo === Number.NEGATIVE_INFINITY) lo = this.lo === Number.NEGATIVE_INFINITY ? this.prevLo : this.lo;
+    if (lo === Number.NEGATIVE_INFINITY) lo = this.offset.lower();
     if (lo === Number.NEGATIVE_INFINITY) return now;
     return Math.min(now, t - lo);
   }
@@ -498,9 +480,7 @@ export class StrictCache {
    */
   reconnected(): void {
     this.clearDenials();
-    this.hi = this.prevHi = Number.POSITIVE_INFINITY;
-    this.lo = this.prevLo = Number.NEGATIVE_INFINITY;
-    this.windowAt = Number.NEGATIVE_INFINITY;
+    this.offset.clear();
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */
@@ -529,54 +509,4 @@ function legKeys(prefix: string, rt: PolicyRuntime, key: string): string[] {
   const out = new Array<string>(rt.legCount);
   for (let j = 0; j < rt.legCount; j++) out[j] = legKey(prefix, rt, key, j);
   return out;
-}
-
-
-/**
- * Leg j's state rebuilt from an admitted (or peeked) answer: remaining r (floor of tokens) and resetAfterMs z
- * at Redis time t, rounded toward fewer tokens, written as w0, w1, lastSeen at s[at].
- * - token bucket: tokens·P x satisfies x ≥ r·P and x ≥ B·P − z·L (z = ⌈(B·P − x)/L⌉): x = the larger.
- * - GCRA: debt ≤ z·L and ≤ B·P − r·P: debt = the smaller; TAT = t + debt / L (whole ms w0, the rest w1).
- * - fixed window: count = L − r, exactly.
- * - sliding window: the previous window's weight cannot be told from the current's: all of L − r is put
- *   in the current window, which admits no more now and no more later than the true state.
- * - calendar window: count = L − r and its window's end t + z (resetAfterMs is until that end), exactly.
- * A sliding log (code 5) cannot be rebuilt from numbers: its legs are left as they are (the caller skips them).
- */
-export function rebuild(rt: PolicyRuntime, j: number, r: number, z: number, t: number, s: Float64Array, at: number): void {
-  const l = rt.legLimits[j];
-  const L = l.limit, P = l.periodMs, B = l.burst;
-  let w0 = 0, w1 = 0, last = t;
-  switch (l.algorithmCode) {
-    case 0: {
-      const BP = B * P;
-      w0 = Math.min(BP, Math.max(r * P, BP - z * L));
-      break;
-    }
-    case 1: {
-      if (L === 0) {
-        last = -1;
-        break;
-      }
-      const debt = Math.max(0, Math.min(z * L, B * P - r * P));
-      const whole = Math.floor(debt / L);
-      w0 = t + whole;
-      w1 = debt - whole * L;
-      break;
-    }
-    case 2:
-      w0 = L - r;
-      break;
-    case CALENDAR_WINDOW_CODE:
-      w0 = L - r;
-      w1 = t + z;
-      break;
-    default:
-      w0 = 0;
-      w1 = L - r;
-  }
-  if (l.algorithmCode === 0 && L === 0) last = -1;
-  s[at] = w0;
-  s[at + 1] = w1;
-  s[at + 2] = last;
 }

@@ -9,7 +9,8 @@ import { buildRuntimes, type PolicyRuntime } from '../../../src/engine/runtime.j
 import { LimitTable } from '../../../src/engine/limits.js';
 import { Hasher } from '../../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
-import { rebuild, StrictCache } from '../../../src/engine/strict-cache.js';
+import { StrictCache } from '../../../src/engine/strict-cache.js';
+import { rebuild } from '../../../src/engine/state-rebuild.js';
 import { LEG_WIDE } from '../../../src/store/reply.js';
 
 function runtimes(spec: Parameters<typeof compilePolicies>[0] = {
