@@ -1,6 +1,6 @@
 /**
- * When a denied key could next admit a cost: the rule `/v1/stream` subscriptions re-arm by after a peek finds
- * the key still short. A rate-limit rule, so it lives in the engine; the stream only schedules by it.
+ * Whether a peeked key admits a cost now, and if not when it could next: the rules `/v1/stream` subscriptions
+ * push and re-arm by. Rate-limit rules, so they live in the engine; the stream only schedules by them.
  */
 import type { Decision } from '../types/decision.js';
 import type { CompiledLimit, CompiledPolicy } from '../config/policy-spec.js';
@@ -20,10 +20,22 @@ export class ReadyAfter {
   constructor(private readonly policies: () => ReadonlyMap<string, CompiledPolicy>) {}
 
   /**
+   * Whether a check of `cost` would be admitted now, by the peek (cost 0) that gave `d`: it has `cost` tokens,
+   * or the store failed and the policy fails `open` (any check is admitted, marked degraded, until it answers
+   * again). The push that follows says so (`degradedBy: 'open'`).
+   */
+  admits(d: Decision, cost: number): boolean {
+    return d.remaining >= cost || (d.degraded === true && d.degradedBy === 'open');
+  }
+
+  /**
    * The wait in ms (≥ 1) before the binding limit named `d.policy` could admit `cost`; 1,000 when no limit of
    * that name is in force (a reload removed it) or its limit is 0 (it never admits: the next peek says so).
+   * A peek that was itself denied (the store failed and the policy fails `closed`: nothing is admitted, nor
+   * known) waits its retryAfterMs, so a stall is not peeked at every tick.
    */
   waitMs(d: Decision, cost: number): number {
+    if (!d.allowed) return Math.max(1, d.retryAfterMs ?? 1000);
     const l = this.limitNamed(d.policy);
     if (l === undefined || l.limit === 0) return 1000;
     if (l.algorithm === 'fixed_window') return Math.max(1, d.resetAfterMs);

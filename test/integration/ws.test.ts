@@ -385,6 +385,68 @@ describe('/v1/stream subscriptions', () => {
     expect(c.binaries.find((a) => a.kind === KIND_READY)).toMatchObject({ id: 3, kind: KIND_READY, flags: degradedFlags(3), remaining: 2 });
   });
 
+  it('a stall under open pushes at the retry time, marked degraded open: a check of the cost would be admitted', async () => {
+    const clock = new ManualClock();
+    const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
+    const s = await startStreamServer({
+      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'open' } }, store, clock,
+    });
+    const c = await TestSocket.open(s.wsUrl);
+    c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
+    c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 2, subscribe: true });
+    await c.answers(2);
+    expect(c.texts[1]).toMatchObject({ id: 2, subscribed: true, allowed: false, retryAfterMs: 1200 });
+    fail(true);
+    s.clock.advance(1200);
+    s.stream.tick();
+    await c.answers(3);
+    expect(c.texts[2]).toStrictEqual({ id: 2, ready: true, limit: 10, remaining: 0, resetAfterMs: 0, policy: 'p', degraded: true, degradedBy: 'open' });
+    // and the check it was waiting for is admitted, as the push said
+    c.sendJson({ id: 3, policy: 'p', key: 'k', cost: 2 });
+    await c.answers(4);
+    expect(c.texts[3]).toMatchObject({ id: 3, allowed: true, degraded: true, degradedBy: 'open' });
+  });
+
+  it('a stall under closed pushes nothing and peeks again after the denial\'s retryAfterMs, not at every tick', async () => {
+    const clock = new ManualClock();
+    const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
+    const s = await startStreamServer({
+      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'closed' } }, store, clock,
+    });
+    const closedPeeks = async (): Promise<number> => (await s.limiter.stats()).degraded?.p?.closed ?? 0;
+    const c = await TestSocket.open(s.wsUrl);
+    c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
+    c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 1, subscribe: true });
+    await c.answers(2);
+    expect(c.texts[1]).toMatchObject({ id: 2, subscribed: true, retryAfterMs: 600 });
+    fail(true);
+    s.clock.advance(600);
+    s.stream.tick();
+    await sleep(50);
+    expect(await closedPeeks()).toBe(1);
+    // the peek was denied (retry after 1,000 ms): ticks before then peek nothing
+    for (let i = 0; i < 5; i++) {
+      s.clock.advance(100);
+      s.stream.tick();
+    }
+    s.clock.advance(499);
+    s.stream.tick();
+    await sleep(50);
+    expect(await closedPeeks()).toBe(1);
+    s.clock.advance(1);
+    s.stream.tick();
+    await sleep(50);
+    expect(await closedPeeks()).toBe(2);
+    expect(c.texts.length).toBe(2);
+    // the store answers again: the next peek finds the refilled key and pushes, not degraded
+    fail(false);
+    s.clock.advance(1000);
+    s.stream.tick();
+    await c.answers(3);
+    expect(c.texts[2]).toMatchObject({ id: 2, ready: true, policy: 'p' });
+    expect(c.texts[2].degraded).toBeUndefined();
+  });
+
   it('when other traffic takes the freed tokens first, the push waits until the key really admits the cost', async () => {
     const s = await startStreamServer({ policies: POLICIES });
     const c = await TestSocket.open(s.wsUrl);

@@ -1,7 +1,7 @@
 /**
  * `/v1/stream` subscriptions: a denied check sent with `subscribe: true` arms a one-shot push at its retry time
  * (the limiter's clock), confirmed by a peek (cost 0) before it is sent. A peek that finds the key still short
- * re-arms at the engine's lower bound (src/engine/ready-after.ts). Due subscriptions wait in a min-heap by due
+ * re-arms at the engine's lower bound (src/engine/ready-after.ts, which also says when a peek admits). Due subscriptions wait in a min-heap by due
  * time; a timer (every `tickMs`) fires them within the instance bounds of sub-schedule.ts.
  */
 import type { CheckRequest, Decision } from '../../types/decision.js';
@@ -106,14 +106,14 @@ export class Subscriptions {
     if (s.inHeap) this.heap.dead++;
   }
 
-  /** A due subscription's peek: push when the key now admits the cost, else re-arm at the earliest it could. */
+  /** A due subscription's peek: push when a check of its cost would be admitted now, else re-arm at the earliest it could. */
   private fire(s: Sub, d: Decision): void {
     if (!s.live) return;
     const c = s.conn;
-    if (d.remaining >= s.cost) {
+    if (this.ready.admits(d, s.cost)) {
       this.kill(s);
       this.pushed++;
-      // a peek Redis did not answer (a stall, under onStoreError: local) says so, as any decision does
+      // a peek Redis did not answer (a stall, under onStoreError: local or open) says so, as any decision does
       if (s.bin) this.out.writer(c).answer(s.id, KIND_READY, degradedFlags(degradedCode(d)), 0, d.limit, d.remaining, d.resetAfterMs, 0, d.policy, '', '');
       else {
         c.json.push(`{"id":${s.idJson},"ready":true,"limit":${d.limit},"remaining":${d.remaining},` +

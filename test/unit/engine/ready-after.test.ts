@@ -36,4 +36,19 @@ describe('ReadyAfter', () => {
     expect(ready.waitMs(peek('gone', 0, 0), 11)).toBe(100);
     expect(ready.waitMs(peek('bucket', 2, 48_000), 5)).toBe(1000);
   });
+
+  it('admits a cost the peek has the tokens for, or any cost when the store failed and the policy fails open', () => {
+    expect(ready.admits(peek('bucket', 3, 0), 3)).toBe(true);
+    expect(ready.admits(peek('bucket', 2, 0), 3)).toBe(false);
+    expect(ready.admits({ ...peek('bucket', 0, 0), degraded: true, degradedBy: 'open' }, 3)).toBe(true);
+    expect(ready.admits({ ...peek('bucket', 2, 0), degraded: true, degradedBy: 'local' }, 3)).toBe(false);
+    const closed: Decision = { allowed: false, limit: 10, remaining: 0, resetAfterMs: 1000, retryAfterMs: 1000, policy: 'bucket', degraded: true, degradedBy: 'closed' };
+    expect(ready.admits(closed, 1)).toBe(false);
+  });
+
+  it('a peek denied by a store failure under closed waits its retryAfterMs, not a token’s time', () => {
+    const closed: Decision = { allowed: false, limit: 10, remaining: 0, resetAfterMs: 1000, retryAfterMs: 1000, policy: 'bucket', degraded: true, degradedBy: 'closed' };
+    expect(ready.waitMs(closed, 1)).toBe(1000);
+    expect(ready.waitMs(closed, 5)).toBe(1000);
+  });
 });
