@@ -26,7 +26,7 @@
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
-import { packRuns } from './leg-runs.js';
+import { packLegs } from './leg-runs.js';
 import { fcallRefused, functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
@@ -48,29 +48,19 @@ function callHead(n: number, name: string, cmd = 'evalsha'): string {
   return `*${n + 7}\r\n$${cmd.length}\r\n${cmd}\r\n$${name.length}\r\n${name}\r\n`;
 }
 
-/** Whether a Float64Array holds little-endian doubles here (then a call's legs are copied in one piece). */
-const LITTLE_ENDIAN = new Uint8Array(new Float64Array([1]).buffer)[7] === 0x3f;
-
-/** The legs of the call being encoded, as doubles (grown as needed; the request copies its bytes). */
-let legScratch = new Float64Array(64 * 6);
-
 /**
  * The request `EVALSHA name n key… flag now n legs` (`name` the script's SHA-1; or, `cmd` `fcall`, `FCALL name
  * n key…`, `name` the function's), its keys given as
  * RESP bytes (src/store/key-wire.ts: `$<bytes>\r\n<key>\r\n` each, in order, any number per element; `n` keys
  * in all): `args` holds 6 numbers per leg from `from` (algorithm, L, P, B, cost, group length), one leg per
- * key. The keys are copied, not encoded, and the legs' doubles go in one copy.
+ * key, packed by src/store/leg-runs.ts packLegs. The keys are copied, not encoded, and the legs' doubles go in
+ * one copy.
  */
 export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Array[], flag: number, now: number, args: ArrayLike<number>, from: number,
   cmd = 'evalsha'): Buffer {
-  const m = n * 6;
-  // a pooled Buffer's offset need not be a multiple of 8: the doubles are made in the scratch, then copied
-  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
-  const f = legScratch;
-  for (let i = 0; i < m; i++) f[i] = args[from + i];
-  // the legs as sent: each run's later legs left out (src/store/leg-runs.ts)
-  const kept = packRuns(f, n);
-  const legBytes = kept * 8;
+  // the legs as sent: each run's later legs left out; a view of packLegs's scratch, copied below
+  const legs = packLegs(args, from, n);
+  const legBytes = legs.length;
   const nStr = String(n), nowStr = String(now), flagStr = String(flag);
   // ASCII only: one byte per character
   const head = `${callHead(n, name, cmd)}$${nStr.length}\r\n${nStr}\r\n`;
@@ -84,12 +74,8 @@ export function encodeCheckWire(name: string, n: number, wire: readonly Uint8Arr
     o += wire[i].length;
   }
   o += buf.write(tail, o, 'latin1');
-  if (LITTLE_ENDIAN) {
-    buf.set(new Uint8Array(f.buffer, 0, legBytes), o);
-    o += legBytes;
-  } else {
-    for (let i = 0; i < kept; i++) o = buf.writeDoubleLE(f[i], o);
-  }
+  buf.set(legs, o);
+  o += legBytes;
   buf[o] = 13;
   buf[o + 1] = 10;
   return buf;

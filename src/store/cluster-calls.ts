@@ -9,7 +9,7 @@ import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
-import { packRuns } from './leg-runs.js';
+import { packLegs } from './leg-runs.js';
 import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
 
 /**
@@ -17,18 +17,6 @@ import { createBreaker, type BreakerOptions, type BreakerState } from './breaker
  * `wire` optionally the keys as RESP bytes (Store.decideWide; a Cluster's calls, split by slot, ignore it).
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
-
-/**
- * lua/check.lua's ARGV[4]: the numbers of `args` as little-endian doubles, each run's head marked and its later
- * legs left out (src/store/leg-runs.ts).
- */
-function packLegs(args: readonly number[]): Buffer {
-  const f = Float64Array.from(args);
-  const kept = packRuns(f, f.length / 6);
-  const b = Buffer.allocUnsafe(kept * 8);
-  for (let i = 0; i < kept; i++) b.writeDoubleLE(f[i], i * 8);
-  return b;
-}
 
 /** A script as EVALSHA needs it. */
 interface Script {
@@ -147,7 +135,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
   const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
-    const args = [flag, now, keys.length, packLegs(legs)];
+    // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
+    const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
     if (fcall) {
       const sentAt = loads;
       try {

@@ -6,10 +6,11 @@
  * their own (for a call of 32 such checks, 1,488 bytes less for Redis to read and intern as a Lua string, and
  * one struct.unpack and a dozen shape tests less per leg: bench/README.md, "Redis instructions per decision").
  *
- * The mark is the call's wire format, made as the legs are packed (src/store/check-call.ts,
- * src/store/cluster-calls.ts) after the engine's own marks: the engine's legs and the MemoryStore never carry
- * it.
+ * The mark is the call's wire format, made as the legs are packed ({@link packLegs}, for src/store/check-call.ts
+ * and src/store/cluster-calls.ts) after the engine's own marks: the engine's legs and the MemoryStore never
+ * carry it.
  */
+import { endianness } from 'node:os';
 import { UNIQUE_KEY } from './contract.js';
 
 /** Added per further leg of a run to its first leg's algorithm code (lua/check.lua RUN). */
@@ -40,4 +41,29 @@ export function packRuns(f: Float64Array, n: number): number {
     w += 6;
   }
   return w;
+}
+
+/** Whether a Float64Array holds little-endian doubles here (then the packed legs are sent as they lie). */
+const LITTLE_ENDIAN = endianness() === 'LE';
+
+/** The legs of the call being packed, as doubles (grown as needed; {@link packLegs} returns a view of it). */
+let legScratch = new Float64Array(64 * 6);
+
+/**
+ * lua/check.lua's ARGV[4] for the `n` legs of `args` from `from` (6 numbers per leg: algorithm code, L, P, B,
+ * cost, group length + delay): each leg's numbers as little-endian doubles, its runs packed by
+ * {@link packRuns} (6 doubles, 48 bytes, per leg kept). `args` is left as it is. The bytes are a view of one
+ * scratch shared by every call: valid until the next call, so copy them before packing another call's legs.
+ */
+export function packLegs(args: ArrayLike<number>, from: number, n: number): Uint8Array {
+  const m = n * 6;
+  // the doubles are made in one scratch reused call after call (a request's Buffer, from Node's pool, need not
+  // start at a multiple of 8 to hold them), then packed there, and their bytes copied where they go
+  if (legScratch.length < m) legScratch = new Float64Array(Math.max(m, 2 * legScratch.length));
+  const f = legScratch;
+  for (let i = 0; i < m; i++) f[i] = args[from + i];
+  const bytes = packRuns(f, n) * 8;
+  // a big-endian host: each double's bytes turned around in place (the scratch is refilled on every call); a
+  // plain view otherwise, cheaper to make than a Buffer's
+  return LITTLE_ENDIAN ? new Uint8Array(f.buffer, 0, bytes) : Buffer.from(f.buffer, 0, bytes).swap64();
 }

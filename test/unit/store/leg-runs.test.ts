@@ -1,13 +1,14 @@
 /**
  * src/store/leg-runs.ts packRuns: which legs head a run and how long it is, exactly, and that a run's later legs
  * are left out and the others kept in order; and RUN_MARK pinned against lua/check.lua's RUN and above every
- * algorithm code + UNIQUE_KEY.
+ * algorithm code + UNIQUE_KEY. packLegs: the legs as sent, packRuns's kept numbers as little-endian doubles.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ALGORITHM_CODES, CALENDAR_WINDOW_CODE } from '../../../src/config/policy-spec.js';
 import { UNIQUE_KEY } from '../../../src/store/contract.js';
-import { RUN_MARK, packRuns } from '../../../src/store/leg-runs.js';
+import { RUN_MARK, packLegs, packRuns } from '../../../src/store/leg-runs.js';
+import { packed } from '../../helpers/check-legs.js';
 
 const TB = ALGORITHM_CODES.token_bucket + UNIQUE_KEY;
 
@@ -74,5 +75,24 @@ describe('packRuns', () => {
     const none = legs(g, a, g);
     expect(packRuns(none, 3)).toBe(18);
     expect(Array.from(none)).toEqual([...g, ...a, ...g]);
+  });
+});
+
+describe('packLegs', () => {
+  const a = [TB, 60, 60_000, 100, 1, 1];
+  const g = [ALGORITHM_CODES.gcra + UNIQUE_KEY, 7, 1_000, 3, 2.5, 1];
+
+  it('gives the kept legs as little-endian doubles, from `from` on, the caller\'s numbers as they were', () => {
+    const args = [9, 9, 9, ...a, ...a, ...g, ...a];
+    const before = [...args];
+    const bytes = packLegs(args, 3, 4);
+    expect(Buffer.from(bytes).equals(packed([TB + RUN_MARK, 60, 60_000, 100, 1, 1, ...g, ...a]))).toBe(true);
+    expect(args).toEqual(before);
+    expect(packLegs([], 0, 0).length).toBe(0);
+  });
+
+  it('packs a call larger than its first scratch (512 legs), all of them', () => {
+    const args = Array.from({ length: 512 }, (_, j) => [ALGORITHM_CODES.gcra, j, 60_000, 1e9 + j, 1, 1]).flat();
+    expect(Buffer.from(packLegs(args, 0, 512)).equals(packed(args))).toBe(true);
   });
 });
