@@ -21,13 +21,16 @@
  * breaker: src/store/failure-kind.ts), as the same error on the FCALL itself would. A Redis that refuses
  * FUNCTION LOAD or FCALL (older than 7.0: unknown command; an ACL without them: NOPERM) is called as before,
  * EVALSHA, with an EVAL first on each connection and after each NOSCRIPT, like ioredis's own scripts; the
- * calls sent with the refused LOAD or FCALL are resent that way.
+ * calls sent with the refused LOAD or FCALL are resent that way. What a failed call does next is
+ * src/store/library-way.ts's rule, shared with a Cluster's calls; where and when the library is loaded is this
+ * file's.
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
 import { packLegs } from './leg-runs.js';
-import { fcallRefused, functionMissing, loadFailure, scriptMissing, type CheckLibrary } from './scripts.js';
+import { LibraryWay, type SentCall } from './library-way.js';
+import type { CheckLibrary } from './scripts.js';
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -96,6 +99,12 @@ function retarget(req: Buffer, headBytes: number, head: string): Buffer {
   return Buffer.concat([Buffer.from(head), req.subarray(headBytes)]);
 }
 
+/** A check call as sent on the connection, with the FUNCTION LOAD sent ahead of it (or with it), the latest. */
+interface ConnectionCall extends SentCall {
+  /** That load's outcome: the error that refused it for now, else undefined. */
+  ahead: Promise<unknown>;
+}
+
 /**
  * Calls the check script on `redis` (one server, or the master Sentinel follows) as the Function `lib`
  * (FCALL), or as `lua` by EVALSHA where Redis refuses the library (see the file's doc): resolves to the
@@ -108,28 +117,31 @@ function retarget(req: Buffer, headBytes: number, head: string): Buffer {
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
   from: number, wire?: readonly Uint8Array[]) => Promise<Buffer> {
   const sha = createHash('sha1').update(lua).digest('hex');
-  /** FCALL until Redis refuses FUNCTION LOAD or FCALL; then EVALSHA for good. */
-  let fcall = lib !== undefined;
   /** The connection (socket) the library was last loaded on (FUNCTION LOAD): a new one loads it first. */
   let loadedOn: unknown = null;
   /** The connection the script was last sent on by EVAL (the EVALSHA way): a new one sends EVAL first. */
   let evalOn: unknown = null;
   /**
-   * The last FUNCTION LOAD sent: settles once its answer is read (and `fcall` says whether it took), to the
-   * error that refused it for now (READONLY, OOM, BUSY, LOADING...: {@link loadFailure} `retry`), else undefined.
+   * The last FUNCTION LOAD sent: settles once its answer is read (and the way says whether it took), to the
+   * error that refused it for now (READONLY, OOM, BUSY, LOADING...: loadFailure `retry`), else undefined.
    */
   let loading: Promise<unknown> = Promise.resolve(undefined);
-  /** FUNCTION LOADs sent so far: a call sent before the latest one is resent without loading again. */
-  let loads = 0;
+  // by FCALL unless the caller has no library (EVALSHA only then)
+  const way: LibraryWay<ConnectionCall> = new LibraryWay(lib !== undefined, async (sent) => {
+    // the LOAD sent ahead of this call, refused for now: its error is the call's
+    const unwell = await sent.ahead;
+    // FCALL given up meanwhile: resent by EVALSHA, nothing to load; a resend that found no library again fails
+    if (unwell !== undefined || !way.fcall || sent.resent) return unwell;
+    // the library is gone from this server (a restart, FUNCTION FLUSH): load it again, once, ahead of the
+    // resend. The calls in flight with this one fail alike; the first one answered reloads, a call sent before
+    // that load was sent is just resent behind it (its answer comes after the load's, on the one connection)
+    if (way.noLoadSince(sent)) loadedOn = null;
+    return loading;
+  });
   const load = (l: CheckLibrary): void => {
-    loads++;
+    way.loadBegun();
     loading = redis.call('FUNCTION', 'LOAD', l.text).then(() => undefined, (e: unknown) => {
-      const outcome = loadFailure(e);
-      if (outcome === 'loaded') return undefined;
-      if (outcome === 'refused') {
-        fcall = false;
-        return undefined;
-      }
+      if (way.loadFailed(e) !== 'retry') return undefined;
       loadedOn = null;
       return e;
     });
@@ -152,47 +164,28 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     void redis.sendCommand(c);
     return c.promise as Promise<Buffer>;
   };
-  /** Sends `req` (FCALL when `viaFcall`, else EVALSHA) and answers its failures; `retry`: not resent yet. */
-  const attempt = (req: Buffer, n: number, viaFcall: boolean, retry: boolean): Promise<Buffer> => {
-    const sent = send(req, n, viaFcall);
+  /** Sends `req` (FCALL when `viaFcall`, else EVALSHA) and answers its failures as the way says. */
+  const attempt = (req: Buffer, n: number, viaFcall: boolean, resent: boolean): Promise<Buffer> => {
+    const reply = send(req, n, viaFcall);
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection), the latest
-    const sentAt = loads;
-    const ahead = loading;
-    return sent.catch(async (e: unknown) => {
-      if (!viaFcall) {
-        // the script's cache is gone from this server (restart, failover, SCRIPT FLUSH): EVAL once
-        if (!retry || !scriptMissing(e)) throw e;
-        evalOn = null;
-        return attempt(req, n, false, false);
+    const sent: ConnectionCall = { fcall: viaFcall, resent, sentAt: way.loads, ahead: loading };
+    return reply.catch(async (e: unknown) => {
+      switch (await way.resendAs(e, sent)) {
+        case 'fcall':
+          return attempt(req, n, true, true);
+        case 'evalsha':
+          return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, false);
+        case 'eval':
+          // the server lost the script: send() sends it as EVAL again
+          evalOn = null;
+          return attempt(req, n, false, true);
       }
-      if (fcallRefused(e)) {
-        // this Redis will not run FCALL (older than 7, an ACL without it): by EVALSHA from now on
-        fcall = false;
-      } else {
-        if (!functionMissing(e)) throw e;
-        // the library is not there because the LOAD sent ahead of this call was refused for now (a replica:
-        // READONLY; OOM; BUSY...): that is this call's failure too, counted as Redis's (src/store/failure-kind.ts)
-        // rather than as the script's, as it is when the FCALL itself meets it
-        const unwell = await ahead;
-        if (unwell !== undefined) throw unwell;
-        if (fcall) {
-          // the library is gone from this server (a restart, FUNCTION FLUSH): load it again, once. The calls
-          // in flight with this one fail alike; the first one answered reloads, a call sent before that load
-          // was sent is just resent behind it (its answer comes after the load's, on the one connection)
-          if (!retry) throw e;
-          if (sentAt === loads) loadedOn = null;
-          const later = await loading;
-          if (later !== undefined) throw later;
-        }
-      }
-      if (!fcall) return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, true);
-      return attempt(req, n, true, false);
     });
   };
   return (keys, flag, now, args, from, wire) => {
     const n = keys.length;
-    const viaFcall = fcall;
+    const viaFcall = way.fcall;
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
-    return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, true);
+    return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, false);
   };
 }

@@ -4,7 +4,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
-import { checkLibrary, checkScript, fcallRefused, functionMissing, loadFailure, scriptMissing, syncScript } from './scripts.js';
+import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
+import { LibraryWay, type SentCall } from './library-way.js';
 import { splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
@@ -17,6 +18,11 @@ import { createBreaker, type BreakerOptions, type BreakerState } from './breaker
  * `wire` optionally the keys as RESP bytes (Store.decideWide; a Cluster's calls, split by slot, ignore it).
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
+
+/** A check call as sent to the Cluster, with its keys' slot: the master there is the one whose load it meets. */
+interface SlotCall extends SentCall {
+  slot: number;
+}
 
 /** A script as EVALSHA needs it. */
 interface Script {
@@ -90,29 +96,31 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // restart, FUNCTION FLUSH) has it loaded on every master, once at a time, and the call is sent again. A
   // Cluster that refuses FUNCTION LOAD or FCALL (older than 7: unknown command; an ACL without them) is called
   // by EVALSHA for good. A master that refuses the LOAD for now (OOM, READONLY, BUSY...) fails its call with
-  // that error, which says Redis is unwell (src/store/failure-kind.ts), not that the script failed.
+  // that error, which says Redis is unwell (src/store/failure-kind.ts), not that the script failed. The rule
+  // is src/store/library-way.ts's, shared with one connection's calls; the loads, on every master, are these.
   const lib = checkLibrary();
-  let fcall = true;
   let loading: Promise<void> | null = null;
-  /** Loads begun so far: a call sent before the latest began is resent without loading again. */
-  let loads = 0;
   /**
    * The last load's outcome per master (`host:port`, as c.slots names them): the error that refused it for now
    * (loadFailure `retry`), else null.
    */
   let loaded = new Map<string, unknown>();
+  const way: LibraryWay<SlotCall> = new LibraryWay(true, async (sent) => {
+    // the parts of one batch fail together: the first loads every master, the others wait for it
+    await (way.noLoadSince(sent) ? loadAll() : loading ?? undefined);
+    // its master could not take the library now: that is this call's failure
+    return refusedAt(sent.slot);
+  });
   const loadAll = (): Promise<void> => {
     if (loading !== null) return loading;
-    loads++;
+    way.loadBegun();
     const outcomes = new Map<string, unknown>();
     loading = Promise.all(c.nodes('master').map((node) => {
       const name = nameOf(node);
       return node.call('FUNCTION', 'LOAD', lib.text).then(() => {
         outcomes.set(name, null);
       }, (e: unknown) => {
-        const outcome = loadFailure(e);
-        if (outcome === 'refused') fcall = false;
-        outcomes.set(name, outcome === 'retry' ? e : null);
+        outcomes.set(name, way.loadFailed(e) === 'retry' ? e : null);
       });
     })).then(() => {
       loaded = outcomes;
@@ -137,29 +145,20 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
-    if (fcall) {
-      const sentAt = loads;
+    if (way.fcall) {
+      const sent: SlotCall = { fcall: true, resent: false, sentAt: way.loads, slot };
       try {
         return unpackReply(await fcallBuffer(keys, args), legs, 0);
       } catch (e) {
-        if (fcallRefused(e)) {
-          // this Cluster will not run FCALL: by EVALSHA from now on (below)
-          fcall = false;
-        } else {
-          if (!functionMissing(e)) throw e;
-          // the parts of one batch fail together: the first loads every master, the others wait for it
-          await (sentAt === loads ? loadAll() : loading ?? undefined);
-          // its master could not take the library now: that is this call's failure
-          const refused = refusedAt(slot);
-          if (refused !== undefined) throw refused;
-          if (fcall) return unpackReply(await fcallBuffer(keys, args), legs, 0);
-        }
+        // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA, below
+        if ((await way.resendAs(e, sent)) === 'fcall') return unpackReply(await fcallBuffer(keys, args), legs, 0);
       }
     }
     try {
       return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args), legs, 0);
     } catch (e) {
-      if (!scriptMissing(e)) throw e;
+      // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error
+      await way.resendAs(e, { fcall: false, resent: false, sentAt: way.loads, slot });
       return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), legs, 0);
     }
   };

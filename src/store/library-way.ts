@@ -1,0 +1,104 @@
+/**
+ * Which way the check script goes to Redis, and what a check call that failed does next: one rule for the calls
+ * on one connection (src/store/check-call.ts) and on a Redis Cluster (src/store/cluster-calls.ts).
+ *
+ * The script goes as FCALL of the check library (src/store/scripts.ts checkLibrary, put there by FUNCTION LOAD)
+ * until Redis refuses FUNCTION LOAD or FCALL (older than 7.0: unknown command; an ACL without them: NOPERM),
+ * then by EVALSHA for good. A failed call is answered by its error:
+ * - FCALL refused as a command: resent by EVALSHA, as every call after it;
+ * - "Function not found" (a restart without persistence, FUNCTION FLUSH, a new Cluster): resent by FCALL once
+ *   the library load it is judged by has settled; failed with that load's error when it was refused for now
+ *   (loadFailure `retry`: READONLY, OOM, BUSY...), which says Redis is unwell (counted as unavailable, toward
+ *   the breaker: src/store/failure-kind.ts) as the same error on the FCALL itself would; resent by EVALSHA when
+ *   the library was refused meanwhile. Which load that is, and where it is sent, is the transport's
+ *   ({@link LibraryLoads}): loads go ahead of the calls on one connection, and to every master of a Cluster;
+ * - NOSCRIPT on an EVALSHA (a restart, failover, SCRIPT FLUSH): resent once as EVAL, which caches the script;
+ * - anything else, or a resend's failure: failed with its error.
+ */
+import { fcallRefused, functionMissing, loadFailure, scriptMissing } from './scripts.js';
+
+/** A check call as it went out, for {@link LibraryWay.resendAs}. */
+export interface SentCall {
+  /** Sent by FCALL (else by EVALSHA or EVAL). */
+  fcall: boolean;
+  /** Already a resend: a second "Function not found" or NOSCRIPT is its failure. */
+  resent: boolean;
+  /** {@link LibraryWay.loads} when it was sent: a load begun since answers its "Function not found". */
+  sentAt: number;
+}
+
+/** How a failed check call is sent again: by FCALL, by EVALSHA, or as EVAL (the script's text). */
+export type Resend = 'fcall' | 'evalsha' | 'eval';
+
+/**
+ * A transport's library loads, as {@link LibraryWay.resendAs} waits for them: `reloaded` is called when the
+ * call `sent` by FCALL found no library, and waits for the load it is judged by (beginning one when
+ * {@link LibraryWay.noLoadSince} says none began since the call went out, as its transport does), then
+ * resolves to the error that refused that load for now where the call went (loadFailure `retry`), else to
+ * undefined.
+ */
+export type LibraryLoads<S extends SentCall> = (sent: S) => Promise<unknown>;
+
+/**
+ * The way of one transport's check calls (see the file's doc): FCALL or EVALSHA, the library loads begun, and
+ * what a failed call does next.
+ */
+export class LibraryWay<S extends SentCall> {
+  /** Library loads begun so far (a FUNCTION LOAD on the connection, or on every master). */
+  loads = 0;
+
+  /**
+   * @param fcall whether calls go by FCALL to begin with (false: a caller without the library, EVALSHA only);
+   *   FCALL until Redis refuses FUNCTION LOAD or FCALL, then EVALSHA for good.
+   * @param reloaded the transport's loads ({@link LibraryLoads})
+   */
+  constructor(public fcall: boolean, private readonly reloaded: LibraryLoads<S>) {}
+
+  /** Counts a load begun: the calls sent before it, failing for want of the library, are resent behind it. */
+  loadBegun(): void {
+    this.loads++;
+  }
+
+  /** Whether no load began since `sent` went out: its "Function not found" asks for a new one. */
+  noLoadSince(sent: SentCall): boolean {
+    return sent.sentAt === this.loads;
+  }
+
+  /**
+   * Takes in a FUNCTION LOAD's failure `e` and returns what it means (src/store/scripts.ts loadFailure):
+   * `refused` gives FCALL up for good; `retry` (refused for now) is the transport's to remember, as the error
+   * its calls behind that load fail with.
+   */
+  loadFailed(e: unknown): 'loaded' | 'refused' | 'retry' {
+    const outcome = loadFailure(e);
+    if (outcome === 'refused') this.fcall = false;
+    return outcome;
+  }
+
+  /**
+   * What the check call `sent`, failed with `e`, does next: resolves to the way it is resent by, or rejects
+   * with the error it fails with (`e`, or the error that refused the library's load for now where it went).
+   * "Function not found" waits for the transport's load (`reloaded`) first; an FCALL refused as a command gives
+   * FCALL up for good.
+   */
+  async resendAs(e: unknown, sent: S): Promise<Resend> {
+    if (!sent.fcall) {
+      // the script's cache is gone from this server (restart, failover, SCRIPT FLUSH): EVAL once
+      if (sent.resent || !scriptMissing(e)) throw e;
+      return 'eval';
+    }
+    if (fcallRefused(e)) {
+      // this Redis will not run FCALL (older than 7, an ACL without it): by EVALSHA from now on
+      this.fcall = false;
+      return 'evalsha';
+    }
+    if (!functionMissing(e)) throw e;
+    // the load it is judged by, refused for now (a replica: READONLY; OOM; BUSY...): this call's failure too,
+    // counted as Redis's (src/store/failure-kind.ts) rather than as the script's
+    const unwell = await this.reloaded(sent);
+    if (unwell !== undefined) throw unwell;
+    if (!this.fcall) return 'evalsha';
+    if (sent.resent) throw e;
+    return 'fcall';
+  }
+}

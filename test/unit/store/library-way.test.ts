@@ -1,0 +1,124 @@
+/**
+ * src/store/library-way.ts LibraryWay.resendAs: what a failed check call does next, for each error it meets,
+ * exactly: "Function not found" with the load it waits for taken, or refused for now (the load's error, counted
+ * as unavailable), or FCALL given up meanwhile; FCALL refused as a command; NOSCRIPT; anything else; and a
+ * resend's second failure. With its load bookkeeping: loads begun, whether one began since a call, and what a
+ * FUNCTION LOAD's failure does to the way.
+ */
+import { describe, expect, it } from 'vitest';
+import { failureKind } from '../../../src/store/failure-kind.js';
+import { LibraryWay, type SentCall } from '../../../src/store/library-way.js';
+
+/** A reply error as ioredis rejects with it (its name is what failureKind reads). */
+function reply(message: string): Error {
+  return Object.assign(new Error(message), { name: 'ReplyError' });
+}
+
+const MISSING = reply('ERR Function not found');
+const NOSCRIPT = reply('NOSCRIPT No matching script. Please use EVAL.');
+const FCALL_UNKNOWN = reply("ERR unknown command 'fcall', with args beginning with: 'sluice_x_check' '1' ");
+const OOM = reply("OOM command not allowed when used memory > 'maxmemory'.");
+const KEY_NOPERM = reply('NOPERM this user has no permissions to access one of the keys used as arguments');
+
+/** A way whose transport's load resolves to `outcome` (after `meanwhile` runs), recording the calls it is asked about. */
+function wayWith(outcome: unknown, meanwhile?: (way: LibraryWay<SentCall>) => void): { way: LibraryWay<SentCall>; asked: SentCall[] } {
+  const asked: SentCall[] = [];
+  const way: LibraryWay<SentCall> = new LibraryWay(true, (sent) => {
+    asked.push(sent);
+    meanwhile?.(way);
+    return Promise.resolve(outcome);
+  });
+  return { way, asked };
+}
+
+const byFcall: SentCall = { fcall: true, resent: false, sentAt: 0 };
+const byEvalsha: SentCall = { fcall: false, resent: false, sentAt: 0 };
+
+describe('LibraryWay.resendAs', () => {
+  it('"Function not found", the load it waits for taken: resent by FCALL, the transport asked once', async () => {
+    const { way, asked } = wayWith(undefined);
+    await expect(way.resendAs(MISSING, byFcall)).resolves.toBe('fcall');
+    expect(asked).toEqual([byFcall]);
+    expect(way.fcall).toBe(true);
+  });
+
+  it('"Function not found", the load refused for now: fails with the load\'s error, counted as unavailable', async () => {
+    const { way } = wayWith(OOM);
+    const failed = await way.resendAs(MISSING, byFcall).then(() => undefined, (e: unknown) => e);
+    expect(failed).toBe(OOM);
+    expect(failureKind(failed)).toBe('unavailable');
+    // the FCALL's own error would have counted as the script's
+    expect(failureKind(MISSING)).toBe('scriptErrors');
+    expect(way.fcall).toBe(true);
+  });
+
+  it('"Function not found", the library refused (FCALL given up) while it waited: resent by EVALSHA', async () => {
+    const { way } = wayWith(undefined, (w) => w.loadFailed(reply("ERR unknown command 'FUNCTION', with args beginning with: 'LOAD' ")));
+    await expect(way.resendAs(MISSING, byFcall)).resolves.toBe('evalsha');
+    expect(way.fcall).toBe(false);
+  });
+
+  it('"Function not found" on a resend: fails with it (or with the load\'s error), by EVALSHA if FCALL was given up', async () => {
+    const again = { ...byFcall, resent: true };
+    await expect(wayWith(undefined).way.resendAs(MISSING, again)).rejects.toBe(MISSING);
+    await expect(wayWith(OOM).way.resendAs(MISSING, again)).rejects.toBe(OOM);
+    const { way } = wayWith(undefined, (w) => {
+      w.fcall = false;
+    });
+    await expect(way.resendAs(MISSING, again)).resolves.toBe('evalsha');
+  });
+
+  it('FCALL refused as a command: resent by EVALSHA, and FCALL given up for good; the transport not asked', async () => {
+    for (const e of [FCALL_UNKNOWN, reply("NOPERM User u has no permissions to run the 'fcall' command")]) {
+      const { way, asked } = wayWith(undefined);
+      await expect(way.resendAs(e, byFcall)).resolves.toBe('evalsha');
+      expect(way.fcall).toBe(false);
+      expect(asked).toEqual([]);
+    }
+    // a resend meeting it too
+    const { way } = wayWith(undefined);
+    await expect(way.resendAs(FCALL_UNKNOWN, { ...byFcall, resent: true })).resolves.toBe('evalsha');
+  });
+
+  it('NOSCRIPT on an EVALSHA: resent as EVAL, once', async () => {
+    const { way, asked } = wayWith(undefined);
+    await expect(way.resendAs(NOSCRIPT, byEvalsha)).resolves.toBe('eval');
+    await expect(way.resendAs(NOSCRIPT, { ...byEvalsha, resent: true })).rejects.toBe(NOSCRIPT);
+    expect(asked).toEqual([]);
+    expect(way.fcall).toBe(true);
+  });
+
+  it('any other error: fails with it, FCALL kept, the transport not asked', async () => {
+    const { way, asked } = wayWith(undefined);
+    for (const e of [OOM, KEY_NOPERM, reply('ERR Error running script: bad leg'), new Error('Connection is closed.')]) {
+      await expect(way.resendAs(e, byFcall)).rejects.toBe(e);
+      await expect(way.resendAs(e, byEvalsha)).rejects.toBe(e);
+    }
+    // NOSCRIPT is an EVALSHA's, "Function not found" an FCALL's
+    await expect(way.resendAs(NOSCRIPT, byFcall)).rejects.toBe(NOSCRIPT);
+    await expect(way.resendAs(MISSING, byEvalsha)).rejects.toBe(MISSING);
+    expect(asked).toEqual([]);
+    expect(way.fcall).toBe(true);
+  });
+});
+
+describe('LibraryWay loads', () => {
+  it('counts the loads begun: a call sent before the latest one began is not to begin another', () => {
+    const way = new LibraryWay<SentCall>(true, () => Promise.resolve(undefined));
+    const early: SentCall = { fcall: true, resent: false, sentAt: way.loads };
+    expect(way.noLoadSince(early)).toBe(true);
+    way.loadBegun();
+    expect(way.noLoadSince(early)).toBe(false);
+    expect(way.noLoadSince({ ...early, sentAt: way.loads })).toBe(true);
+  });
+
+  it('a FUNCTION LOAD refused gives FCALL up; refused for now, or already loaded, does not', () => {
+    const way = new LibraryWay<SentCall>(true, () => Promise.resolve(undefined));
+    expect(way.loadFailed(OOM)).toBe('retry');
+    expect(way.loadFailed(reply("READONLY You can't write against a read only replica."))).toBe('retry');
+    expect(way.loadFailed(reply("ERR Library 'sluice_x' already exists"))).toBe('loaded');
+    expect(way.fcall).toBe(true);
+    expect(way.loadFailed(reply("NOPERM this user has no permissions to run the 'function|load' command"))).toBe('refused');
+    expect(way.fcall).toBe(false);
+  });
+});
