@@ -360,13 +360,18 @@ describe('/v1/stream subscriptions', () => {
     });
   });
 
-  it('a push from a peek Redis did not answer says so: degraded, and how it was decided (JSON and binary)', async () => {
+  /** A stream server over a store that fails on demand, its one strict policy `p` failing by `rule`. */
+  async function stallServer(rule: 'open' | 'closed' | 'local') {
     const clock = new ManualClock();
     const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
     const s = await startStreamServer({
-      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'local' } }, store, clock,
+      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: rule } }, store, clock,
     });
-    const c = await TestSocket.open(s.wsUrl);
+    return { s, fail, c: await TestSocket.open(s.wsUrl) };
+  }
+
+  it('a push from a peek Redis did not answer says so: degraded, and how it was decided (JSON and binary)', async () => {
+    const { s, fail, c } = await stallServer('local');
     c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
     c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 2, subscribe: true });
     await c.answers(2);
@@ -386,12 +391,7 @@ describe('/v1/stream subscriptions', () => {
   });
 
   it('a stall under open pushes at the retry time, marked degraded open: a check of the cost would be admitted', async () => {
-    const clock = new ManualClock();
-    const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
-    const s = await startStreamServer({
-      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'open' } }, store, clock,
-    });
-    const c = await TestSocket.open(s.wsUrl);
+    const { s, fail, c } = await stallServer('open');
     c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
     c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 2, subscribe: true });
     await c.answers(2);
@@ -408,13 +408,8 @@ describe('/v1/stream subscriptions', () => {
   });
 
   it('a stall under closed pushes nothing and peeks again after the denial\'s retryAfterMs, not at every tick', async () => {
-    const clock = new ManualClock();
-    const { store, fail } = flakyStore(new MemoryStore({ clock: clock.now, overLimitCache: false }));
-    const s = await startStreamServer({
-      policies: { p: { ...BUCKET, consistency: 'strict', onStoreError: 'closed' } }, store, clock,
-    });
+    const { s, fail, c } = await stallServer('closed');
     const closedPeeks = async (): Promise<number> => (await s.limiter.stats()).degraded?.p?.closed ?? 0;
-    const c = await TestSocket.open(s.wsUrl);
     c.sendJson({ id: 1, policy: 'p', key: 'k', cost: 10 });
     c.sendJson({ id: 2, policy: 'p', key: 'k', cost: 1, subscribe: true });
     await c.answers(2);
