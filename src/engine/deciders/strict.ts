@@ -240,12 +240,17 @@ class Call {
 
 /**
  * Checks per script call for a turn of `n` checks while `room` more calls may go out (Store.pipelineCalls
- * less those in flight): split into that many calls of at least {@link MIN_CALL} checks, so Redis runs one
- * while this thread builds the next and reads the answers of the one before; with the pipeline full, one call.
- * Smaller calls cost Redis more per decision (its fixed cost per call), hence the floor.
+ * less those in flight): split into at most that many calls of at least {@link MIN_CALL} checks each, so Redis
+ * runs one while this thread builds the next and reads the answers of the one before; with the pipeline full,
+ * or a turn too small for two such calls, one call. Smaller calls cost Redis more per decision (its fixed cost
+ * per call), hence the floor: the last call of a split (what the others leave) is never below it either (a turn
+ * of 17 was sent as 16 + 1).
  */
 function callSize(n: number, room: number): number {
-  return room <= 1 || n <= MIN_CALL ? n : Math.max(MIN_CALL, Math.ceil(n / room));
+  let parts = Math.min(room, Math.floor(n / MIN_CALL));
+  // the calls are cut every `size` checks: fewer parts while the last would fall under the floor
+  while (parts > 1 && n - (parts - 1) * Math.ceil(n / parts) < MIN_CALL) parts--;
+  return parts <= 1 ? n : Math.ceil(n / parts);
 }
 
 const MIN_CALL = 16;
