@@ -29,6 +29,15 @@ export function markLocal(d: Decision): void {
 export class DegradedCounts {
   private readonly byPolicy = new Map<string, Record<DegradedRule, number>>();
 
+  /**
+   * Makes `policy`'s counts exist, at 0, before any decision is degraded: a store-backed policy's series are
+   * there from the start, so a rate over them (the shipped alert) sees the first degraded decisions too (a
+   * series that appears at its first value hides that value from rate()).
+   */
+  declare(policy: string): void {
+    if (!this.byPolicy.has(policy)) this.byPolicy.set(policy, { open: 0, closed: 0, local: 0 });
+  }
+
   count(policy: string, rule: DegradedRule): void {
     let c = this.byPolicy.get(policy);
     if (c === undefined) this.byPolicy.set(policy, (c = { open: 0, closed: 0, local: 0 }));

@@ -118,7 +118,14 @@ export class Front {
     for (const [mode, d] of o.deciders ?? []) this.routed.set(mode, d);
     this.decidesStoredNow = [...this.routed.values()].some((d) => d.decideNow !== undefined);
     this.runtimes = o.runtimes;
+    this.declareDegraded();
     this.startSync();
+  }
+
+  /** Store-backed policies' degraded counts exist from the start, at 0 (DegradedCounts.declare). */
+  private declareDegraded(): void {
+    if (this.o.store === null) return;
+    for (const rt of this.runtimes.values()) if (rt.stored) this.degraded.declare(rt.policy.name);
   }
 
   /** Where a store-backed mode's checks go when the store failed and their policy says `local` (the kernels). */
@@ -135,6 +142,7 @@ export class Front {
     this.runtimes = runtimes;
     this.fallbacks.epoch++;
     for (const d of this.routed.values()) d.setRuntimes?.(runtimes);
+    this.declareDegraded();
     this.startSync();
   }
 

@@ -17,7 +17,7 @@
  * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
  * | sluice_store_resets_heard_total | counter | key resets announced by other instances and applied here |
  * | sluice_store_reset_messages_malformed_total | counter | messages on the reset channel that are not a reset (ignored) |
- * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make |
+ * | sluice_degraded_decisions_total | counter | policy, rule = open / closed / local: strict decisions Redis did not make (0 from the start for every store-backed policy) |
  * | sluice_store_connected | gauge | 1 while connected to Redis, else 0 |
  * | sluice_store_breaker_state | gauge | the circuit breaker: 0 closed, 1 half-open, 2 open |
  * | sluice_store_call_duration_seconds | histogram | script calls, decisions and merges, failed ones included |
@@ -92,7 +92,8 @@ export function registerStoreMetrics(registry: Registry, read: StatsReader): voi
       if (degraded === undefined) return;
       this.reset();
       for (const [policy, c] of Object.entries(degraded)) {
-        for (const rule of ['open', 'closed', 'local'] as const) if (c[rule] > 0) this.inc({ policy, rule }, c[rule]);
+        // every rule, 0s too: a series that appears at its first value hides that value from rate()
+        for (const rule of ['open', 'closed', 'local'] as const) this.inc({ policy, rule }, c[rule]);
       }
     },
   });

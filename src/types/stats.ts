@@ -71,7 +71,10 @@ export interface LimiterStats {
    * evaluation admitted and would have denied.
    */
   shadow?: Record<string, { allow: number; wouldDeny: number }>;
-  /** Per strict policy that had decisions not made by Redis since start: their count by failure rule. */
+  /**
+   * Per store-backed policy (strict, lease) in force at some time since start: its decisions not made by Redis,
+   * by failure rule (0s until one is).
+   */
   degraded?: Record<string, { open: number; closed: number; local: number }>;
   /** Per policy whose allow or deny list has matched since start: checks admitted by the allow list, refused by the deny list. */
   lists?: Record<string, { allow: number; deny: number }>;

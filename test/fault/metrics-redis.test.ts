@@ -95,6 +95,15 @@ describe('store metrics on GET /metrics', () => {
     // healthy, before any check: every store and sync series at its exact value
     let m = await scrape(url);
     expect([...STORE_METRICS, ...SYNC_METRICS].map((n) => value(m, n))).toStrictEqual([0, 1, 0, 0, 0, 0, 0]);
+    // the strict policy's degraded series exist from the start, at 0 (a rate over them sees the first ones); the
+    // sync policy has none (Redis never decides for it)
+    const degradedSeries = (mm: Map<string, number>): Array<[string, number]> =>
+      [...mm].filter(([k]) => k.startsWith('sluice_degraded_decisions_total'));
+    expect(degradedSeries(m)).toStrictEqual([
+      ['sluice_degraded_decisions_total{policy="s",rule="open"}', 0],
+      ['sluice_degraded_decisions_total{policy="s",rule="closed"}', 0],
+      ['sluice_degraded_decisions_total{policy="s",rule="local"}', 0],
+    ]);
 
     // healthy checks: strict decided by Redis (not degraded), sync merged
     for (const key of ['a', 'b', 'c']) {
