@@ -38,11 +38,22 @@ export function freePort(): Promise<number> {
 
 /**
  * Starts a redis-server on `port` (127.0.0.1, no persistence) with `extraArgs` after the defaults, and
- * resolves with its process once it accepts connections (rejects after 5 s).
+ * resolves with its process once it accepts connections (rejects after 5 s). Its working directory is an empty
+ * one of its own, removed when it exits (a `--dir` in `extraArgs` replaces it): a server made a replica writes
+ * its full sync's RDB there, which in the caller's directory (the project's) every later redis-server started
+ * there, the bench's included, would load.
  */
-export function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
-  return spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
-    'Ready to accept connections', 'redis-server', env);
+export async function launchRedis(port: number, extraArgs: string[] = [], env?: NodeJS.ProcessEnv): Promise<ChildProcess> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-test-redis-'));
+  try {
+    const child = await spawnRedisServer(['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extraArgs],
+      'Ready to accept connections', 'redis-server', env);
+    void exited(child).then(() => rmSync(dir, { recursive: true, force: true }));
+    return child;
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
 }
 
 /**
