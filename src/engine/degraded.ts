@@ -1,11 +1,12 @@
 import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
+import type { StoreErrorRule } from '../config/policy-spec.js';
 
 /** How long a fail-closed denial asks the client to wait, in ms. */
 export const CLOSED_RETRY_MS = 1000;
 
-/** How a decision not made by Redis was made: a strict policy's onStoreError. */
-export type DegradedRule = 'open' | 'closed' | 'local';
+/** How a decision not made by Redis was made: a store-backed policy's onStoreError (PolicyRuntime.onStoreError). */
+export type DegradedRule = StoreErrorRule;
 
 /**
  * The decision a store-backed check gets when the store failed and its policy fails `open` (admitted) or

@@ -1,4 +1,4 @@
-import { isConcurrency, type CompiledLimit, type CompiledPolicy } from '../config/policy-spec.js';
+import { isConcurrency, type CompiledLimit, type CompiledPolicy, type StoreErrorRule } from '../config/policy-spec.js';
 import { DELAY_SHIFT, IN_HASH_HI, IN_HASH_LO, MAX_GROUP } from '../shard/abi.js';
 import type { Hasher } from '../keys/hasher.js';
 import { storeKey } from '../keys/store-key.js';
@@ -32,7 +32,7 @@ export interface PolicyRuntime {
    * guard's when that is stricter (closed, then local, then open): a guard set to fail closed protects what
    * all its tenants share, and a tenant's `open` must not let checks past it unchecked.
    */
-  onStoreError: 'open' | 'closed' | 'local';
+  onStoreError: StoreErrorRule;
   /** Decided locally and merged into the store behind (consistency sync). */
   synced: boolean;
   /** Decided on the front thread from tokens leased from the store (consistency lease: src/engine/lease/). */
@@ -201,7 +201,7 @@ export function buildRuntimes(
 }
 
 /** The stricter of two store failure rules: closed, then local, then open. */
-function stricter(a: 'open' | 'closed' | 'local', b: 'open' | 'closed' | 'local'): 'open' | 'closed' | 'local' {
+function stricter(a: StoreErrorRule, b: StoreErrorRule): StoreErrorRule {
   const rank = { open: 0, local: 1, closed: 2 } as const;
   return rank[a] >= rank[b] ? a : b;
 }
