@@ -303,7 +303,7 @@ export const redisScenario: Scenario = {
       `after a warm-up round each (${FIRST_WARMUP_MS} ms for a child's first, so the JIT has compiled its hot path; 300 ms later); ` +
       'each subject a resident child process with its own connection. Medians over rounds; ' +
       'p50/p99 of every decision in a round (issue → answer), median over rounds. Redis CPU per decision from ' +
-      '/proc/<pid>/stat (10 ms ticks) over the round, including, for sync, the merges still pending when it ends ' +
+      '/proc/<pid>/task/*/schedstat (the ns the scheduler ran its threads) over the round, including, for sync, the merges still pending when it ends ' +
       '(the round waits for them). sluice: timeoutMs 1000, onStoreError closed, so a late call would show as degraded.';
     const strict: Section = {
       scenario: 'redis', id: 'redis-strict',
