@@ -6,7 +6,8 @@
  * until Redis refuses FUNCTION LOAD or FCALL (older than 7.0: unknown command; an ACL without them: NOPERM),
  * then by EVALSHA for good. A failed call is answered by its error:
  * - FCALL refused as a command: resent by EVALSHA, as every call after it;
- * - "Function not found" (a restart without persistence, FUNCTION FLUSH, a new Cluster): resent by FCALL once
+ * - "Function not found" (a restart without persistence, FUNCTION FLUSH, a new Cluster): by EVALSHA at once
+ *   when FCALL was given up since the call went out; else resent by FCALL once
  *   the library load it is judged by has settled; failed with that load's error when it was refused for now
  *   (loadFailure `retry`: READONLY, OOM, BUSY...), which says Redis is unwell (counted as unavailable, toward
  *   the breaker: src/store/failure-kind.ts) as the same error on the FCALL itself would; resent by EVALSHA when
@@ -93,6 +94,9 @@ export class LibraryWay<S extends SentCall> {
       return 'evalsha';
     }
     if (!functionMissing(e)) throw e;
+    // FCALL given up since this call went out (another call's FCALL or FUNCTION LOAD refused): resent by
+    // EVALSHA, which needs no library, so none is waited for or loaded (a Cluster would load every master)
+    if (!this.fcall) return 'evalsha';
     // the load it is judged by, refused for now (a replica: READONLY; OOM; BUSY...): this call's failure too,
     // counted as Redis's (src/store/failure-kind.ts) rather than as the script's
     const unwell = await this.reloaded(sent);

@@ -58,6 +58,16 @@ describe('LibraryWay.resendAs', () => {
     expect(way.fcall).toBe(false);
   });
 
+  it('"Function not found" after FCALL was given up (the call went out before): resent by EVALSHA, nothing loaded', async () => {
+    const { way, asked } = wayWith(undefined);
+    way.loadFailed(reply("NOPERM this user has no permissions to run the 'function|load' command"));
+    await expect(way.resendAs(MISSING, byFcall)).resolves.toBe('evalsha');
+    await expect(way.resendAs(MISSING, { ...byFcall, resent: true })).resolves.toBe('evalsha');
+    // the transport (a Cluster: a load on every master) was not asked
+    expect(asked).toEqual([]);
+    expect(way.loads).toBe(0);
+  });
+
   it('"Function not found" on a resend: fails with it (or with the load\'s error), by EVALSHA if FCALL was given up', async () => {
     const again = { ...byFcall, resent: true };
     await expect(wayWith(undefined).way.resendAs(MISSING, again)).rejects.toBe(MISSING);
