@@ -139,7 +139,8 @@ if (process.argv[2] === '--child') {
     const bad = k.res.reduce((a, x) => a + x.degraded, 0);
     base ??= { us, rate };
     console.log(`${k.root}: client ${us.toFixed(2)} µs/decision (${(us / base.us).toFixed(3)}×), ${(rate / 1000).toFixed(1)} k/s (${(rate / base.rate).toFixed(3)}×), ` +
-      `Redis ${rus.toFixed(2)} µs/decision; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')}${bad ? `; ${bad} degraded` : ''}`);
+      `Redis ${rus.toFixed(2)} µs/decision; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')} (client), ` +
+      `${k.res.map((x) => (x.redis / x.done).toFixed(2)).join(' ')} (Redis)${bad ? `; ${bad} degraded` : ''}`);
   }
   for (const k of kids) k.ch.send({ stop: true });
   await Promise.all(kids.map((k) => new Promise((r) => k.ch.once('exit', r))));
