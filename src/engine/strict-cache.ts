@@ -15,7 +15,8 @@
  * Redis may admit, changing the state), a policy reload, an admin reset on any instance (src/engine/reset-channel.ts)
  * and a sync merge into the key drop the entry too; a call in flight when the entry is dropped is not learned
  * from (its answer may predate the drop); and every denial is forgotten when the Redis connection or the reset
- * channel (re)opens (Redis may have restarted without its data, or failed over; a reset may have been missed).
+ * channel (re)opens (Redis may have restarted without its data, or failed over; a reset may have been missed;
+ * on a Redis Cluster, whenever a master's connection is lost: Store.onConnect).
  * With one cost per key (the usual case) the answer equals Redis's, field for field; with a smaller cost spent
  * elsewhere meanwhile, Redis's remaining could be lower and its wait longer, the denial stands either way. So
  * with a guard: every tenant on every instance spends its key, so the guard's state an entry holds is as of its

@@ -156,7 +156,10 @@ export interface Store extends PubSub {
   /** The store's clock now (Redis TIME), in Unix-epoch ms. */
   clock(): Promise<number>;
 
-  /** Calls `fn` each time the connection (re)opens: what was learned from the store may no longer hold. */
+  /**
+   * Calls `fn` each time the connection (re)opens, and on a Redis Cluster each time a master's connection is
+   * lost (the Cluster as a whole stays up meanwhile): what was learned from the store may no longer hold.
+   */
   onConnect(fn: () => void): void;
 
   /** Waits until connected, at most `ms`; resolves whether or not it connected. */

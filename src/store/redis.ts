@@ -344,11 +344,19 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Calls `fn` each time the connection (re)opens: Redis may have restarted without its data or failed over,
-   * so what was learned from it (src/engine/strict-cache.ts) may no longer hold.
+   * Calls `fn` each time the connection (re)opens, and on a Cluster each time a master's connection is lost:
+   * Redis may have restarted without its data or failed over, so what was learned from it
+   * (src/engine/strict-cache.ts) may no longer hold.
    */
   onConnect(fn: () => void): void {
     this.redis.on('ready', fn);
+    // A Cluster stays 'ready' while one master is lost and comes back (restarted without its data, or replaced
+    // by a replica that missed the last writes), so each master's connection lost counts too ('-node': the
+    // client drops a node's connection when it ends, and opens a new one to whatever serves the slots then).
+    // What was learned from that master may no longer hold: without this, a denial learned from it was answered
+    // by the over-limit cache until it refilled (an hour's bucket: an hour) though Redis now held the key full;
+    // and the new connection is made only by a call sent to it, which the cache's answers never made.
+    if (this.redis instanceof Cluster) this.redis.on('-node', () => fn());
   }
 
   /** True once connected. */
