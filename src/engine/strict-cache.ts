@@ -323,15 +323,26 @@ export class StrictCache {
   }
 
   /**
-   * Learns from Redis's answer to a check of `cost` on `e`: `wide` holds its legs at row `base`
-   * ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a denied check the states).
+   * Learns from Redis's answer to a check of `cost` on `e`, sent under the runtime `sentRt` (the entry's own
+   * unless a reload replaced it since): `wide` holds its legs at row `base` ({@link LEG_WIDE} numbers each:
+   * outputs, Redis time, and for a denied check the states).
    */
-  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY): void {
+  learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY,
+    sentRt: PolicyRuntime = e.rt): void {
     const rt = e.rt;
     const s = e.states;
     if (e.stale > 0) {
       // sent before the key was dropped: the answer may predate the drop (a reset's DEL, a merge)
       e.stale--;
+      e.deniedCost = -1;
+      return;
+    }
+    if (sentRt !== rt) {
+      // sent before a reload that a later check of the key has brought to the entry (entry()): its rows are
+      // the old runtime's legs, which need not be the entry's now (a version given in the config keeps the
+      // keys when limits are added or removed), so reading them by the new runtime took another check's row
+      // for a leg's state, and a denial could stand on it. Not learned: a later answer is, and a denial under
+      // numbers that have changed proves nothing anyway.
       e.deniedCost = -1;
       return;
     }

@@ -137,7 +137,7 @@ export class StrictDecider implements Decider {
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
-            cache.learn(known[i], rows, base, sent.costs[i], now, answered);
+            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i]);
             settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
           }
           base += sent.rts[i].legCount;

@@ -177,6 +177,31 @@ describe('StrictCache entries', () => {
     expect([...cache.statesOf(f)]).toEqual([-1, -1, -1]);
   });
 
+  it('an answer to a call sent under the runtime a reload replaced is not learned: its legs may not be the entry\'s now', () => {
+    const cache = new StrictCache(10, true);
+    const v = (spec: Record<string, unknown>) => runtimes({ p: { ...spec, version: 'v1', consistency: 'strict', onStoreError: 'local' } as never }).get('p')!;
+    // one limit of 1 an hour, admitted at t (nothing left), then a check of it sent to Redis
+    const one = v({ algorithm: 'token_bucket', limit: 1, period: '1h' });
+    const e = cache.entry('p:', one, 'k');
+    const t = 1_700_000_000_000;
+    cache.learn(e, admitted(0, 3_600_000, t), 0, 1, t, t);
+    e.inflight++;
+    // a reload to two limits under the version given (same keys), and a check under it sent too
+    const two = v({ limits: [{ algorithm: 'token_bucket', limit: 1, period: '1h' }, { algorithm: 'token_bucket', limit: 5, period: '1h' }] });
+    expect(cache.entry('p:', two, 'k')).toBe(e);
+    e.inflight++;
+    expect([...cache.statesOf(e)]).toEqual([0, 0, t, -1, -1, -1]);
+    // the first call's answer (one leg, denied: its state, then the call's next check's row) comes back, then
+    // the second call fails (not learned)
+    const denied = [1, 0, 3_600_000, 3_599_000, t + 1000, 0, 0, t];
+    cache.learn(e, [...denied, ...admitted(4, 720_000, t + 1000)], 0, 1, t + 1000, t + 1000, one);
+    e.inflight -= 2;
+    // nothing learned from it: the second leg is not read from another check's row, and no denial stands on it
+    expect([...cache.statesOf(e)]).toEqual([0, 0, t, -1, -1, -1]);
+    expect(e.deniedCost).toBe(-1);
+    expect(cache.overLimit(e, 1, t + 1000, 0)).toBeNull();
+  });
+
   it('a denial is evaluated on the clock of the server that gave it; a reconnection forgets denials and offsets', () => {
     const rt = runtimes().get('one')!; // 10 a minute: one token·P (60,000) refills in 6,000 ms
     const cache = new StrictCache(10, true);
