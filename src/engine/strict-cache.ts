@@ -41,8 +41,10 @@
  * from whichever check's answer came last, and seeded once per stall. Seeding it from each tenant's own,
  * older copy would hand back tokens the guard had spent since, or start it full for a tenant not seen yet.
  *
- * Bounded: at most `maxKeys` entries; past it the oldest entry is dropped (the key then goes to Redis and, in
- * a stall, starts full). An entry costs about 200 bytes.
+ * Bounded: at most `maxKeys` entries; past it the oldest entry with no call in flight is dropped (the key then
+ * goes to Redis and, in a stall, starts full). An entry with a call in flight is what keeps its key's checks in
+ * order, so it is never dropped: with every entry in flight the table holds `maxKeys` plus those, which the
+ * engine's bounded queues bound. An entry costs about 200 bytes.
  */
 import type { Decision } from '../types/decision.js';
 import { compose } from './decision.js';
