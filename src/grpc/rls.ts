@@ -187,7 +187,11 @@ const UNLIMITED: RlsStatus = { code: 'OK', current_limit: null, limit_remaining:
  * - overall_code: OVER_LIMIT when any status is;
  * - response_headers_to_add: `RateLimit-Policy` and `RateLimit` (one list item per decided descriptor), and on
  *   OVER_LIMIT `Retry-After` = the longest wait among the denied descriptors (all must pass), left out when one
- *   of them can never pass. Same fields and rounding as the HTTP front (src/wire/headers.ts).
+ *   of them can never pass. Same fields and rounding as the HTTP front (src/wire/headers.ts);
+ * - `Sluice-Degraded` when Redis did not decide some descriptor (a strict policy's store failed, so its
+ *   onStoreError did): each rule that decided one (`open`, `closed`, `local`), once, in descriptor order. The
+ *   protocol has no field for it, and a degraded answer must say so on every transport (README "Failure
+ *   behaviour"), as /v1/check's and /v1/auth's header of the same name does.
  */
 export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision | undefined>, table: RouteTable): RlsResponse {
   const statuses: RlsStatus[] = [];
@@ -196,6 +200,7 @@ export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision
   let over = false;
   let retryMs = 0;
   let never = false;
+  let degraded = '';
   for (let i = 0; i < plans.length; i++) {
     const plan = plans[i];
     if (plan.kind !== 'check') {
@@ -215,6 +220,10 @@ export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision
     rateLimit.push(rateLimitHeader(d, limit));
     const field = table.policyHeaders.get(plan.policy.name);
     if (field !== undefined && !policyFields.includes(field)) policyFields.push(field);
+    if (d.degraded === true) {
+      const rule = d.degradedBy ?? 'local';
+      if (!degraded.split(', ').includes(rule)) degraded = degraded === '' ? rule : `${degraded}, ${rule}`;
+    }
     if (!d.allowed) {
       over = true;
       if (d.retryAfterMs === null) never = true;
@@ -225,5 +234,6 @@ export function buildResponse(plans: DescriptorPlan[], decisions: Array<Decision
   if (policyFields.length > 0) headers.push({ key: 'RateLimit-Policy', value: policyFields.join(', ') });
   if (rateLimit.length > 0) headers.push({ key: 'RateLimit', value: rateLimit.join(', ') });
   if (over && !never) headers.push({ key: 'Retry-After', value: String(retryAfterSeconds(retryMs)) });
+  if (degraded !== '') headers.push({ key: 'Sluice-Degraded', value: degraded });
   return { overall_code: over ? 'OVER_LIMIT' : 'OK', statuses, response_headers_to_add: headers };
 }

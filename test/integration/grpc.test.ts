@@ -279,7 +279,8 @@ describe('the same limiter as the HTTP front: counters, failure rules, consisten
     const a = await s.client.shouldRateLimit(one('p', { tenant: 'acme' }));
     expect([a.overall_code, a.statuses]).toStrictEqual([overall, [st]]);
     // open: admitted with nothing known of the key (reset 0), so RateLimit has no t (draft -10: t is optional)
-    expect(headers(a)).toStrictEqual({ 'RateLimit-Policy': '"p";q=3;w=60', RateLimit: rule === 'open' ? '"p";r=0' : '"p";r=0;t=1', ...extra });
+    // not decided by Redis: said in a header, as /v1/check and /v1/auth say it
+    expect(headers(a)).toStrictEqual({ 'RateLimit-Policy': '"p";q=3;w=60', RateLimit: rule === 'open' ? '"p";r=0' : '"p";r=0;t=1', ...extra, 'Sluice-Degraded': rule });
     expect((await send(`${s.url}/v1/check?policy=p&tenant=acme`)).json).toMatchObject({ allowed: rule === 'open', remaining: 0, degraded: true });
   });
 
