@@ -100,6 +100,12 @@ export interface Known {
   /** The kernel it was seeded on (LocalFallback.kernelOf): another one (a shard's worker replaced) is seeded again. */
   seededOn: number;
   /**
+   * The id of the last script call built when the key was last decided locally (seeded, or already seeded:
+   * StrictDecider's call ids grow): an answer to a call up to it was sent before that local decision, cannot
+   * count it, and does not make the key due for seeding again ({@link StrictCache.learn}).
+   */
+  seedCall: number;
+  /**
    * Answers still to come that may predate a drop of the key (a reset, a sync merge): the checks in flight
    * when it was dropped. None of them is learned (states and denial stay as the drop left them). (One whose
    * call failed is not learned anyway: a later answer is then skipped in its place, which only costs a Redis
@@ -133,6 +139,8 @@ export interface SharedState {
   seeded: boolean;
   /** The kernel it was seeded on (Known.seededOn). */
   seededOn: number;
+  /** The last call built when a check through it was decided locally (Known.seedCall). */
+  seedCall: number;
   /** The lower bound of Redis − this instance's clock given by the answer the state came from (Known.lo). */
   lo: number;
 }
@@ -215,7 +223,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, seedCall: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -326,11 +334,19 @@ export class StrictCache {
 
   /**
    * Learns from Redis's answer to a check of `cost` on `e`, sent under the runtime `sentRt` (the entry's own
-   * unless a reload replaced it since): `wide` holds its legs at row `base` ({@link LEG_WIDE} numbers each:
-   * outputs, Redis time, and for a denied check the states).
+   * unless a reload replaced it since) in the script call `callId` (StrictDecider's ids; Infinity: sent after any
+   * seed): `wide` holds its legs at row `base` ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a
+   * denied check the states).
+   *
+   * The states learned make the key (and its shared legs) due for seeding again in a later stall, unless the
+   * call was already in flight when the key was last seeded (callId ≤ seedCall): such an answer predates the
+   * local decisions made since that seed and cannot count them, so seeding the kernel from it again in the same
+   * stall would hand back what they spent (measured: a stall that had admitted 3 of 4 locally admitted 3 more
+   * after a call in flight was answered; test/unit/engine/strict-seed-inflight.test.ts). The kernel goes on
+   * from its own state then; the answer's states are kept for the next stall.
    */
   learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY,
-    sentRt: PolicyRuntime = e.rt): void {
+    sentRt: PolicyRuntime = e.rt, callId = Number.POSITIVE_INFINITY): void {
     const rt = e.rt;
     const s = e.states;
     if (e.stale > 0) {
@@ -378,7 +394,7 @@ export class StrictCache {
     for (let j = 0; j < rt.legCount; j++) if (rt.legLimits[j].algorithmCode === SLIDING_LOG_CODE) e.deniedCost = -1;
     // onLimit: delay: a denied check may be admitted with a delay by the next call (the TS twin has no delay)
     if (rt.delayed !== null || rt.legDelayMs !== null) e.deniedCost = -1;
-    e.seeded = false;
+    if (callId > e.seedCall) e.seeded = false;
     e.epoch = e.sentEpoch;
     // the shared legs' states, once per key for every tenant: this answer is the latest Redis gave for them
     for (let j = this.sharedFrom(e); j < rt.legCount; j++) {
@@ -386,12 +402,12 @@ export class StrictCache {
       let k = this.shared.get(key);
       if (k === undefined) {
         if (this.shared.size >= MAX_SHARED) this.shared.delete(this.shared.keys().next().value as string);
-        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, seededOn: 0, lo: Number.NEGATIVE_INFINITY }));
+        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, seededOn: 0, seedCall: 0, lo: Number.NEGATIVE_INFINITY }));
       }
       k.state[0] = s[3 * j];
       k.state[1] = s[3 * j + 1];
       k.state[2] = s[3 * j + 2];
-      k.seeded = false;
+      if (callId > k.seedCall) k.seeded = false;
       k.lo = e.lo;
     }
   }

@@ -6,21 +6,39 @@ import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js
 import { MemoryStore } from '../../src/store/memory.js';
 import type { Store } from '../../src/store/contract.js';
 
-/** `store` with a switch: while `fail(true)` is in force, each decideWide rejects ("store down"). */
-export function flakyStore(store: Store): { store: Store; fail: (on: boolean) => void } {
+/**
+ * `store` with a switch: while `fail(true)` is in force, each decideWide rejects ("store down"). `hold()` holds
+ * the next decideWide call (a call in flight: a slow Redis) until the function it returns is called: the wrapped
+ * store then decides it, at that moment, and its answer is delivered.
+ */
+export function flakyStore(store: Store): { store: Store; fail: (on: boolean) => void; hold: () => () => void } {
   let failing = false;
+  let holding: Array<() => void> | null = null;
   const flaky = Object.create(store) as Store;
-  flaky.decideWide = (keys, args, now, wire) => (failing ? Promise.reject(new Error('store down')) : store.decideWide(keys, args, now, wire));
-  return { store: flaky, fail: (on) => { failing = on; } };
+  flaky.decideWide = (keys, args, now, wire) => {
+    if (failing) return Promise.reject(new Error('store down'));
+    if (holding !== null) {
+      const held = holding;
+      holding = null;
+      return new Promise<number[]>((resolve, reject) => held.push(() => store.decideWide(keys, args, now, wire).then(resolve, reject)));
+    }
+    return store.decideWide(keys, args, now, wire);
+  };
+  const hold = (): (() => void) => {
+    const released: Array<() => void> = [];
+    holding = released;
+    return () => { for (const r of released) r(); };
+  };
+  return { store: flaky, fail: (on) => { failing = on; }, hold };
 }
 
 /**
  * A limiter of `policies` on a MemoryStore that fails on demand ({@link flakyStore}), on a controlled clock
  * from `t0` (Unix ms), with the over-limit cache off so that every denial comes from the store.
  */
-export async function flakyLimiter(policies: Record<string, PolicySpec>, t0: number): Promise<{ l: Limiter; fail: (on: boolean) => void; clock: { now: number } }> {
+export async function flakyLimiter(policies: Record<string, PolicySpec>, t0: number): Promise<{ l: Limiter; fail: (on: boolean) => void; hold: () => () => void; clock: { now: number } }> {
   const clock = { now: t0 };
-  const { store, fail } = flakyStore(new MemoryStore({ clock: () => clock.now, overLimitCache: false }));
+  const { store, fail, hold } = flakyStore(new MemoryStore({ clock: () => clock.now, overLimitCache: false }));
   const l = await createLimiter({ policies, store, clock: () => clock.now });
-  return { l, fail, clock };
+  return { l, fail, hold, clock };
 }

@@ -137,7 +137,7 @@ export class StrictDecider implements Decider {
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
-            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i]);
+            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i], call.id);
             settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
           }
           base += sent.rts[i].legCount;
@@ -194,6 +194,9 @@ export class StrictDecider implements Decider {
     const own = !e.seeded || e.seededOn !== kernel;
     e.seeded = true;
     e.seededOn = kernel;
+    // the calls built so far are in flight (or answered) before this local decision: their answers cannot count
+    // it, so they do not make the key due for seeding again (StrictCache.learn)
+    e.seedCall = this.built;
     const rows: number[] = [];
     const states = cache.statesOf(e);
     for (let j = 0; j < rt.legCount; j++) {
@@ -203,7 +206,9 @@ export class StrictDecider implements Decider {
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
-      if (k === undefined || (k.seeded && k.seededOn === kernel)) continue;
+      if (k === undefined) continue;
+      k.seedCall = this.built;
+      if (k.seeded && k.seededOn === kernel) continue;
       k.seeded = true;
       k.seededOn = kernel;
       if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, now);
