@@ -106,7 +106,9 @@ export class Front {
     this.shadows = new ShadowStep({ queue: this.q, hasher: o.hasher, maxBatch: o.maxBatch, counters: this.counters, clock: o.clock, flush: this.flushNow });
     this.lists = new ListStep({ counters: this.counters, clock: o.clock, shadows: this.shadows, schedule: () => this.schedule() });
     this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
-    this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache);
+    // on the wall clock, a monotonic one tells the cache the wall clock's steps (a clock of the caller's is as given)
+    this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache,
+      o.store.oneClock, o.clock === Date.now ? () => performance.now() : null);
     if (o.store !== null) {
       // a new connection may be to a Redis that restarted without its data, or to another server (a failover):
       // its denials no longer hold, nor the clock offsets measured

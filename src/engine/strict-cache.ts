@@ -26,11 +26,16 @@
  * time t, seen between this instance's readings s0 before the call and s1 after it, puts the offset within
  * [t − s1 − 1, t + 1 − s0]), and each entry keeps the bounds its own answer gave. A denial is evaluated at now + the upper
  * bound its own answer gave (the clock of the server holding the key: on a Redis Cluster, masters' clocks may
- * differ), or at now + the smallest upper bound seen lately when that is larger (this instance's clock stepped
- * back since): so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports
- * is at most that call's round trip short of Redis's. The smallest bounds are renewed every 10 s, so a clock
- * that drifts or steps is followed, and start over on every new connection (a failover may reach a server whose
- * clock differs). With `clock: 'limiter'` the script uses the caller's time: no offset.
+ * differ), plus any step this instance's wall clock made since (read against a monotonic clock, when the
+ * limiter runs on the wall clock: a clock of the caller's is taken as it is); and on a store of one clock (not a
+ * Cluster), at now + the smallest upper bound seen lately when that is larger (Redis's clock stepped ahead):
+ * so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports is at most
+ * that call's round trip short of Redis's, 1 ms more for the monotonic reading. The smallest bounds are renewed
+ * every 10 s, so a clock that drifts or steps is followed, and start over on every new connection (a failover
+ * may reach a server whose clock differs). On a Cluster they are not used: one master's samples would move
+ * every key's evaluation (a master 4 s ahead, sampled first after a renewal, shortened the waits of keys on the
+ * others by 4 s), so there a master's clock stepping ahead is not followed while its denials are held. With
+ * `clock: 'limiter'` the script uses the caller's time: no offset.
  *
  * Last known state: every answer (admitted or denied) updates the key's entry. A denial's states are exact;
  * after an admission the state is rebuilt from the answer's remaining and resetAfterMs, rounded toward fewer
@@ -95,6 +100,11 @@ export interface Known {
   hi: number;
   /** The lower bound of Redis − this instance's clock (ms) the same answer gave (t − s1 − 1): for seeding. */
   lo: number;
+  /**
+   * This instance's wall clock − its monotonic clock (ms) when the answer was taken (StrictCache.sample; 0
+   * without a monotonic clock): a later difference says how far the wall clock stepped since.
+   */
+  wallLead: number;
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
   seeded: boolean;
   /** The kernel it was seeded on (LocalFallback.kernelOf): another one (a shard's worker replaced) is seeded again. */
@@ -174,12 +184,29 @@ export class StrictCache {
   private readonly offset = new RedisOffset();
   private readonly scratch = new Float64Array(MAX_GROUP * LEG_OUT);
 
+  /** Wall − monotonic clock (ms) at the last answer taken ({@link sample}), and at the batch being decided ({@link at}). */
+  private answerLead = 0;
+  private batchLead = 0;
+
   /**
    * @param maxKeys most entries held
    * @param redisTime whether Redis decides on its own TIME (else on the time the caller sends: no offset)
    * @param answer whether to answer over-limit checks (false: only learn, for the `local` rule)
+   * @param oneClock whether every key is decided on one server's clock (Store.oneClock; false: a Redis Cluster),
+   *   which the bounds measured on every call then follow
+   * @param mono a monotonic clock (ms) to tell the wall clock's steps by, when the limiter's clock is the wall
+   *   clock; null (a clock of the caller's, as tests give) takes the limiter's clock as it is
    */
-  constructor(private readonly maxKeys: number, private readonly redisTime: boolean, private readonly answer = true) {}
+  constructor(private readonly maxKeys: number, private readonly redisTime: boolean, private readonly answer = true,
+    private readonly oneClock = true, private readonly mono: (() => number) | null = null) {}
+
+  /**
+   * The limiter's time of the batch about to be decided (its clock, Unix ms): the monotonic clock is read once
+   * for it, to tell a step of the wall clock since each denial was learned ({@link overLimit}).
+   */
+  at(now: number): void {
+    if (this.mono !== null) this.batchLead = now - this.mono();
+  }
 
   get size(): number {
     return this.count;
@@ -223,7 +250,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, seeded: false, seededOn: 0, seedCall: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, wallLead: 0, seeded: false, seededOn: 0, seedCall: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -302,13 +329,15 @@ export class StrictCache {
       if (cost < e.deniedCost) e.deniedCost = -1;
       return null;
     }
-    // at a time no earlier than Redis's for the key: its own answer's bound, or the bound renewed from every
-    // answer since when that is larger (this instance's clock stepped back meanwhile)
+    // at a time no earlier than Redis's for the key: its own answer's bound, moved by the step the wall clock
+    // made since (back: the bound is that much larger now; ahead: smaller), rounded up (the monotonic clock
+    // reads fractions of a ms); on one clock, the bound renewed from every answer since when that is larger
+    // (Redis's clock stepped ahead meanwhile; none seen since a reconnection: the own bound alone)
     let t = now;
     if (this.redisTime) {
-      const u = this.offset.upper();
-      // (none seen since a reconnection: the denial's own bound alone)
-      t = now + (u === Number.POSITIVE_INFINITY ? e.hi : Math.max(e.hi, u));
+      t = now + e.hi + Math.ceil(e.wallLead - this.batchLead);
+      const u = this.oneClock ? this.offset.upper() : Number.POSITIVE_INFINITY;
+      if (u !== Number.POSITIVE_INFINITY && now + u > t) t = now + u;
     }
     const rt = e.rt;
     const out = this.scratch;
@@ -387,6 +416,7 @@ export class StrictCache {
       }
     }
     e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
+    e.wallLead = this.answerLead;
     e.lo = wide[base * LEG_WIDE + 4] - answeredAt - 1;
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
@@ -431,7 +461,9 @@ export class StrictCache {
 
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
   sample(t: number, s0: number, s1: number): void {
-    if (this.redisTime) this.offset.sample(t, s0, s1);
+    if (!this.redisTime) return;
+    this.offset.sample(t, s0, s1);
+    if (this.mono !== null) this.answerLead = s1 - this.mono();
   }
 
   /**
@@ -442,8 +474,9 @@ export class StrictCache {
    */
   toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY): number {
     if (!this.redisTime) return Math.min(t, now);
-    // the answer's own bound (the key's server: a Cluster's masters may disagree), else the largest seen lately
-    if (lo === Number.NEGATIVE_INFINITY) lo = this.offset.lower();
+    // the answer's own bound (the key's server: a Cluster's masters may disagree), else, on one clock, the
+    // largest seen lately
+    if (lo === Number.NEGATIVE_INFINITY && this.oneClock) lo = this.offset.lower();
     if (lo === Number.NEGATIVE_INFINITY) return now;
     return Math.min(now, t - lo);
   }

@@ -39,6 +39,8 @@ export class MemoryStore implements Store {
   readonly prefix: string;
   readonly useRedisTime: boolean;
   readonly overLimitCache: boolean;
+  /** One clock: the store's own ({@link MemoryStoreOptions.clock}). */
+  readonly oneClock = true;
   readonly ready = true;
   readonly available = true;
   /** As RedisStore's, so that the engine batches checks the same way on either store. */

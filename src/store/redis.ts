@@ -98,6 +98,8 @@ type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Bu
 export class RedisStore implements Store {
   readonly prefix: string;
   readonly useRedisTime: boolean;
+  /** False on a Redis Cluster: its masters' clocks may differ. */
+  readonly oneClock: boolean;
   /** {@link RedisOptions.overLimitCache}. */
   readonly overLimitCache: boolean;
   /**
@@ -130,6 +132,7 @@ export class RedisStore implements Store {
     this.prefix = o.prefix ?? 'sluice:';
     this.useRedisTime = (o.clock ?? 'redis') === 'redis';
     this.overLimitCache = o.overLimitCache ?? true;
+    this.oneClock = !(redis instanceof Cluster);
     // a Cluster splits every call by slot already, over several masters' connections
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;

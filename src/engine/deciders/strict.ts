@@ -51,6 +51,7 @@ export class StrictDecider implements Decider {
 
   decide(b: Batch, now: number): void {
     const { store, cache } = this.o;
+    cache.at(now);
     const size = callSize(b.n, store.pipelineCalls - this.calls);
     let call = new Call(++this.built);
     // The batch's entries looked up first, in a loop of their own, only to bring them into the cache: each

@@ -229,6 +229,54 @@ describe('StrictCache entries', () => {
     expect(cache.overLimit(g, 1, 13_500, 0)).toBeNull();
   });
 
+  it('on a Cluster, a master ahead sampled after a renewal does not shorten the wait of a key on another', () => {
+    const rt = runtimes({ slow: { algorithm: 'token_bucket', limit: 1, period: '1m', burst: 1, consistency: 'strict', onStoreError: 'closed' } }).get('slow')!;
+    // a key on master B, whose clock reads as this instance's, denied at 1,000 with its one token spent: full
+    // again at 61,000 there
+    const denied = [1, 0, 60_000, 60_000, 1000, 0, 0, 1000];
+    const waits: number[] = [];
+    for (const oneClock of [false, true]) {
+      const cache = new StrictCache(10, true, true, oneClock);
+      for (let s0 = 0; s0 <= 1000; s0 += 100) cache.sample(s0, s0, s0);
+      const e = cache.entry('p:', rt, 'k');
+      cache.learn(e, denied, 0, 1, 1000, 1000);
+      // 10 s on, the bounds start over, and the first call answered is master A's, 4,000 ms ahead
+      cache.sample(15_000, 11_000, 11_000);
+      const d = cache.overLimit(e, 1, 11_000, 0);
+      expect(d).toMatchObject({ allowed: false });
+      waits.push(d!.retryAfterMs!);
+    }
+    // a Cluster (Store.oneClock false): B's own bound, 1 ms (Redis on B says 50,000); one server's clock would
+    // have taken A's 4,001 for it
+    expect(waits).toEqual([49_999, 45_999]);
+  });
+
+  it('the wall clock stepping back, with no call since, is read against the monotonic clock: no denial Redis would not give', () => {
+    const rt = runtimes().get('one')!; // 10 a minute: one token refills in 6,000 ms
+    let mono = 500;
+    const cache = new StrictCache(10, true, true, true, () => mono);
+    // denied at Redis's 1,000 (this instance's 1,000, its monotonic 500), nothing left: refilled at 7,000
+    cache.at(1000);
+    cache.sample(1000, 1000, 1000);
+    const e = cache.entry('p:', rt, 'k');
+    cache.learn(e, [1, 0, 120_000, 6000, 1000, 0, 0, 1000], 0, 1, 1000, 1000);
+    // 4,000 ms on: 2,000 to wait (1,999: the call's bound)
+    mono = 4500;
+    cache.at(5000);
+    expect(cache.overLimit(e, 1, 5000, 0)).toMatchObject({ allowed: false, retryAfterMs: 1999 });
+    // 7,000 ms on, the wall clock stepped back 3,000 (it reads 5,000): Redis has refilled, so not answered here
+    // (by the wall clock alone, 2,000 ms more of denials)
+    mono = 7500;
+    cache.at(5000);
+    expect(cache.overLimit(e, 1, 5000, 0)).toBeNull();
+    // without a monotonic clock (a clock of the caller's) the limiter's clock is taken as it is
+    const plain = new StrictCache(10, true);
+    const f = plain.entry('p:', rt, 'k');
+    plain.sample(1000, 1000, 1000);
+    plain.learn(f, [1, 0, 120_000, 6000, 1000, 0, 0, 1000], 0, 1, 1000, 1000);
+    expect(plain.overLimit(f, 1, 5000, 0)).toMatchObject({ allowed: false, retryAfterMs: 1999 });
+  });
+
   it('a seed reads a state\'s Redis time through the bound its own answer gave (the key\'s master), not another master\'s', () => {
     const rt = runtimes().get('one')!;
     const cache = new StrictCache(10, true);
