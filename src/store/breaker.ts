@@ -16,6 +16,22 @@ export interface BreakerOptions {
 
 export type BreakerState = 'closed' | 'open' | 'halfOpen';
 
+/**
+ * The idle probe of a breaker around one Redis server: `SET key "" XX` on `client`, under `deadline`. XX on a
+ * key nobody writes makes it write nothing, yet Redis refuses it as it refuses the check script's writes: out of
+ * memory (OOM), a replica (READONLY), loading (LOADING), a script running (BUSY). A PING, answered by a Redis out
+ * of memory or read-only, closed an idle breaker on a Redis that refused every check, which the next checks
+ * opened again (and /readyz said connected meanwhile). Resolves when Redis answered, an error `healthy` lets through
+ * included (an ACL without SET: Redis answers); rejects when it is frozen, down or unwell. On a Cluster, `key`
+ * must hash to a slot the probed master serves (a MOVED would answer for it: src/store/slots.ts keyInSlot).
+ */
+export function probeWrite(client: { set(key: string, value: string, mode: 'XX'): Promise<unknown> }, key: string,
+  deadline: (p: Promise<unknown>) => Promise<unknown>, healthy: (e: unknown) => boolean): Promise<void> {
+  return deadline(client.set(key, '', 'XX')).then(() => undefined, (e: unknown) => {
+    if (!healthy(e)) throw e;
+  });
+}
+
 /** How long a half-open circuit waits for a call to probe the store before it probes with `probe`, ms. */
 export const IDLE_PROBE_MS = 50;
 
@@ -37,7 +53,7 @@ export function createBreaker<A extends unknown[], R>(
   o: BreakerOptions = {},
   /** Errors that say nothing about the store's health (they fail the call but do not count toward opening). */
   healthy: (e: unknown) => boolean = () => false,
-  /** A call that says whether the store answers (a PING under its deadline), for a probe no check makes. */
+  /** A call that says whether the store takes checks ({@link probeWrite}), for a probe no check makes. */
   probe?: () => Promise<unknown>,
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
   const base = o.resetMs ?? 200;

@@ -6,12 +6,12 @@ import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, type SentCall } from './library-way.js';
-import { splitChecks, splitKeys } from './slots.js';
+import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 import { packLegs } from './leg-runs.js';
-import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
+import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } from './breaker.js';
 
 /**
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
@@ -165,7 +165,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the
   // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
-  // probe is a PING of that master, under the decision's deadline.
+  // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of the slot it opened for.
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
   const part: Part = (keys, legs, flag, now, slot) =>
     deadline(runCheck(keys, legs, flag, now, slot), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
@@ -174,9 +174,11 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     const node = masterOf(slot);
     let b = breakers.get(node);
     if (b === undefined) {
+      const key = keyInSlot(`${prefix}breaker-probe:`, slot);
       const probe = (): Promise<unknown> => {
         const client = c.nodes('master').find((n) => nameOf(n) === node);
-        return client === undefined ? Promise.reject(clusterError(`no master ${node}`)) : deadline(client.ping(), timeoutMs, liveOf(slot));
+        return client === undefined ? Promise.reject(clusterError(`no master ${node}`))
+          : probeWrite(client, key, (p) => deadline(p, timeoutMs, liveOf(slot)), breaking.healthy);
       };
       breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));
     }

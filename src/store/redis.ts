@@ -3,7 +3,7 @@ import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { configError } from '../util/errors.js';
-import { createBreaker, type BreakerOptions, type BreakerState } from './breaker.js';
+import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } from './breaker.js';
 import { deadline, Liveness } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
@@ -141,7 +141,7 @@ export class RedisStore implements Store {
       this.late.tokens += spentBy(raw, args, from);
     };
     // the connection's replies, which a call's deadline counts from (src/store/deadline.ts); on a Cluster, only
-    // the breaker's idle PING uses it (each slot's calls keep their own: cluster-calls.ts)
+    // the breaker's idle probe uses it (each slot's calls keep their own: cluster-calls.ts)
     const live = new Liveness();
     let check: CheckCall;
     let sync: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
@@ -174,9 +174,11 @@ export class RedisStore implements Store {
       this.call = check;
       this.breakerState = cluster.state;
     } else {
+      const probeKey = `${this.prefix}breaker-probe`;
       const { breaker, state } = createBreaker(check, o.breaker, healthy,
-        // idle, a PING under the decision's deadline says whether Redis answers again (a frozen one does not)
-        () => deadline(redis.ping(), timeoutMs, live));
+        // idle, a write under the decision's deadline says whether Redis takes checks again (a frozen one does
+        // not answer; an unwell one refuses): `probeWrite`
+        () => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy));
       this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
       this.breakerState = state;
     }

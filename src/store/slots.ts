@@ -35,6 +35,15 @@ export function placedKey(prefix: string, tag: string, key: string): string {
   return `${prefix}{${tag}}${key.startsWith(prefix) ? key.slice(prefix.length) : key}`;
 }
 
+/**
+ * A key `<head>{<tag>}` that Redis Cluster places in `slot` (0–16383): the tag is the first decimal number
+ * whose CRC16 slot is `slot` (found by trying them in turn: ~16,000 tries on average, once per caller). For a
+ * command that must reach the master serving that slot, as a breaker's probe (src/store/breaker.ts probeWrite).
+ */
+export function keyInSlot(head: string, slot: number): string {
+  for (let i = 0; ; i++) if (calculateSlot(String(i)) === slot) return `${head}{${i}}`;
+}
+
 function partFor(parts: Map<number, SlotPart>, slot: number, tag: string): SlotPart {
   let p = parts.get(slot);
   if (p === undefined) parts.set(slot, (p = { slot, tag, keys: [], args: [], legs: [] }));

@@ -4,12 +4,15 @@
  * - Out of memory (`maxmemory 1`, noeviction): the check script's write is refused (OOM). Each check takes
  *   its rule (closed: a degraded denial), the failures are counted as `unavailable`, and the breaker opens;
  *   once memory is back, Redis decides again.
+ * - Out of memory while no check comes: the breaker's idle probe (a write, refused as the checks are) keeps it
+ *   open; once memory is back, the next probe closes it.
  * - One key holding a list where a state belongs: that key's checks take their rule (a script error each),
  *   the breaker stays closed and every other key is decided by Redis.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../src/index.js';
 import { startRedis, type TestRedis, connected, keysUnder } from '../helpers/redis.js';
+import { sleep } from '../helpers/clock.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 
@@ -52,6 +55,34 @@ describe('Redis unwell vs one bad key', () => {
     }
     expect(last).toMatchObject({ allowed: true, remaining: 98 });
     expect(last.degraded).toBeUndefined();
+  });
+
+  it('idle while out of memory: the breaker\'s probe is refused as checks are, so it stays open; idle once memory is back, it closes', async () => {
+    const rejectedSets = async (): Promise<number> => Number(/cmdstat_set:.*rejected_calls=(\d+)/.exec(await r.client.info('commandstats'))?.[1] ?? 0);
+    await r.client.config('SET', 'maxmemory', '1');
+    for (let i = 0; i < 10; i++) await check(`idle${i}`);
+    expect((await limiter.stats()).store!.breaker).toBe('open');
+    const refused = await rejectedSets();
+    // idle: a probe every 200-400 ms (±25 %), each a SET XX that writes nothing and that Redis refuses (OOM),
+    // as it refuses the check script; a PING here was answered and closed the breaker
+    const seen = new Set<string>();
+    for (let i = 0; i < 20; i++) {
+      await sleep(100);
+      seen.add((await limiter.stats()).store!.breaker);
+    }
+    expect(seen.has('closed')).toBe(false);
+    expect(await rejectedSets() - refused).toBeGreaterThanOrEqual(2);
+    expect(await r.client.exists('unwell:breaker-probe')).toBe(0);
+    // memory back, still idle: the next probe closes it
+    await r.client.config('SET', 'maxmemory', '0');
+    let state = (await limiter.stats()).store!.breaker;
+    for (let i = 0; i < 40 && state !== 'closed'; i++) {
+      await sleep(100);
+      state = (await limiter.stats()).store!.breaker;
+    }
+    expect(state).toBe('closed');
+    expect(await r.client.exists('unwell:breaker-probe')).toBe(0);
+    expect(await check('after-idle')).toMatchObject({ allowed: true, remaining: 99 });
   });
 
   it('a key holding a list: its checks take the rule as script errors; the breaker stays closed; other keys are decided', async () => {

@@ -5,8 +5,9 @@
  * (a bad key's script error) do not count.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createBreaker } from '../../../src/store/breaker.js';
+import { createBreaker, probeWrite } from '../../../src/store/breaker.js';
 import { StoreTimeoutError } from '../../../src/store/deadline.js';
+import { failureKind } from '../../../src/store/failure-kind.js';
 
 class BadKey extends Error {}
 
@@ -103,5 +104,33 @@ describe('breaker: consecutive failures', () => {
     expect(f.state()).toBe('closed');
     await f.fire('timeout');
     expect(f.state()).toBe('open');
+  });
+});
+
+describe('probeWrite (a breaker\'s idle probe)', () => {
+  const reply = (message: string): Error => Object.assign(new Error(message), { name: 'ReplyError' });
+  // as src/store/redis.ts gives it: Redis answered, with a refusal that says nothing of its health
+  const healthy = (e: unknown): boolean => failureKind(e) === 'scriptErrors';
+  const asked: unknown[][] = [];
+  const client = (answer: () => Promise<unknown>) => ({
+    set: (...a: unknown[]) => {
+      asked.push(a);
+      return answer();
+    },
+  });
+  const within = (p: Promise<unknown>): Promise<unknown> => p;
+
+  it('sends SET key "" XX (it writes nothing), and resolves when Redis answers, or refuses for a reason that is not its health', async () => {
+    await expect(probeWrite(client(() => Promise.resolve(null)), 'p:breaker-probe', within, healthy)).resolves.toBeUndefined();
+    expect(asked.at(-1)).toEqual(['p:breaker-probe', '', 'XX']);
+    await expect(probeWrite(client(() => Promise.reject(reply("NOPERM this user has no permissions to run the 'set' command"))), 'k', within, healthy))
+      .resolves.toBeUndefined();
+  });
+
+  it('rejects when Redis refuses it as unwell, or does not answer', async () => {
+    for (const e of [reply("OOM command not allowed when used memory > 'maxmemory'."), reply("READONLY You can't write against a read only replica."),
+      reply('LOADING Redis is loading the dataset in memory'), new StoreTimeoutError(20)]) {
+      await expect(probeWrite(client(() => Promise.reject(e)), 'k', within, healthy)).rejects.toBe(e);
+    }
   });
 });

@@ -6,7 +6,7 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { describe, expect, it } from 'vitest';
-import { hashTag, placedKey, splitChecks, splitKeys } from '../../../src/store/slots.js';
+import { hashTag, keyInSlot, placedKey, splitChecks, splitKeys } from '../../../src/store/slots.js';
 import { storeKey } from '../../../src/keys/store-key.js';
 
 describe('hashTag', () => {
@@ -83,6 +83,18 @@ describe('splitKeys', () => {
         expect(p.keys[i]).toBe(keys[leg]);
         expect(p.args.slice(5 * i, 5 * i + 5)).toStrictEqual([0, 10, 1000, 10, leg]);
       });
+    }
+  });
+});
+
+describe('keyInSlot', () => {
+  it('gives a key of the slot asked for, under the head given, with the first decimal tag that hashes there', () => {
+    for (const slot of [0, 1, 5461, 10923, 16383]) {
+      const key = keyInSlot('sluice:breaker-probe:', slot);
+      expect(key.startsWith('sluice:breaker-probe:{')).toBe(true);
+      expect(calculateSlot(key)).toBe(slot);
+      const tag = Number(hashTag(key));
+      for (let i = 0; i < tag; i++) expect(calculateSlot(String(i))).not.toBe(slot);
     }
   });
 });
