@@ -5,7 +5,8 @@
  * - `open`: admitted, `closed`: denied (retry after CLOSED_RETRY_MS), both marked degraded, nothing counted;
  * - `local`: decided by this instance's kernel under the same key hashes (seeded with the key's last state
  *   learned from the store, where the mode knows one), marked degraded `local`.
- * Every such decision is counted by policy and rule (`sluice_degraded_decisions_total`).
+ * Every such decision is counted by policy and rule (`sluice_degraded_decisions_total`): `open` and `closed`
+ * here, `local` by the local decider once the kernel has decided (a check it fails is an error, not counted).
  */
 import type { Decision } from '../types/decision.js';
 import type { PolicyRuntime } from './runtime.js';
@@ -14,16 +15,17 @@ import { neverReason } from './decision.js';
 import { degraded, type DegradedCounts } from './degraded.js';
 
 /**
- * Counts one store-failed check of `rt` at `cost` (tokens) and gives its decision under `open` or `closed`,
- * or null under `local` (the caller hands it to the local decider's fallback). A cost no state could ever
+ * Gives a store-failed check of `rt` at `cost` (tokens) its decision under `open` or `closed`, counted, or null
+ * under `local` (the caller hands it to the local decider's fallback, which counts it once decided). A cost no state could ever
  * admit (above a leg's capacity, or any cost on a limit of 0) is denied for good under every rule, as the
  * store would deny it (`retryAfterMs: null` and the reason), still marked degraded: `open` admitting it would
  * promise what the policy never gives.
  */
 export function storeFailure(rt: PolicyRuntime, counts: DegradedCounts, cost: number): Decision | null {
   const rule = rt.onStoreError;
-  counts.count(rt.policy.name, rule);
+  // a `local` decision is counted where the kernel makes it (LocalDecider): one it fails is no decision
   if (rule === 'local') return null;
+  counts.count(rt.policy.name, rule);
   const j = neverLeg(rt, cost);
   if (j < 0) return degraded(rt, rule);
   const l = rt.legLimits[j];

@@ -105,7 +105,7 @@ export class Front {
     this.q = new TurnQueue(o.hasher);
     this.shadows = new ShadowStep({ queue: this.q, hasher: o.hasher, maxBatch: o.maxBatch, counters: this.counters, clock: o.clock, flush: this.flushNow });
     this.lists = new ListStep({ counters: this.counters, clock: o.clock, shadows: this.shadows, schedule: () => this.schedule() });
-    this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight });
+    this.local = new LocalDecider({ kernel: o.kernel, pool: o.pool, counters: this.counters, flight: this.flight, degraded: this.degraded });
     // on the wall clock, a monotonic one tells the cache the wall clock's steps (a clock of the caller's is as given)
     this.strict = o.store === null ? null : new StrictCache(o.strictCacheKeys ?? 100_000, o.store.useRedisTime, o.store.overLimitCache,
       o.store.oneClock, o.clock === Date.now ? () => performance.now() : null);

@@ -13,6 +13,7 @@ import { engineOf } from '../../src/engine/handle.js';
 import { STATE_ROW, type Kernel } from '../../src/shard/kernel.js';
 import { LocalDecider } from '../../src/engine/deciders/local.js';
 import { Flight } from '../../src/engine/decider.js';
+import { DegradedCounts } from '../../src/engine/degraded.js';
 import type { PolicyCounters } from '../../src/engine/shadow.js';
 import type { Batch } from '../../src/engine/queue.js';
 import { startRedis, type TestRedis } from '../helpers/redis.js';
@@ -79,7 +80,7 @@ describe('shards: a seeded state precedes the decisions sent after it', () => {
     expect(st[0]).toBe(1);
     expect(await pool.keys(0, { kind: 'remove', n: 1, legs: legs.slice() })).toBe(1);
 
-    const local = new LocalDecider({ kernel: null as unknown as Kernel, pool, counters: {} as PolicyCounters, flight: new Flight() });
+    const local = new LocalDecider({ kernel: null as unknown as Kernel, pool, counters: {} as PolicyCounters, flight: new Flight(), degraded: new DegradedCounts() });
     const got: Array<Decision | Error> = [];
     const batch = (): Batch => ({
       n: 1, rts: [rt], costs: [1], keys: ['k'], hashes: [lo, hi], fallback: true,

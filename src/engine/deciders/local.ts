@@ -10,7 +10,7 @@ import { shardOf } from '../../shard/router.js';
 import type { ShardTask } from '../../shard/protocol.js';
 import { LEG_IN } from '../../shard/protocol.js';
 import { compose } from '../decision.js';
-import { markLocal } from '../degraded.js';
+import { markLocal, type DegradedCounts } from '../degraded.js';
 import type { PolicyCounters } from '../shadow.js';
 import type { AdmissionLog, Decider, Flight, LocalFallback, StateInstaller } from '../decider.js';
 import { emptyBatch, push, type Batch } from '../queue.js';
@@ -23,6 +23,11 @@ export interface LocalDeciderOptions {
   pool: ShardPool | null;
   counters: PolicyCounters;
   flight: Flight;
+  /**
+   * Where a store-backed check's `local` decision is counted (`sluice_degraded_decisions_total`), once its
+   * kernel has made it: a fallback check the kernel then fails (a shard down) is an error, not a decision.
+   */
+  degraded: DegradedCounts;
 }
 
 export class LocalDecider implements Decider, LocalFallback, StateInstaller {
@@ -196,7 +201,10 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     const sync = rt.synced ? this.writeBehind : null;
     const d = compose(out, base, rt, sync === null ? -1 : sync.staleness(now));
     if (d instanceof Error) return b.rejects[i](d);
-    if (b.fallback === true) markLocal(d);
+    if (b.fallback === true) {
+      markLocal(d);
+      this.o.degraded.count(rt.policy.name, 'local');
+    }
     if (sync !== null && d.allowed && b.costs[i] > 0) sync.record(b, i, shard);
     b.resolves[i](rt.shadow ? this.o.counters.shadowed(rt, d, now) : d);
   }
