@@ -136,6 +136,18 @@ describe('failure kinds', () => {
     expect(failureKind(reply('WRONGTYPE Operation against a key holding the wrong kind of value'))).toBe('scriptErrors');
     expect(failureKind(reply('ERR Error running script (call to f_0123): @user_script:9: attempt to compare nil with number'))).toBe('scriptErrors');
   });
+  it('a code inside a script error text (a key name, a message) is not Redis saying it cannot serve', () => {
+    for (const m of [
+      // lua/lease.lua names the key it could not read: the key here is `t: BUSY`
+      'sluice lease: malformed lease x in t: BUSY',
+      'ERR user_script:1: OOM in a message of the script script: 962b4c95, on @user_script:1.',
+      'ERR Error running script (call to f_0123): @user_script:3: bad leg for key k: READONLY',
+      'WRONGTYPE key a: LOADING holds another type',
+    ]) expect(failureKind(reply(m)), m).toBe('scriptErrors');
+    // Redis 6's wrapping with the line twice, and the code after a dash, as redis.call raised it
+    expect(failureKind(reply("ERR Error running script (call to f_0123): @user_script:1: @user_script: 1: -OOM command not allowed when used memory > 'maxmemory'.")))
+      .toBe('unavailable');
+  });
   it('timeouts, breaker rejections and connection errors', () => {
     expect(failureKind(new StoreTimeoutError(20))).toBe('timeouts');
     expect(failureKind(Object.assign(new Error('Breaker is open'), { code: 'EOPENBREAKER' }))).toBe('breakerRejections');
