@@ -155,6 +155,15 @@ export interface SharedState {
   lo: number;
 }
 
+/**
+ * Whether checks decided under `a` and under `b` are of one policy version: the same runtime, or a runtime and
+ * its delayed twin (onLimit: delay; src/engine/delay.ts), which a check is decided under while a wait place is
+ * free and not when every place is taken. A reload builds new runtimes, twins and all.
+ */
+export function oneVersion(a: PolicyRuntime, b: PolicyRuntime): boolean {
+  return a === b || a.delayed === b || b.delayed === a;
+}
+
 /** Most shared keys' states kept (one per guard leg and version: a few per guard policy). */
 const MAX_SHARED = 4096;
 
@@ -254,7 +263,7 @@ export class StrictCache {
       };
       m.set(key, e);
       this.count++;
-    } else if (e.rt !== rt) {
+    } else if (!oneVersion(e.rt, rt)) {
       // a reload (a runtime is rebuilt on every one, for every policy): a denial proves nothing under numbers
       // that may differ (a version given in the config stays when they change), but a leg's last-known state
       // is what Redis holds under its key, whatever the numbers: it stays for each leg whose key stays, so a
@@ -384,7 +393,7 @@ export class StrictCache {
       e.deniedCost = -1;
       return;
     }
-    if (sentRt !== rt) {
+    if (!oneVersion(sentRt, rt)) {
       // sent before a reload that a later check of the key has brought to the entry (entry()): its rows are
       // the old runtime's legs, which need not be the entry's now (a version given in the config keeps the
       // keys when limits are added or removed), so reading them by the new runtime took another check's row

@@ -15,7 +15,7 @@ import { scriptBurst, scriptPeriod } from '../calendar-args.js';
 import { GUARD_KEY, writeLegHash, type PolicyRuntime } from '../runtime.js';
 import type { DegradedCounts } from '../degraded.js';
 import type { PolicyCounters } from '../shadow.js';
-import type { StrictCache, Known } from '../strict-cache.js';
+import { oneVersion, type StrictCache, type Known } from '../strict-cache.js';
 import { settle, type Decider, type Flight, type LocalFallback } from '../decider.js';
 import { storeFailure } from '../failure.js';
 import { emptyBatch, push, type Batch } from '../queue.js';
@@ -188,7 +188,8 @@ export class StrictDecider implements Decider {
    */
   private seed(b: Batch, i: number, e: Known, now: number): void {
     const rt = b.rts[i];
-    if (e.rt !== rt) return;
+    // (an entry is a key's under one policy version: after a reload its legs are the new runtime's)
+    if (!oneVersion(e.rt, rt)) return;
     const cache = this.o.cache;
     const from = cache.sharedFrom(e);
     const kernel = this.o.local.kernelOf(b, i);
