@@ -23,7 +23,8 @@ export type BreakerState = 'closed' | 'open' | 'halfOpen';
  * of memory or read-only, closed an idle breaker on a Redis that refused every check, which the next checks
  * opened again (and /readyz said connected meanwhile). Resolves when Redis answered, an error `healthy` lets through
  * included (an ACL without SET: Redis answers); rejects when it is frozen, down or unwell. On a Cluster, `key`
- * must hash to a slot the probed master serves (a MOVED would answer for it: src/store/slots.ts keyInSlot).
+ * must hash to a slot the probed master serves now, and a MOVED or ASK must not pass `healthy`: Redis redirects
+ * before it looks at its memory or role (src/store/cluster-calls.ts, src/store/slots.ts keyInSlot).
  */
 export function probeWrite(client: { set(key: string, value: string, mode: 'XX'): Promise<unknown> }, key: string,
   deadline: (p: Promise<unknown>) => Promise<unknown>, healthy: (e: unknown) => boolean): Promise<void> {

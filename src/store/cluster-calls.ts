@@ -39,6 +39,11 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
   return hostPorts(nodes, 'redis.cluster');
 }
 
+/** A reply sending a command to another master (MOVED, ASK): it says nothing of the health of the one asked. */
+function redirected(e: unknown): boolean {
+  return /^(MOVED|ASK) /.test(String((e as Error | null)?.message));
+}
+
 /** The Cluster's own state keeps a call from being made (not ready, a master unknown): a connection fault. */
 function clusterError(what: string): Error {
   return new Error(`redis cluster: ${what}`);
@@ -165,20 +170,46 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the
   // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
-  // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of the slot it opened for.
+  // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of a slot it serves.
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
   const part: Part = (keys, legs, flag, now, slot) =>
     deadline(runCheck(keys, legs, flag, now, slot), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
+  /** A probe key per slot (slots.ts keyInSlot: some thousand CRC16s to find), made once it is needed. */
+  const probeKeys = new Map<number, string>();
+  const probeKey = (slot: number): string => {
+    let k = probeKeys.get(slot);
+    if (k === undefined) probeKeys.set(slot, (k = keyInSlot(`${prefix}breaker-probe:`, slot)));
+    return k;
+  };
+  /** A slot the slot map gives to `node`, other than `avoid`: `slot` while it is one, else the first; -1 if none. */
+  const servedSlot = (node: string, slot: number, avoid: number): number => {
+    if (slot !== avoid && masterOf(slot) === node) return slot;
+    for (let s = 0; s < 16384; s++) if (s !== avoid && masterOf(s) === node) return s;
+    return -1;
+  };
   const breakerOf = (slot: number): ReturnType<typeof createBreaker<Parameters<Part>, number[]>> => {
     const node = masterOf(slot);
     let b = breakers.get(node);
     if (b === undefined) {
-      const key = keyInSlot(`${prefix}breaker-probe:`, slot);
+      // a slot that redirected the last probe (MOVED: it moved away; ASK: it is being migrated), avoided after
+      let avoid = -1;
       const probe = (): Promise<unknown> => {
         const client = c.nodes('master').find((n) => nameOf(n) === node);
-        return client === undefined ? Promise.reject(clusterError(`no master ${node}`))
-          : probeWrite(client, key, (p) => deadline(p, timeoutMs, liveOf(slot)), breaking.healthy);
+        // a slot that master serves now: the slot it was made for moves away in a resharding, and a key of a
+        // slot it does not serve is answered MOVED (or ASK) before Redis looks at its memory, its role or its
+        // load, which said nothing of the master's health yet closed its breaker
+        const at = servedSlot(node, slot, avoid);
+        if (client === undefined || at < 0) return Promise.reject(clusterError(`no master ${node}`));
+        return probeWrite(client, probeKey(at), (p) => deadline(p, timeoutMs, liveOf(at)), (e) => breaking.healthy(e) && !redirected(e))
+          .catch((e: unknown) => {
+            if (redirected(e)) {
+              // the slot map is stale (MOVED), or the slot is on its way (ASK): the next probe takes another
+              avoid = at;
+              c.refreshSlotsCache();
+            }
+            throw e;
+          });
       };
       breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));
     }
