@@ -18,6 +18,7 @@ import { emptyBatch, type Batch } from '../../../src/engine/queue.js';
 import type { PolicyCounters } from '../../../src/engine/shadow.js';
 import type { ShardPool } from '../../../src/shard/pool.js';
 import type { Decision } from '../../../src/types/decision.js';
+import { shardOf } from '../../../src/shard/router.js';
 
 function setup() {
   const compiled = compilePolicies({
@@ -82,5 +83,42 @@ describe('degraded decisions counted under local', () => {
     local.decide(b, 1_700_000_000_000);
     expect(got).toEqual([down]);
     expect(degraded.snapshot()).toEqual({});
+  });
+
+  it('a batch over two shards, one of which fails: each check its kernel decided counted once, the failed ones not', () => {
+    const s = setup();
+    const degraded = new DegradedCounts();
+    const down = Object.assign(new Error('shard 1 is down'), { code: 'SHARD_FAILED', status: 503 });
+    const pool = {
+      size: 2, maxCallLegs: 16, legsFor: () => s.kernel.legIn,
+      callNow: (shard: number, used: number, now: number) => {
+        if (shard === 1) throw down;
+        s.kernel.decide(used, now);
+        return s.kernel.legOut;
+      },
+    } as unknown as ShardPool;
+    const local = new LocalDecider({ kernel: s.kernel, pool, counters: {} as PolicyCounters, flight: new Flight(), degraded });
+    local.now = true;
+    const rt = s.rts.get('p')!;
+    const b = emptyBatch(true);
+    const got: Array<Decision | Error> = [];
+    const on = [0, 0];
+    for (let i = 0; on[0] < 3 || on[1] < 2; i++) {
+      const [lo, hi] = s.hasher.hashOne(`k${i}`, rt.seedLo, rt.seedHi);
+      const shard = shardOf(hi, 2);
+      if (on[shard] >= (shard === 0 ? 3 : 2)) continue;
+      on[shard]++;
+      b.rts.push(rt);
+      b.costs.push(1);
+      b.keys.push(`k${i}`);
+      (b.hashes as number[]).push(lo, hi);
+      b.resolves.push((d) => got.push(d));
+      b.rejects.push((e) => got.push(e));
+      b.n++;
+    }
+    local.decide(b, 1_700_000_000_000);
+    expect(got.filter((d) => d === down)).toHaveLength(2);
+    expect(got.filter((d) => !(d instanceof Error) && d.degradedBy === 'local')).toHaveLength(3);
+    expect(degraded.snapshot()).toEqual({ p: { open: 0, closed: 0, local: 3 } });
   });
 });
