@@ -164,38 +164,24 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     void redis.sendCommand(c);
     return c.promise as Promise<Buffer>;
   };
-  /**
-   * The last failed call's turn: settled once its resend is written (or it failed for good). A failed call is
-   * resent after the calls that failed before it, answered before it on the connection, so sent before it: the
-   * way may take longer for one (waiting for a load) than for a later one (FCALL given up meanwhile: EVALSHA at
-   * once), which would overtake it and reach Redis first with the same key's later check.
-   */
-  let resending: Promise<unknown> = Promise.resolve();
   /** Sends `req` (FCALL when `viaFcall`, else EVALSHA) and answers its failures as the way says. */
   const attempt = (req: Buffer, n: number, viaFcall: boolean, resent: boolean): Promise<Buffer> => {
     const reply = send(req, n, viaFcall);
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection), the latest
     const sent: ConnectionCall = { fcall: viaFcall, resent, sentAt: way.loads, ahead: loading };
-    return reply.catch((e: unknown) => {
-      // decided at once (a load it asks for is begun in the order the failures came), resent in turn
-      const how = way.resendAs(e, sent);
-      const turn = resending.then(() => how);
-      const again = turn.then((h: Resend): Promise<Buffer> => {
-        switch (h) {
-          case 'fcall':
-            return attempt(req, n, true, true);
-          case 'evalsha':
-            return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, false);
-          case 'eval':
-            // the server lost the script: send() sends it as EVAL again
-            evalOn = null;
-            return attempt(req, n, false, true);
-        }
-      });
-      // after `again`'s reaction has written the resend
-      resending = turn.then(() => undefined, () => undefined);
-      return again;
-    });
+    // resent in the order the calls failed (LibraryWay.resend)
+    return reply.catch((e: unknown) => way.resend(e, sent, (h: Resend): Promise<Buffer> => {
+      switch (h) {
+        case 'fcall':
+          return attempt(req, n, true, true);
+        case 'evalsha':
+          return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, false);
+        case 'eval':
+          // the server lost the script: send() sends it as EVAL again
+          evalOn = null;
+          return attempt(req, n, false, true);
+      }
+    }));
   };
   return (keys, flag, now, args, from, wire) => {
     const n = keys.length;

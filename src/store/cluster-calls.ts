@@ -147,25 +147,19 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
-  const runCheck = async (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
+  const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
-    if (way.fcall) {
-      const sent: SlotCall = { fcall: true, resent: false, sentAt: way.loads, slot };
-      try {
-        return unpackReply(await fcallBuffer(keys, args), legs, 0);
-      } catch (e) {
-        // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA, below
-        if ((await way.resendAs(e, sent)) === 'fcall') return unpackReply(await fcallBuffer(keys, args), legs, 0);
-      }
-    }
-    try {
-      return unpackReply(await bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args), legs, 0);
-    } catch (e) {
-      // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error
-      await way.resendAs(e, { fcall: false, resent: false, sentAt: way.loads, slot });
-      return unpackReply(await bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args), legs, 0);
-    }
+    const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
+    // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
+    // order the calls failed (LibraryWay.resend)
+    const viaEvalsha = (): Promise<number[]> => bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args).then(unpack,
+      (e: unknown) => way.resend(e, { fcall: false, resent: false, sentAt: way.loads, slot }, () => bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args).then(unpack)));
+    if (!way.fcall) return viaEvalsha();
+    const sent: SlotCall = { fcall: true, resent: false, sentAt: way.loads, slot };
+    // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
+    return fcallBuffer(keys, args).then(unpack,
+      (e: unknown) => way.resend(e, sent, (h) => (h === 'fcall' ? fcallBuffer(keys, args).then(unpack) : viaEvalsha())));
   };
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the

@@ -76,6 +76,26 @@ export class LibraryWay<S extends SentCall> {
     return outcome;
   }
 
+  /** The last failed call's turn: settled once its way is known and its resend made (or it failed for good). */
+  private turn: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Answers the check call `sent`, failed with `e`: `send` makes the resend by the way {@link resendAs} gives
+   * (its promise is the call's), in the order the failures came. The way is decided at once (a load it asks for
+   * begins in that order), and the resend is made after those of the calls that failed before it, which were
+   * sent before it: the way can take longer for one (waiting for a load) than for a later one (FCALL given up
+   * meanwhile: EVALSHA at once), which would overtake it and reach Redis first with the same key's later check
+   * (test/unit/store/check-call-order.test.ts). Failures only: a call that succeeds never waits here.
+   */
+  resend<T>(e: unknown, sent: S, send: (how: Resend) => Promise<T>): Promise<T> {
+    const how = this.resendAs(e, sent);
+    const turn = this.turn.then(() => how);
+    const again = turn.then(send);
+    // registered after `again`'s reaction, so the next failed call's resend is made after this one's
+    this.turn = turn.then(() => undefined, () => undefined);
+    return again;
+  }
+
   /**
    * What the check call `sent`, failed with `e`, does next: resolves to the way it is resent by, or rejects
    * with the error it fails with (`e`, or the error that refused the library's load for now where it went).

@@ -132,3 +132,36 @@ describe('LibraryWay loads', () => {
     expect(way.fcall).toBe(false);
   });
 });
+
+describe('LibraryWay.resend', () => {
+  it('resends in the order the calls failed: a call waiting for a load goes before a later one that needs none', async () => {
+    // the transport's load stays on its way until `settle` is called, then is refused for good (FCALL given up)
+    let settle = (): void => undefined;
+    const way: LibraryWay<SentCall> = new LibraryWay(true, () => new Promise((resolve) => {
+      settle = () => {
+        way.loadFailed(reply("ERR unknown command 'FUNCTION', with args beginning with: 'LOAD' "));
+        resolve(undefined);
+      };
+    }));
+    const made: string[] = [];
+    const send = (name: string) => (how: string): Promise<string> => {
+      made.push(`${name} by ${how}`);
+      return Promise.resolve(how);
+    };
+    // A found no library: it waits for the load
+    const a = way.resend(MISSING, byFcall, send('A'));
+    await Promise.resolve();
+    // the load is refused for good; B's "Function not found" comes in the same read: EVALSHA at once by its way,
+    // yet after A
+    settle();
+    const b = way.resend(MISSING, byFcall, send('B'));
+    // a NOSCRIPT after them, and a failure that is not resent: it fails with its error and holds no one up
+    const c = way.resend(NOSCRIPT, byEvalsha, send('C'));
+    const d = way.resend(KEY_NOPERM, byFcall, send('D'));
+    await expect(Promise.all([a, b, c])).resolves.toEqual(['evalsha', 'evalsha', 'eval']);
+    await expect(d).rejects.toBe(KEY_NOPERM);
+    expect(made).toEqual(['A by evalsha', 'B by evalsha', 'C by eval']);
+    // the next failure is not held up by those
+    await expect(way.resend(NOSCRIPT, byEvalsha, send('E'))).resolves.toBe('eval');
+  });
+});
