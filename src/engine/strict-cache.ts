@@ -101,8 +101,11 @@ export interface Known {
   /** The lower bound of Redis − this instance's clock (ms) the same answer gave (t − s1 − 1): for seeding. */
   lo: number;
   /**
-   * This instance's wall clock − its monotonic clock (ms) when the answer was taken (StrictCache.sample; 0
-   * without a monotonic clock): a later difference says how far the wall clock stepped since.
+   * This instance's wall clock − its monotonic clock (ms) when the answer's call was sent (StrictCache.lead at
+   * the batch that sent it: `hi` is read from that send's wall clock; 0 without a monotonic clock): a later
+   * difference says how far the wall clock stepped since. (The answer's own lead was taken before: a step
+   * while the call was in flight then moved the bound by the step, and a step back let the cache deny what
+   * Redis admits.)
    */
   wallLead: number;
   /** Whether the local kernel was seeded from `states` since Redis last answered for the key. */
@@ -193,8 +196,7 @@ export class StrictCache {
   private readonly offset = new RedisOffset();
   private readonly scratch = new Float64Array(MAX_GROUP * LEG_OUT);
 
-  /** Wall − monotonic clock (ms) at the last answer taken ({@link sample}), and at the batch being decided ({@link at}). */
-  private answerLead = 0;
+  /** Wall − monotonic clock (ms) at the batch being decided ({@link at}). */
   private batchLead = 0;
 
   /**
@@ -215,6 +217,14 @@ export class StrictCache {
    */
   at(now: number): void {
     if (this.mono !== null) this.batchLead = now - this.mono();
+  }
+
+  /**
+   * Wall − monotonic clock (ms) at the batch being decided ({@link at}; 0 without a monotonic clock): what a
+   * call it sends gives back to {@link learn} with its answer.
+   */
+  get lead(): number {
+    return this.batchLead;
   }
 
   get size(): number {
@@ -384,7 +394,7 @@ export class StrictCache {
    * from its own state then; the answer's states are kept for the next stall.
    */
   learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY,
-    sentRt: PolicyRuntime = e.rt, callId = Number.POSITIVE_INFINITY): void {
+    sentRt: PolicyRuntime = e.rt, callId = Number.POSITIVE_INFINITY, sentLead = this.batchLead): void {
     const rt = e.rt;
     const s = e.states;
     if (e.stale > 0) {
@@ -425,7 +435,7 @@ export class StrictCache {
       }
     }
     e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
-    e.wallLead = this.answerLead;
+    e.wallLead = sentLead;
     e.lo = wide[base * LEG_WIDE + 4] - answeredAt - 1;
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
@@ -470,9 +480,7 @@ export class StrictCache {
 
   /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
   sample(t: number, s0: number, s1: number): void {
-    if (!this.redisTime) return;
-    this.offset.sample(t, s0, s1);
-    if (this.mono !== null) this.answerLead = s1 - this.mono();
+    if (this.redisTime) this.offset.sample(t, s0, s1);
   }
 
   /**

@@ -121,6 +121,8 @@ export class StrictDecider implements Decider {
     const flight = this.o.flight;
     flight.add(sent.n);
     this.calls++;
+    // the wall − monotonic clock of this send (StrictCache.at): the answer's bounds are read from `now`
+    const lead = cache.lead;
     store.decideWide(call.keys, call.args, now, call.wire).then(
       (rows) => {
         for (const e of known) e.inflight--;
@@ -138,7 +140,7 @@ export class StrictDecider implements Decider {
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
-            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i], call.id);
+            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i], call.id, lead);
             settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
           }
           base += sent.rts[i].legCount;

@@ -277,6 +277,30 @@ describe('StrictCache entries', () => {
     expect(plain.overLimit(f, 1, 5000, 0)).toMatchObject({ allowed: false, retryAfterMs: 1999 });
   });
 
+  it('the wall clock stepping back while the denying call is in flight: the bound is read at the send\'s lead, no denial Redis would not give', () => {
+    const rt = runtimes().get('one')!; // 10 a minute: one token refills in 6,000 ms
+    let mono = 0;
+    const cache = new StrictCache(10, true, true, true, () => mono);
+    // sent at this instance's 10,000 (monotonic 0; Redis's clock reads as this instance's)
+    cache.at(10_000);
+    const lead = cache.lead;
+    const e = cache.entry('p:', rt, 'k');
+    // answered 1 ms on, after the wall clock stepped back 3,000 (it reads 7,001): denied at Redis's 10,000,
+    // nothing left, a token again at Redis's 16,000
+    mono = 1;
+    cache.sample(10_000, 10_000, 7001);
+    cache.learn(e, [1, 0, 120_000, 6000, 10_000, 0, 0, 10_000], 0, 1, 10_000, 7001, rt, Number.POSITIVE_INFINITY, lead);
+    // 4,000 ms on (Redis's 14,000, the wall clock's 11,000): 2,000 to wait (1,999: the call's bound); the
+    // answer's lead taken for the send's had given 4,999
+    mono = 4000;
+    cache.at(11_000);
+    expect(cache.overLimit(e, 1, 11_000, 0)).toMatchObject({ allowed: false, retryAfterMs: 1999 });
+    // 6,000 ms on (Redis's 16,000): Redis admits, so the cache does not answer (it had denied, 2,999 to wait)
+    mono = 6000;
+    cache.at(13_000);
+    expect(cache.overLimit(e, 1, 13_000, 0)).toBeNull();
+  });
+
   it('a seed reads a state\'s Redis time through the bound its own answer gave (the key\'s master), not another master\'s', () => {
     const rt = runtimes().get('one')!;
     const cache = new StrictCache(10, true);
