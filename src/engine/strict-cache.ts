@@ -28,7 +28,7 @@
  * bound its own answer gave (the clock of the server holding the key: on a Redis Cluster, masters' clocks may
  * differ), plus any step this instance's wall clock made since (read against a monotonic clock, when the
  * limiter runs on the wall clock: a clock of the caller's is taken as it is); and on a store of one clock (not a
- * Cluster), at now + the smallest upper bound seen lately when that is larger (Redis's clock stepped ahead):
+ * Cluster), at now + the smallest upper bound seen lately (moved by the wall clock's steps too) when that is larger (Redis's clock stepped ahead):
  * so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports is at most
  * that call's round trip short of Redis's, 1 ms more for the monotonic reading. The smallest bounds are renewed
  * every 10 s, so a clock that drifts or steps is followed, and start over on every new connection (a failover
@@ -194,6 +194,12 @@ export class StrictCache {
   answers = 0;
   /** Bounds of Redis time − this instance's clock (used only when Redis decides on its own TIME). */
   private readonly offset = new RedisOffset();
+  /**
+   * The same bounds of Redis time − this instance's monotonic clock (each sample read at its send's lead; the
+   * limiter's clock as it is without one), whose upper bound {@link overLimit} reads on a store of one clock:
+   * the wall clock's, taken before a step ahead, had shortened every wait by the step until the next answer.
+   */
+  private readonly monoOffset = new RedisOffset();
   private readonly scratch = new Float64Array(MAX_GROUP * LEG_OUT);
 
   /** Wall − monotonic clock (ms) at the batch being decided ({@link at}). */
@@ -221,7 +227,7 @@ export class StrictCache {
 
   /**
    * Wall − monotonic clock (ms) at the batch being decided ({@link at}; 0 without a monotonic clock): what a
-   * call it sends gives back to {@link learn} with its answer.
+   * call it sends gives back to {@link sample} and {@link learn} with its answer.
    */
   get lead(): number {
     return this.batchLead;
@@ -355,8 +361,9 @@ export class StrictCache {
     let t = now;
     if (this.redisTime) {
       t = now + e.hi + Math.ceil(e.wallLead - this.batchLead);
-      const u = this.oneClock ? this.offset.upper() : Number.POSITIVE_INFINITY;
-      if (u !== Number.POSITIVE_INFINITY && now + u > t) t = now + u;
+      // (read against the monotonic clock too: a bound taken before a step of the wall clock holds after it)
+      const u = this.oneClock ? this.monoOffset.upper() : Number.POSITIVE_INFINITY;
+      if (u !== Number.POSITIVE_INFINITY && now + Math.ceil(u - this.batchLead) > t) t = now + Math.ceil(u - this.batchLead);
     }
     const rt = e.rt;
     const out = this.scratch;
@@ -478,9 +485,14 @@ export class StrictCache {
     return s[at + 2] >= 0 && rt.legLimits[j].algorithmCode !== SLIDING_LOG_CODE;
   }
 
-  /** A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock). */
-  sample(t: number, s0: number, s1: number): void {
-    if (this.redisTime) this.offset.sample(t, s0, s1);
+  /**
+   * A clock sample: Redis's time `t` of a call issued at `s0` and answered at `s1` (this instance's clock), sent
+   * by a batch whose {@link lead} was `sentLead`.
+   */
+  sample(t: number, s0: number, s1: number, sentLead = this.batchLead): void {
+    if (!this.redisTime) return;
+    this.offset.sample(t, s0, s1);
+    this.monoOffset.sample(t, s0 - sentLead, this.mono === null ? s1 : this.mono());
   }
 
   /**
@@ -561,6 +573,7 @@ export class StrictCache {
   reconnected(): void {
     this.clearDenials();
     this.offset.clear();
+    this.monoOffset.clear();
   }
 
   /** Forgets every denial (a policy reload); the last-known states stay (their runtimes are checked). */

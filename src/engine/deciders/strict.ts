@@ -127,7 +127,7 @@ export class StrictDecider implements Decider {
       (rows) => {
         for (const e of known) e.inflight--;
         const answered = readClock(this.o.clock);
-        if (rows.length > 0) cache.sample(rows[4], now, answered);
+        if (rows.length > 0) cache.sample(rows[4], now, answered, lead);
         const out = narrow(rows);
         // NaN rows: legs whose Redis Cluster slot call failed while others answered; they take the failure rule
         let failed: Batch | null = null;

@@ -288,7 +288,7 @@ describe('StrictCache entries', () => {
     // answered 1 ms on, after the wall clock stepped back 3,000 (it reads 7,001): denied at Redis's 10,000,
     // nothing left, a token again at Redis's 16,000
     mono = 1;
-    cache.sample(10_000, 10_000, 7001);
+    cache.sample(10_000, 10_000, 7001, lead);
     cache.learn(e, [1, 0, 120_000, 6000, 10_000, 0, 0, 10_000], 0, 1, 10_000, 7001, rt, Number.POSITIVE_INFINITY, lead);
     // 4,000 ms on (Redis's 14,000, the wall clock's 11,000): 2,000 to wait (1,999: the call's bound); the
     // answer's lead taken for the send's had given 4,999
@@ -299,6 +299,27 @@ describe('StrictCache entries', () => {
     mono = 6000;
     cache.at(13_000);
     expect(cache.overLimit(e, 1, 13_000, 0)).toBeNull();
+  });
+
+  it('the wall clock stepping ahead, with no call since: on one Redis the bounds seen lately do not shorten the wait', () => {
+    const rt = runtimes().get('one')!;
+    let mono = 0;
+    const cache = new StrictCache(10, true, true, true, () => mono);
+    // denied at Redis's 10,000 (this instance's 10,000, monotonic 0), nothing left: a token again at 16,000
+    cache.at(10_000);
+    const lead = cache.lead;
+    const e = cache.entry('p:', rt, 'k');
+    cache.sample(10_000, 10_000, 10_000, lead);
+    cache.learn(e, [1, 0, 120_000, 6000, 10_000, 0, 0, 10_000], 0, 1, 10_000, 10_000, rt, Number.POSITIVE_INFINITY, lead);
+    // 2,000 ms on (Redis's 12,000), the wall clock stepped ahead 3,000 (it reads 15,000): 4,000 to wait
+    // (3,999); the bound seen lately, read on the wall clock, had given 999
+    mono = 2000;
+    cache.at(15_000);
+    expect(cache.overLimit(e, 1, 15_000, 0)).toMatchObject({ allowed: false, retryAfterMs: 3999 });
+    // 6,000 ms on (Redis's 16,000): refilled, not answered here
+    mono = 6000;
+    cache.at(19_000);
+    expect(cache.overLimit(e, 1, 19_000, 0)).toBeNull();
   });
 
   it('a seed reads a state\'s Redis time through the bound its own answer gave (the key\'s master), not another master\'s', () => {
