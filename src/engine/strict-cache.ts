@@ -26,11 +26,13 @@
  * time t, seen between this instance's readings s0 before the call and s1 after it, puts the offset within
  * [t − s1 − 1, t + 1 − s0]), and each entry keeps the bounds its own answer gave. A denial is evaluated at now + the upper
  * bound its own answer gave (the clock of the server holding the key: on a Redis Cluster, masters' clocks may
- * differ), plus any step this instance's wall clock made since (read against a monotonic clock, when the
+ * differ), plus any step back this instance's wall clock made since (read against a monotonic clock, when the
  * limiter runs on the wall clock: a clock of the caller's is taken as it is); and on a store of one clock (not a
- * Cluster), at now + the smallest upper bound seen lately (moved by the wall clock's steps too) when that is larger (Redis's clock stepped ahead):
- * so at a time no earlier than Redis's, and a denial it gives, Redis gives too; the wait it reports is at most
- * that call's round trip short of Redis's, 1 ms more for the monotonic reading. The smallest bounds are renewed
+ * Cluster), at now + the smallest upper bound seen lately (on the wall clock or the monotonic one, the larger)
+ * when that is larger (Redis's clock stepped ahead): so at a time no earlier than Redis's, and a denial it
+ * gives, Redis gives too; the wait it reports is at most that call's round trip short of Redis's, 1 ms more for
+ * the monotonic reading, and after the wall clock stepped ahead, the step more (a step ahead cannot be told
+ * from the monotonic clock stopping in a suspend, which must not make the cache deny what Redis admits). The smallest bounds are renewed
  * every 10 s, so a clock that drifts or steps is followed, and start over on every new connection (a failover
  * may reach a server whose clock differs). On a Cluster they are not used: one master's samples would move
  * every key's evaluation (a master 4 s ahead, sampled first after a renewal, shortened the waits of keys on the
@@ -354,16 +356,27 @@ export class StrictCache {
       if (cost < e.deniedCost) e.deniedCost = -1;
       return null;
     }
-    // at a time no earlier than Redis's for the key: its own answer's bound, moved by the step the wall clock
-    // made since (back: the bound is that much larger now; ahead: smaller), rounded up (the monotonic clock
-    // reads fractions of a ms); on one clock, the bound renewed from every answer since when that is larger
-    // (Redis's clock stepped ahead meanwhile; none seen since a reconnection: the own bound alone)
+    // at a time no earlier than Redis's for the key: its own answer's bound, moved later by a step back the wall
+    // clock made since (the bound is that much larger now), rounded up (the monotonic clock reads fractions of
+    // a ms); on one clock, the bound renewed from every answer since when that is larger (Redis's clock stepped
+    // ahead meanwhile; none seen since a reconnection: the own bound alone), read on the wall clock and on the
+    // monotonic one, the larger. Never moved earlier: a wall clock ahead of the monotonic one since is a step
+    // ahead (the bound is smaller now) or the monotonic clock stopped in a suspend (it is not), which cannot be
+    // told apart; taken for a step, a suspend of D had kept denying for D after Redis refilled. So after a
+    // step ahead a denial is evaluated that much late, and its wait reported that much short: the check goes
+    // to Redis, which decides it.
     let t = now;
     if (this.redisTime) {
-      t = now + e.hi + Math.ceil(e.wallLead - this.batchLead);
-      // (read against the monotonic clock too: a bound taken before a step of the wall clock holds after it)
-      const u = this.oneClock ? this.monoOffset.upper() : Number.POSITIVE_INFINITY;
-      if (u !== Number.POSITIVE_INFINITY && now + Math.ceil(u - this.batchLead) > t) t = now + Math.ceil(u - this.batchLead);
+      const back = Math.ceil(e.wallLead - this.batchLead);
+      t = now + e.hi + (back > 0 ? back : 0);
+      const u = this.oneClock ? this.offset.upper() : Number.POSITIVE_INFINITY;
+      if (u !== Number.POSITIVE_INFINITY) {
+        // (the two take the same samples: both are finite here; a guard all the same, as +Infinity would hold
+        // the denial for good)
+        const um = Math.ceil(this.monoOffset.upper() - this.batchLead);
+        const a = um > u && um !== Number.POSITIVE_INFINITY ? um : u;
+        if (now + a > t) t = now + a;
+      }
     }
     const rt = e.rt;
     const out = this.scratch;
