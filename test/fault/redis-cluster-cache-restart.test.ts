@@ -5,30 +5,19 @@
  * next check is Redis's (the key is gone there: a full bucket). Before, the cache kept answering the hour's
  * denial, and never sent the key's checks to the new server.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLimiter, type Limiter } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
 import { brief } from '../helpers/assert.js';
-import { connected } from '../helpers/redis.js';
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
+import { clusterSuite } from '../helpers/redis-cluster.js';
 
 const policies = { api: { algorithm: 'token_bucket', limit: 1, period: '1h', consistency: 'strict', onStoreError: 'closed' } } as const;
 
 describe('Redis Cluster: the over-limit cache across a master restarted empty', () => {
-  let c: TestCluster;
-  const limiters: Limiter[] = [];
-  beforeAll(async () => {
-    c = await startCluster();
-  }, 60_000);
-  afterAll(async () => {
-    await Promise.all(limiters.map((l) => l.close()));
-    await c?.stop();
-  });
+  const suite = clusterSuite();
 
   it('drops the denials learned from it: the next check of the key is decided by the new server', async () => {
     const prefix = 'rst:';
-    const l = await createLimiter({ policies, redis: { cluster: c.nodes, prefix, timeoutMs: 1000 } });
-    limiters.push(l);
-    await connected(l);
+    const c = suite.cluster();
+    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 1000 } });
     const check = async (): Promise<string> => brief(await l.check({ policy: 'api', key: 'k', cost: 1 }));
     expect(await check()).toBe('allow r=0');
     expect(await check()).toBe('deny r=0');

@@ -8,12 +8,11 @@
  *   FUNCTION LOAD on every master, refused OOM; the check fails with that OOM, counted as unavailable (not as
  *   a script error), and the breaker opens; with memory back, Redis decides again.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
-import { connected } from '../helpers/redis.js';
+import { clusterSuite } from '../helpers/redis-cluster.js';
 
 type Policies = Parameters<typeof createLimiter>[0]['policies'];
 
@@ -24,24 +23,14 @@ const policies = {
 
 
 describe('Redis Cluster: the check library refused or lost', () => {
-  let c: TestCluster;
-  const limiters: Limiter[] = [];
-  beforeAll(async () => {
-    c = await startCluster();
-  });
-  afterAll(async () => {
-    await Promise.all(limiters.map((l) => l.close()));
-    await c?.stop();
-  });
+  const suite = clusterSuite();
 
-  async function limiter(prefix: string): Promise<Limiter> {
-    const l = await createLimiter({ policies, maxKeys: 4096, redis: { cluster: c.nodes, prefix, timeoutMs: 1000, breaker: { resetMs: 200, maxResetMs: 400 } } });
-    limiters.push(l);
-    await connected(l);
-    return l;
+  function limiter(prefix: string): Promise<Limiter> {
+    return suite.limiter({ policies, maxKeys: 4096, redis: { prefix, timeoutMs: 1000, breaker: { resetMs: 200, maxResetMs: 400 } } });
   }
 
   it('every master refuses FUNCTION and FCALL: by EVALSHA, no check degraded, no error', async () => {
+    const c = suite.cluster();
     await Promise.all(c.clients.map((x) => x.call('ACL', 'SETUSER', 'default', '-function', '-fcall')));
     try {
       const l = await limiter('acl:');
@@ -58,6 +47,7 @@ describe('Redis Cluster: the check library refused or lost', () => {
   }, 30_000);
 
   it('FUNCTION FLUSH then OOM on every master: the FUNCTION LOAD\'s OOM fails the check, counted as unavailable; the breaker opens', async () => {
+    const c = suite.cluster();
     const l = await limiter('oom:');
     expect(brief(await l.check({ policy: 'p', key: 'a', cost: 1 }))).toBe('allow r=99');
     for (const x of c.clients) {

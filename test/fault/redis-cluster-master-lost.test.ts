@@ -4,32 +4,22 @@
  * at once once its breaker opens) while the other masters' checks keep being decided by Redis, exactly. One
  * breaker for the whole Cluster opened on the lost master's timeouts and failed every master's checks with it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLimiter, type Limiter } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
 import { brief } from '../helpers/assert.js';
-import { connected } from '../helpers/redis.js';
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
+import { clusterSuite } from '../helpers/redis-cluster.js';
 
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1h', consistency: 'strict', onStoreError: 'closed' } } as const;
 
 describe('Redis Cluster: one master lost', () => {
-  let c: TestCluster;
   let frozen = 0;
-  const limiters: Limiter[] = [];
-  beforeAll(async () => {
-    c = await startCluster();
-  });
-  afterAll(async () => {
+  const suite = clusterSuite(() => {
     if (frozen > 0) process.kill(frozen, 'SIGCONT');
-    await Promise.all(limiters.map((l) => l.close()));
-    await c?.stop();
   });
 
   it('fails only its own slots\' checks: the other masters\' are decided by Redis, frozen or killed', async () => {
     const prefix = 'lost:';
-    const l = await createLimiter({ policies, redis: { cluster: c.nodes, prefix, timeoutMs: 200 } });
-    limiters.push(l);
-    await connected(l);
+    const c = suite.cluster();
+    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 200 } });
     for (let i = 0; i < 30; i++) await l.check({ policy: 'api', key: `k${i}`, cost: 1 });
     const byNode: string[][] = [[], [], []];
     for (const { key, node } of await c.keysUnder(prefix)) {

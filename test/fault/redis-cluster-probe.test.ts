@@ -6,30 +6,19 @@
  * there was refused.
  */
 import calculateSlot from 'cluster-key-slot';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLimiter, type Limiter } from '../../src/index.js';
-import { connected } from '../helpers/redis.js';
-import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
+import { describe, expect, it } from 'vitest';
+import { clusterSuite } from '../helpers/redis-cluster.js';
 import { sleep } from '../helpers/clock.js';
 
 const policies = { api: { algorithm: 'token_bucket', limit: 100, period: '1h', consistency: 'strict', onStoreError: 'closed' } } as const;
 
 describe('Redis Cluster: idle probe after its slot moved', () => {
-  let c: TestCluster;
-  const limiters: Limiter[] = [];
-  beforeAll(async () => {
-    c = await startCluster();
-  });
-  afterAll(async () => {
-    await Promise.all(limiters.map((l) => l.close()));
-    await c?.stop();
-  });
+  const suite = clusterSuite();
 
   it('a master out of memory keeps its breaker open while idle, though the slot it first served a check for moved away', async () => {
     const prefix = 'moved:';
-    const l = await createLimiter({ policies, redis: { cluster: c.nodes, prefix, timeoutMs: 200 } });
-    limiters.push(l);
-    await connected(l);
+    const c = suite.cluster();
+    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 200 } });
     // the first check on master 0 makes its breaker, its probe key in that check's slot
     const ids = await Promise.all(c.clients.map(async (x) => String(await x.cluster('MYID'))));
     const where = async (k: string): Promise<{ node: number; slot: number; key: string }> => {

@@ -5,7 +5,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { exited, freePort, launchRedis } from './redis.js';
+import { afterAll, beforeAll } from 'vitest';
+import { createLimiter, type Limiter, type LimiterOptions } from '../../src/index.js';
+import { connected, exited, freePort, launchRedis } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -129,4 +131,35 @@ export async function startCluster(): Promise<TestCluster> {
     await stop();
     throw e;
   }
+}
+
+/**
+ * A {@link TestCluster} for the enclosing describe block: started before its tests (60 s allowed), stopped after
+ * them, once the limiters `limiter` made are closed (and `cleanup`, if given, has run: a process to resume, say).
+ * `cluster()` gives it inside a test; `limiter(opts)` makes a limiter on it (`opts.redis` without the seed
+ * nodes, which are the cluster's) and waits until it is connected.
+ */
+export function clusterSuite(cleanup?: () => void): {
+  cluster: () => TestCluster;
+  limiter: (opts: Omit<LimiterOptions, 'redis'> & { redis: Omit<NonNullable<LimiterOptions['redis']>, 'cluster' | 'url'> }) => Promise<Limiter>;
+} {
+  let c: TestCluster | undefined;
+  const limiters: Limiter[] = [];
+  beforeAll(async () => {
+    c = await startCluster();
+  }, 60_000);
+  afterAll(async () => {
+    cleanup?.();
+    await Promise.all(limiters.splice(0).map((l) => l.close()));
+    await c?.stop();
+  });
+  return {
+    cluster: () => c!,
+    async limiter(opts) {
+      const l = await createLimiter({ ...opts, redis: { ...opts.redis, cluster: c!.nodes } });
+      limiters.push(l);
+      await connected(l);
+      return l;
+    },
+  };
 }

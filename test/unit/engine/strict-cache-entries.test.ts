@@ -301,44 +301,44 @@ describe('StrictCache entries', () => {
     expect(cache.overLimit(e, 1, 13_000, 0)).toBeNull();
   });
 
-  it('the wall clock stepping ahead, with no call since: the denial is evaluated that much late (its wait short by the step), never early', () => {
+  /**
+   * A cache on a monotonic clock (`clock.mono`) holding a denial of key k ('one': 10 a minute) learned at Redis's
+   * 10,000, this instance's 10,000 and monotonic 0, nothing left: a token again at Redis's 16,000.
+   */
+  function deniedAt10k(oneClock: boolean): { cache: StrictCache; e: ReturnType<StrictCache['entry']>; clock: { mono: number } } {
     const rt = runtimes().get('one')!;
-    let mono = 0;
-    const cache = new StrictCache(10, true, true, true, () => mono);
-    // denied at Redis's 10,000 (this instance's 10,000, monotonic 0), nothing left: a token again at 16,000
+    const clock = { mono: 0 };
+    const cache = new StrictCache(10, true, true, oneClock, () => clock.mono);
     cache.at(10_000);
     const lead = cache.lead;
     const e = cache.entry('p:', rt, 'k');
     cache.sample(10_000, 10_000, 10_000, lead);
     cache.learn(e, [1, 0, 120_000, 6000, 10_000, 0, 0, 10_000], 0, 1, 10_000, 10_000, rt, Number.POSITIVE_INFINITY, lead);
+    return { cache, e, clock };
+  }
+
+  it('the wall clock stepping ahead, with no call since: the denial is evaluated that much late (its wait short by the step), never early', () => {
+    const { cache, e, clock } = deniedAt10k(true);
     // 2,000 ms on (Redis's 12,000), the wall clock stepped ahead 3,000 (it reads 15,000): Redis says 4,000 to
     // wait; the cache, which cannot tell this step from a suspend (next test), reads the wall clock: 999
-    mono = 2000;
+    clock.mono = 2000;
     cache.at(15_000);
     expect(cache.overLimit(e, 1, 15_000, 0)).toMatchObject({ allowed: false, retryAfterMs: 999 });
     // 3,001 ms on (Redis's 13,001): the cache holds the denial no longer, and the check goes to Redis (which
     // denies it, 2,999 to wait)
-    mono = 3001;
+    clock.mono = 3001;
     cache.at(16_001);
     expect(cache.overLimit(e, 1, 16_001, 0)).toBeNull();
   });
 
   it.each([['one Redis', true], ['a Cluster', false]])('the monotonic clock stopped in a suspend (the wall clock and Redis\'s went on), on %s: no denial once Redis has refilled', (_, oneClock) => {
-    const rt = runtimes().get('one')!;
-    let mono = 0;
-    const cache = new StrictCache(10, true, true, oneClock, () => mono);
-    cache.at(10_000);
-    const lead = cache.lead;
-    const e = cache.entry('p:', rt, 'k');
-    cache.sample(10_000, 10_000, 10_000, lead);
-    // denied at Redis's 10,000: a token again at 16,000
-    cache.learn(e, [1, 0, 120_000, 6000, 10_000, 0, 0, 10_000], 0, 1, 10_000, 10_000, rt, Number.POSITIVE_INFINITY, lead);
+    const { cache, e, clock } = deniedAt10k(oneClock);
     // suspended 5,000 ms: the monotonic clock stood still, the wall clock and Redis's read 15,000: 1,000 to wait
     cache.at(15_000);
     expect(cache.overLimit(e, 1, 15_000, 0)).toMatchObject({ allowed: false, retryAfterMs: 999 });
     // 1,000 ms on (Redis's 16,000): refilled, not answered here; taken for a step ahead, the suspend had kept
     // the denial 5,000 ms more (4,999 to wait)
-    mono = 1000;
+    clock.mono = 1000;
     cache.at(16_000);
     expect(cache.overLimit(e, 1, 16_000, 0)).toBeNull();
   });
