@@ -103,6 +103,11 @@ export interface Known {
   /** The lower bound of Redis − this instance's clock (ms) the same answer gave (t − s1 − 1): for seeding. */
   lo: number;
   /**
+   * This instance's wall clock − its monotonic clock (ms) when that answer was taken (0 without a monotonic
+   * clock): {@link StrictCache.toLocal} reads how far the wall clock went ahead of the monotonic one since.
+   */
+  loLead: number;
+  /**
    * This instance's wall clock − its monotonic clock (ms) when the answer's call was sent (StrictCache.lead at
    * the batch that sent it: `hi` is read from that send's wall clock; 0 without a monotonic clock): a later
    * difference says how far the wall clock stepped since. (The answer's own lead was taken before: a step
@@ -158,6 +163,8 @@ export interface SharedState {
   seedCall: number;
   /** The lower bound of Redis − this instance's clock given by the answer the state came from (Known.lo). */
   lo: number;
+  /** The wall − monotonic clock when that answer was taken (Known.loLead). */
+  loLead: number;
 }
 
 /**
@@ -206,6 +213,8 @@ export class StrictCache {
 
   /** Wall − monotonic clock (ms) at the batch being decided ({@link at}). */
   private batchLead = 0;
+  /** Wall − monotonic clock (ms) when the last answer was taken ({@link sample}; 0 without a monotonic clock). */
+  private answerLead = 0;
 
   /**
    * @param maxKeys most entries held
@@ -277,7 +286,7 @@ export class StrictCache {
       const keys = legKeys(prefix, rt, key);
       e = {
         rt, key, keys, key0: keys[0], wire: keyWire(keys), inflight: 0, deniedCost: -1, states: new Float64Array(rt.legCount * 3).fill(-1),
-        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, wallLead: 0, seeded: false, seededOn: 0, seedCall: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
+        pending: false, pendingR: 0, pendingZ: 0, pendingT: 0, hi: Number.POSITIVE_INFINITY, lo: Number.NEGATIVE_INFINITY, loLead: 0, wallLead: 0, seeded: false, seededOn: 0, seedCall: 0, stale: 0, sentEpoch: 0, epoch: 0, callId: 0, markAt: -1,
       };
       m.set(key, e);
       this.count++;
@@ -457,6 +466,7 @@ export class StrictCache {
     e.hi = wide[base * LEG_WIDE + 4] + 1 - sentAt;
     e.wallLead = sentLead;
     e.lo = wide[base * LEG_WIDE + 4] - answeredAt - 1;
+    e.loLead = this.answerLead;
     e.deniedCost = denied && cost > 0 ? cost : -1;
     // a sliding log (code 5) keeps its entries in Redis and the reply carries numbers only: no TS twin can
     // follow it as entries leave (lua-algorithms.ts), so a check with such a leg is never answered here
@@ -471,13 +481,14 @@ export class StrictCache {
       let k = this.shared.get(key);
       if (k === undefined) {
         if (this.shared.size >= MAX_SHARED) this.shared.delete(this.shared.keys().next().value as string);
-        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, seededOn: 0, seedCall: 0, lo: Number.NEGATIVE_INFINITY }));
+        this.shared.set(key, (k = { state: new Float64Array(3), seeded: false, seededOn: 0, seedCall: 0, lo: Number.NEGATIVE_INFINITY, loLead: 0 }));
       }
       k.state[0] = s[3 * j];
       k.state[1] = s[3 * j + 1];
       k.state[2] = s[3 * j + 2];
       if (callId > k.seedCall) k.seeded = false;
       k.lo = e.lo;
+      k.loLead = e.loLead;
     }
   }
 
@@ -505,22 +516,36 @@ export class StrictCache {
   sample(t: number, s0: number, s1: number, sentLead = this.batchLead): void {
     if (!this.redisTime) return;
     this.offset.sample(t, s0, s1);
-    this.monoOffset.sample(t, s0 - sentLead, this.mono === null ? s1 : this.mono());
+    const m1 = this.mono === null ? s1 : this.mono();
+    this.monoOffset.sample(t, s0 - sentLead, m1);
+    this.answerLead = s1 - m1;
   }
 
   /**
    * A Redis time as this instance's clock reads it, for seeding the kernel: converted with a lower bound of the
    * offset (so the local time is no earlier than the true one: less refill, never more), `lo` the one the
-   * state's own answer gave (Known.lo, SharedState.lo) when known, else the largest seen lately; never past
-   * `now`.
+   * state's own answer gave (Known.lo, SharedState.lo) when known, taken when the wall clock led the monotonic
+   * one by `loLead`, else the largest seen lately (on the wall clock or the monotonic one, the later time);
+   * never past `now`. A wall clock that went ahead of the monotonic one since moves the time as late: a step
+   * ahead (Redis's time did not move with it; taken as it is, the kernel refilled the step's worth more than
+   * Redis) or a suspend (it did: the kernel refills the suspend's worth less, the safe side).
    */
-  toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY): number {
+  toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY, loLead = 0): number {
     if (!this.redisTime) return Math.min(t, now);
-    // the answer's own bound (the key's server: a Cluster's masters may disagree), else, on one clock, the
-    // largest seen lately
-    if (lo === Number.NEGATIVE_INFINITY && this.oneClock) lo = this.offset.lower();
-    if (lo === Number.NEGATIVE_INFINITY) return now;
-    return Math.min(now, t - lo);
+    let local: number;
+    if (lo !== Number.NEGATIVE_INFINITY) {
+      // the answer's own bound (the key's server: a Cluster's masters may disagree)
+      const ahead = Math.ceil(this.batchLead - loLead);
+      local = t - lo + (ahead > 0 ? ahead : 0);
+    } else {
+      // else, on one clock, the largest seen lately
+      const l = this.oneClock ? this.offset.lower() : Number.NEGATIVE_INFINITY;
+      if (l === Number.NEGATIVE_INFINITY) return now;
+      local = t - l;
+      const m = Math.ceil(t - this.monoOffset.lower() + this.batchLead);
+      if (m > local && m !== Number.POSITIVE_INFINITY) local = m;
+    }
+    return Math.min(now, local);
   }
 
   /**

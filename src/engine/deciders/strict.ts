@@ -206,7 +206,7 @@ export class StrictDecider implements Decider {
     for (let j = 0; j < rt.legCount; j++) {
       if (j < from) {
         // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
-        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, now);
+        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, e.loLead, now);
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
@@ -215,20 +215,21 @@ export class StrictDecider implements Decider {
       if (k.seeded && k.seededOn === kernel) continue;
       k.seeded = true;
       k.seededOn = kernel;
-      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, now);
+      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, k.loLead, now);
     }
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
   }
 
   /**
    * One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at], which
-   * an answer giving `lo` as the lower bound of Redis − this instance's clock taught.
+   * an answer giving `lo` as the lower bound of Redis − this instance's clock taught, taken when the wall clock
+   * led the monotonic one by `loLead` (StrictCache.toLocal).
    */
-  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, now: number): void {
+  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, loLead: number, now: number): void {
     const rt = b.rts[i];
     const h = this.legHash;
     const last = s[at + 2];
-    const local = this.o.cache.toLocal(last, now, lo);
+    const local = this.o.cache.toLocal(last, now, lo, loLead);
     writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
     // a GCRA state's w0 is a time (the TAT): it moves with the clock
     const w0 = rt.legLimits[j].algorithmCode === 1 ? s[at] - (last - local) : s[at];

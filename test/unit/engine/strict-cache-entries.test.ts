@@ -357,4 +357,28 @@ describe('StrictCache entries', () => {
     expect(cache.toLocal(6000, 20_000, e.lo)).toBe(10_001);
     expect(cache.toLocal(6000, 20_000)).toBe(6001);
   });
+
+  it.each([['one Redis', true], ['a Cluster', false]])('a seed after the wall clock went ahead of the monotonic one, on %s: no more refill than Redis gave', (_, oneClock) => {
+    const { cache, e, clock } = deniedAt10k(oneClock);
+    // the state's lastSeen, Redis's 10,000, is this instance's 10,001 (the answer's bound)
+    expect(cache.toLocal(10_000, 12_000, e.lo, e.loLead)).toBe(10_001);
+    // 2,000 ms on (monotonic 2,000, Redis's 12,000), the wall clock stepped ahead 3,000: it reads 15,000, and
+    // lastSeen is 13,001 here (2,000 ms of refill, as Redis gives); taken as it was, 10,001 had given 5,000
+    clock.mono = 2000;
+    cache.at(15_000);
+    expect(cache.toLocal(10_000, 15_000, e.lo, e.loLead)).toBe(13_001);
+    // the bounds seen lately, on one Redis, read the same way
+    if (oneClock) expect(cache.toLocal(10_000, 15_000)).toBe(13_001);
+    // a wall clock that stepped back is not followed (the later time: less refill, the safe side)
+    cache.at(8000);
+    expect(cache.toLocal(10_000, 20_000, e.lo, e.loLead)).toBe(10_001);
+  });
+
+  it('a seed after a suspend (the monotonic clock stood still): the suspend\'s refill is not given, the safe side', () => {
+    const { cache, e } = deniedAt10k(true);
+    // suspended 5,000 ms: the wall clock and Redis's read 15,000, the monotonic clock still 0. It cannot be told
+    // from a step ahead: lastSeen is read 5,000 later, and the kernel refills from 15,000 (now)
+    cache.at(15_000);
+    expect(cache.toLocal(10_000, 15_000, e.lo, e.loLead)).toBe(15_000);
+  });
 });
