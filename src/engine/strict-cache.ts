@@ -528,21 +528,23 @@ export class StrictCache {
    * one by `loLead`, else the largest seen lately (on the wall clock or the monotonic one, the later time);
    * never past `now`. A wall clock that went ahead of the monotonic one since moves the time as late: a step
    * ahead (Redis's time did not move with it; taken as it is, the kernel refilled the step's worth more than
-   * Redis) or a suspend (it did: the kernel refills the suspend's worth less, the safe side).
+   * Redis) or a suspend (it did: the kernel refills the suspend's worth less, the safe side). `nowLead` is the
+   * wall − monotonic clock at which `now` was read (a failed call's checks are decided at their send's `now`,
+   * on that send's lead: a batch decided since, after a step back, has a smaller one).
    */
-  toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY, loLead = 0): number {
+  toLocal(t: number, now: number, lo = Number.NEGATIVE_INFINITY, loLead = 0, nowLead = this.batchLead): number {
     if (!this.redisTime) return Math.min(t, now);
     let local: number;
     if (lo !== Number.NEGATIVE_INFINITY) {
       // the answer's own bound (the key's server: a Cluster's masters may disagree)
-      const ahead = Math.ceil(this.batchLead - loLead);
+      const ahead = Math.ceil(nowLead - loLead);
       local = t - lo + (ahead > 0 ? ahead : 0);
     } else {
       // else, on one clock, the largest seen lately
       const l = this.oneClock ? this.offset.lower() : Number.NEGATIVE_INFINITY;
       if (l === Number.NEGATIVE_INFINITY) return now;
       local = t - l;
-      const m = Math.ceil(t - this.monoOffset.lower() + this.batchLead);
+      const m = Math.ceil(t - this.monoOffset.lower() + nowLead);
       if (m > local && m !== Number.POSITIVE_INFINITY) local = m;
     }
     return Math.min(now, local);

@@ -145,11 +145,11 @@ export class StrictDecider implements Decider {
           }
           base += sent.rts[i].legCount;
         }
-        if (failed !== null) this.storeFailed(failed, failedKnown!, now);
+        if (failed !== null) this.storeFailed(failed, failedKnown!, now, lead);
       },
       () => {
         for (const e of known) e.inflight--;
-        this.storeFailed(sent, known, now);
+        this.storeFailed(sent, known, now, lead);
       },
     ).finally(() => {
       this.calls--;
@@ -166,13 +166,16 @@ export class StrictDecider implements Decider {
     return e.key === GUARD_KEY ? e.keys : null;
   }
 
-  /** The failure rule of each check of `b` (`known`: their cache entries, in order). */
-  private storeFailed(b: Batch, known: Known[], now: number): void {
+  /**
+   * The failure rule of each check of `b` (`known`: their cache entries, in order), sent at `now` when the wall
+   * clock led the monotonic one by `lead` (StrictCache.lead at that send): the kernel decides them at `now`.
+   */
+  private storeFailed(b: Batch, known: Known[], now: number, lead: number): void {
     const local = emptyBatch(true);
     for (let i = 0; i < b.n; i++) {
       const d = storeFailure(b.rts[i], this.o.degraded, b.costs[i]);
       if (d === null) {
-        this.seed(b, i, known[i], now);
+        this.seed(b, i, known[i], now, lead);
         push(local, b, i);
       } else settle(this.o.counters, d, b, i, now);
     }
@@ -188,7 +191,7 @@ export class StrictDecider implements Decider {
    * whose worker was lost meanwhile decides from an empty table, and is seeded again (each such loss can
    * hand back what the stall's local decisions spent on the lost one, at most the state learned).
    */
-  private seed(b: Batch, i: number, e: Known, now: number): void {
+  private seed(b: Batch, i: number, e: Known, now: number, lead: number): void {
     const rt = b.rts[i];
     // (an entry is a key's under one policy version: after a reload its legs are the new runtime's)
     if (!oneVersion(e.rt, rt)) return;
@@ -206,7 +209,7 @@ export class StrictDecider implements Decider {
     for (let j = 0; j < rt.legCount; j++) {
       if (j < from) {
         // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
-        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, e.loLead, now);
+        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, e.loLead, now, lead);
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
@@ -215,7 +218,7 @@ export class StrictDecider implements Decider {
       if (k.seeded && k.seededOn === kernel) continue;
       k.seeded = true;
       k.seededOn = kernel;
-      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, k.loLead, now);
+      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, k.loLead, now, lead);
     }
     if (rows.length > 0) this.o.local.seed(b, i, rows, now);
   }
@@ -223,13 +226,13 @@ export class StrictDecider implements Decider {
   /**
    * One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at], which
    * an answer giving `lo` as the lower bound of Redis − this instance's clock taught, taken when the wall clock
-   * led the monotonic one by `loLead` (StrictCache.toLocal).
+   * led the monotonic one by `loLead` (StrictCache.toLocal), read on the wall clock of `now` (led by `lead`).
    */
-  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, loLead: number, now: number): void {
+  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, loLead: number, now: number, lead: number): void {
     const rt = b.rts[i];
     const h = this.legHash;
     const last = s[at + 2];
-    const local = this.o.cache.toLocal(last, now, lo, loLead);
+    const local = this.o.cache.toLocal(last, now, lo, loLead, lead);
     writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
     // a GCRA state's w0 is a time (the TAT): it moves with the clock
     const w0 = rt.legLimits[j].algorithmCode === 1 ? s[at] - (last - local) : s[at];
