@@ -4,6 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
@@ -68,6 +69,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   merge: (keys: string[], args: number[], capMs: number) => Promise<number[]>;
   /** The masters' circuit breakers together: open when every one is, half-open when some are not closed. */
   state: () => BreakerState;
+  /** `p`, a command on `key` (not a check: an admin read or delete), under the deadline of its slot's master. */
+  bounded: <T>(p: Promise<T>, key: string) => Promise<T>;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
@@ -221,6 +224,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // without a slot map, ioredis would queue the call until connected: fail now instead
   const notReady = (): Promise<number[]> => Promise.reject(clusterError(`${c.status}, not ready`));
   return {
+    bounded: (p, key) => deadline(p, timeoutMs, liveOf(calculateSlot(key))),
     // args: 6 per leg. Each slot's call has its own deadline, and the slots that answered are decided even if
     // another failed (a master lost): its legs' rows are NaN. All failed: rejects.
     async check(keys, args, flag, now) {

@@ -116,6 +116,12 @@ export class RedisStore implements Store {
   /** A merge call's deadline for `n` keys, in ms. */
   readonly mergeDeadlineMs: (n: number) => number;
   private readonly breakerState: () => BreakerState;
+  /**
+   * `p`, a command on `key` that is not a check (an admin read or delete, Redis's clock), under a check's
+   * deadline (src/store/deadline.ts): a frozen Redis fails it after `timeoutMs` of silence on its connection
+   * (a Cluster: its slot's master's), instead of ioredis's 60 s command timeout.
+   */
+  private readonly bounded: <T>(p: Promise<T>, key: string) => Promise<T>;
   /** lua/concurrency.lua on one key (src/store/lease-call.ts). */
   private readonly leaseCall: (key: string, args: Array<string | number>) => Promise<number[]>;
   private errors = 0;
@@ -173,7 +179,9 @@ export class RedisStore implements Store {
     if (cluster !== null) {
       this.call = check;
       this.breakerState = cluster.state;
+      this.bounded = cluster.bounded;
     } else {
+      this.bounded = (p) => deadline(p, timeoutMs, live);
       const probeKey = `${this.prefix}breaker-probe`;
       const { breaker, state } = createBreaker(check, o.breaker, healthy,
         // idle, a write under the decision's deadline says whether Redis takes checks again (a frozen one does
@@ -385,18 +393,19 @@ export class RedisStore implements Store {
   }
 
   read(keys: readonly string[], guardKey: string | null): Promise<StoredValues> {
-    return Promise.all(this.placed(keys, guardKey).map((k) => this.redis.getBuffer(k)));
+    return Promise.all(this.placed(keys, guardKey).map((k) => this.bounded(this.redis.getBuffer(k), k)));
   }
 
   async remove(keys: readonly string[], guardKey: string | null): Promise<number> {
     // in a Cluster, a guarded policy's keys may be held under both names (before and after placement): delete both
     const names = this.redis instanceof Cluster && guardKey !== null ? [...keys, ...this.placed(keys, guardKey)] : keys;
-    const counts = await Promise.all(names.map((k) => this.redis.del(k)));
+    // (a delete given up on may still run when a frozen Redis resumes: the reset then takes effect late)
+    const counts = await Promise.all(names.map((k) => this.bounded(this.redis.del(k), k)));
     return counts.reduce((a, c) => a + c, 0);
   }
 
   async clock(): Promise<number> {
-    const time = await this.redis.time();
+    const time = await this.bounded(this.redis.time(), this.prefix);
     return Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
   }
 

@@ -122,9 +122,10 @@ export function shardFailed(why: string): SluiceError {
   return new SluiceError('SHARD_FAILED', why);
 }
 
-/** Redis failed an admin read or write; the message is the store's, prefixed `redis: `. */
+/** Redis failed an admin read or write; the message is the store's, prefixed `redis: ` (once: a deadline's has it). */
 export function storeFailed(e: unknown): SluiceError {
-  return new SluiceError('STORE_FAILED', `redis: ${(e as Error)?.message ?? String(e)}`);
+  const m = (e as Error)?.message ?? String(e);
+  return new SluiceError('STORE_FAILED', m.startsWith('redis: ') ? m : `redis: ${m}`);
 }
 
 /** The clock threw or returned something that is not integer Unix ms in range; `why` says which. */

@@ -10,6 +10,7 @@ import { readFileSync } from 'node:fs';
 import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as E from '../../src/util/errors.js';
+import { StoreTimeoutError } from '../../src/store/deadline.js';
 import { SRC, sourceFiles } from '../helpers/sources.js';
 
 function sites(pattern: RegExp): Record<string, number> {
@@ -37,6 +38,8 @@ describe('error catalog', () => {
     expect(facts(E.shardFailed('shard 1 is down'))).toEqual(['SHARD_FAILED', 503, undefined, 'shard 1 is down']);
     expect(facts(E.storeFailed(new Error('timeout')))).toEqual(['STORE_FAILED', 503, undefined, 'redis: timeout']);
     expect(facts(E.storeFailed('gone'))).toEqual(['STORE_FAILED', 503, undefined, 'redis: gone']);
+    // a deadline's error says `redis: ` already
+    expect(facts(E.storeFailed(new StoreTimeoutError(200)))).toEqual(['STORE_FAILED', 503, undefined, 'redis: no reply on the connection for 200 ms']);
     expect(facts(E.clockError('clock threw: x'))).toEqual(['CLOCK', 500, undefined, 'clock threw: x']);
     expect(facts(E.conflict('version', 'stale'))).toEqual(['CONFLICT', 409, 'version', 'version: stale']);
     expect(facts(E.unknownLease('00000000002a'))).toEqual(['UNKNOWN_LEASE', 409, 'leaseId', 'leaseId: "00000000002a" is not held (unknown, already released, or expired): nothing was released']);
