@@ -12,6 +12,12 @@ export interface BreakerOptions {
   resetMs?: number;
   /** Longest wait between probes, in ms (so recovery is noticed within 1.25 × this). Default 800. */
   maxResetMs?: number;
+  /**
+   * While the circuit is closed and no call was made for this long, in ms, the breaker's own probe (a Redis
+   * store's `SET … XX`) is sent, and its failure opens the circuit: an idle instance notices a frozen or unwell
+   * Redis (its gauge and `/readyz` say so) within this plus the call deadline. Default 1000; 0: none.
+   */
+  heartbeatMs?: number;
 }
 
 export type BreakerState = 'closed' | 'open' | 'halfOpen';
@@ -36,6 +42,9 @@ export function probeWrite(client: { set(key: string, value: string, mode: 'XX')
 /** How long a half-open circuit waits for a call to probe the store before it probes with `probe`, ms. */
 export const IDLE_PROBE_MS = 50;
 
+/** Default {@link BreakerOptions.heartbeatMs}. */
+export const HEARTBEAT_MS = 1000;
+
 /**
  * A circuit breaker (opossum) around a store call, whose probe interval backs off exponentially with jitter:
  * it opens when more than errorThresholdPercentage of the calls in its rolling 2 s window failed (once it holds
@@ -46,8 +55,11 @@ export const IDLE_PROBE_MS = 50;
  * While open, calls fail at once (so the policy's onStoreError applies without waiting); a probe every
  * resetMs·2^k ± 25% (at most maxResetMs) lets one call through; a success closes the circuit. With `probe`
  * given, a wait that no call ends within {@link IDLE_PROBE_MS} (no traffic) is ended by `probe()` instead: its
- * success closes the circuit, its failure opens it for the next, longer wait. So the breaker's state (its
- * gauge, `/readyz`) follows the store while nothing is checked, as it does under traffic.
+ * success closes the circuit, its failure opens it for the next, longer wait. Closed, a breaker with `probe`
+ * sends it every heartbeatMs in which no call was made, and its failure opens the circuit (a trial run saw
+ * `/readyz` say "connected" through a 5 s freeze of Redis on an idle instance: nothing had asked Redis). So
+ * the breaker's state (its gauge, `/readyz`) follows the store while nothing is checked, as it does under
+ * traffic. `shutdown()` stops the heartbeat.
  */
 export function createBreaker<A extends unknown[], R>(
   fn: (...args: A) => Promise<R>,
@@ -56,6 +68,11 @@ export function createBreaker<A extends unknown[], R>(
   healthy: (e: unknown) => boolean = () => false,
   /** A call that says whether the store takes checks ({@link probeWrite}), for a probe no check makes. */
   probe?: () => Promise<unknown>,
+  /**
+   * The heartbeat's probe (heartbeatMs): `probe` unless given; a store resolves it without a call while it is
+   * not connected (the connection's state says so already, and its errors are counted as such by the checks).
+   */
+  beatProbe: (() => Promise<unknown>) | undefined = probe,
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
   const base = o.resetMs ?? 200;
   const max = o.maxResetMs ?? 800;
@@ -110,6 +127,24 @@ export function createBreaker<A extends unknown[], R>(
     probes = 0;
     options.resetTimeout = jitter(base);
   });
+  const every = o.heartbeatMs ?? HEARTBEAT_MS;
+  if (beatProbe !== undefined && every > 0) {
+    let firesAtBeat = fires;
+    let timer: NodeJS.Timeout;
+    const beat = (): void => {
+      if (breaker.closed && fires === firesAtBeat) {
+        const seen = fires;
+        // a call made meanwhile has its own outcome, which the circuit follows: the probe's then changes nothing
+        beatProbe().catch(() => {
+          if (breaker.closed && fires === seen && !breaker.isShutdown) breaker.open();
+        });
+      }
+      firesAtBeat = fires;
+      timer = setTimeout(beat, every).unref();
+    };
+    timer = setTimeout(beat, every).unref();
+    breaker.on('shutdown', () => clearTimeout(timer));
+  }
   const state = (): BreakerState => (breaker.opened ? 'open' : breaker.halfOpen ? 'halfOpen' : 'closed');
   return { breaker, state };
 }

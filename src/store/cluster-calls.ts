@@ -71,6 +71,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   state: () => BreakerState;
   /** `p`, a command on `key` (not a check: an admin read or delete), under the deadline of its slot's master. */
   bounded: <T>(p: Promise<T>, key: string) => Promise<T>;
+  /** Shuts the masters' breakers down (their heartbeats stop): the store is closing. */
+  shutdown: () => void;
 } {
   const checkLua = script(checkScript());
   const syncLua = script(syncScript());
@@ -208,7 +210,9 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
             throw e;
           });
       };
-      breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe)));
+      // the heartbeat's probe only while the master's connection is up (else its state says so already)
+      const beat = (): Promise<unknown> => (c.nodes('master').find((n) => nameOf(n) === node)?.status === 'ready' ? probe() : Promise.resolve());
+      breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe, beat)));
     }
     return b;
   };
@@ -225,6 +229,9 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const notReady = (): Promise<number[]> => Promise.reject(clusterError(`${c.status}, not ready`));
   return {
     bounded: (p, key) => deadline(p, timeoutMs, liveOf(calculateSlot(key))),
+    shutdown: () => {
+      for (const b of breakers.values()) b.breaker.shutdown();
+    },
     // args: 6 per leg. Each slot's call has its own deadline, and the slots that answered are decided even if
     // another failed (a master lost): its legs' rows are NaN. All failed: rejects.
     async check(keys, args, flag, now) {

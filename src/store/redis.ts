@@ -122,6 +122,8 @@ export class RedisStore implements Store {
    * (a Cluster: its slot's master's), instead of ioredis's 60 s command timeout.
    */
   private readonly bounded: <T>(p: Promise<T>, key: string) => Promise<T>;
+  /** Stops the circuit breakers (their heartbeat: breaker.ts), at close(). */
+  private readonly stopBreakers: () => void;
   /** lua/concurrency.lua on one key (src/store/lease-call.ts). */
   private readonly leaseCall: (key: string, args: Array<string | number>) => Promise<number[]>;
   private errors = 0;
@@ -180,15 +182,18 @@ export class RedisStore implements Store {
       this.call = check;
       this.breakerState = cluster.state;
       this.bounded = cluster.bounded;
+      this.stopBreakers = cluster.shutdown;
     } else {
       this.bounded = (p) => deadline(p, timeoutMs, live);
       const probeKey = `${this.prefix}breaker-probe`;
-      const { breaker, state } = createBreaker(check, o.breaker, healthy,
-        // idle, a write under the decision's deadline says whether Redis takes checks again (a frozen one does
-        // not answer; an unwell one refuses): `probeWrite`
-        () => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy));
+      // idle, a write under the decision's deadline says whether Redis takes checks again (a frozen one does
+      // not answer; an unwell one refuses): `probeWrite`; the heartbeat's only while connected
+      const probe = (): Promise<void> => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy);
+      const { breaker, state } = createBreaker(check, o.breaker, healthy, probe,
+        () => (redis.status === 'ready' ? probe() : Promise.resolve()));
       this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
       this.breakerState = state;
+      this.stopBreakers = () => breaker.shutdown();
     }
     this.leaseCall = leaseCaller(redis, timeoutMs);
   }
@@ -423,6 +428,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.stopBreakers();
     this.redis.disconnect();
   }
 }

@@ -44,9 +44,11 @@ describe('the check library lost while Redis is unwell', () => {
 
   async function start(): Promise<{ r: TestRedis; l: Limiter }> {
     r = await startRedis();
+    // no heartbeat (breaker.ts heartbeatMs): the checks are what meets Redis's refusals, as under traffic; idle,
+    // the heartbeat's probe would open the breaker before them (test/fault/redis-idle-frozen.test.ts)
     limiter = await createLimiter({
       policies, maxKeys: 1024,
-      redis: { url: r.url, prefix: 'lost:', timeoutMs: 500, breaker: { resetMs: 200, maxResetMs: 400 } },
+      redis: { url: r.url, prefix: 'lost:', timeoutMs: 500, breaker: { resetMs: 200, maxResetMs: 400, heartbeatMs: 0 } },
     });
     await connected(limiter);
     expect(brief(await limiter.check({ policy: 'p', key: 'a', cost: 1 }))).toBe('allow r=99');

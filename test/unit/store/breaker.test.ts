@@ -4,7 +4,7 @@
  * fill its rolling window; a success between them starts the count again, and errors its filter calls healthy
  * (a bad key's script error) do not count.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createBreaker, probeWrite } from '../../../src/store/breaker.js';
 import { StoreTimeoutError } from '../../../src/store/deadline.js';
 import { failureKind } from '../../../src/store/failure-kind.js';
@@ -132,5 +132,56 @@ describe('probeWrite (a breaker\'s idle probe)', () => {
       reply('LOADING Redis is loading the dataset in memory'), new StoreTimeoutError(20)]) {
       await expect(probeWrite(client(() => Promise.reject(e)), 'k', within, healthy)).rejects.toBe(e);
     }
+  });
+});
+
+describe('breaker heartbeat (closed and idle: its own probe)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('probes every heartbeatMs without calls, opens on a failed probe, not while calls are made, and stops at shutdown', async () => {
+    vi.useFakeTimers();
+    let probes = 0;
+    let failing = false;
+    const { breaker, state } = createBreaker(async () => 1, { heartbeatMs: 1000, resetMs: 60_000, maxResetMs: 60_000 }, () => false, async () => {
+      probes++;
+      if (failing) throw new StoreTimeoutError(200);
+    });
+    try {
+      await vi.advanceTimersByTimeAsync(999);
+      expect(probes).toBe(0);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(probes).toBe(1);
+      expect(state()).toBe('closed');
+      // a call in each beat: no probe (the calls say how the store is)
+      for (let i = 0; i < 3; i++) {
+        await breaker.fire();
+        await vi.advanceTimersByTimeAsync(1000);
+      }
+      expect(probes).toBe(1);
+      // idle again, the store frozen: the next beat's probe fails and opens the circuit
+      failing = true;
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(probes).toBe(2);
+      expect(state()).toBe('open');
+    } finally {
+      breaker.shutdown();
+    }
+    // shut down: no probe after
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(probes).toBe(2);
+  });
+
+  it('heartbeatMs 0, or no probe: none', async () => {
+    vi.useFakeTimers();
+    let probes = 0;
+    const off = createBreaker(async () => 1, { heartbeatMs: 0 }, () => false, async () => {
+      probes++;
+    });
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(probes).toBe(0);
+    expect(off.state()).toBe('closed');
+    off.breaker.shutdown();
   });
 });
