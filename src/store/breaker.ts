@@ -69,10 +69,10 @@ export function createBreaker<A extends unknown[], R>(
   /** A call that says whether the store takes checks ({@link probeWrite}), for a probe no check makes. */
   probe?: () => Promise<unknown>,
   /**
-   * The heartbeat's probe (heartbeatMs): `probe` unless given; a store resolves it without a call while it is
-   * not connected (the connection's state says so already, and its errors are counted as such by the checks).
+   * Whether the store's connection is up: the heartbeat (heartbeatMs) probes only then (a store that is not
+   * connected says so already, and the checks count its errors as connection errors).
    */
-  beatProbe: (() => Promise<unknown>) | undefined = probe,
+  connected: () => boolean = () => true,
 ): { breaker: CircuitBreaker<A, R>; state: () => BreakerState } {
   const base = o.resetMs ?? 200;
   const max = o.maxResetMs ?? 800;
@@ -128,14 +128,14 @@ export function createBreaker<A extends unknown[], R>(
     options.resetTimeout = jitter(base);
   });
   const every = o.heartbeatMs ?? HEARTBEAT_MS;
-  if (beatProbe !== undefined && every > 0) {
+  if (probe !== undefined && every > 0) {
     let firesAtBeat = fires;
     let timer: NodeJS.Timeout;
     const beat = (): void => {
-      if (breaker.closed && fires === firesAtBeat) {
+      if (breaker.closed && fires === firesAtBeat && connected()) {
         const seen = fires;
         // a call made meanwhile has its own outcome, which the circuit follows: the probe's then changes nothing
-        beatProbe().catch(() => {
+        probe().catch(() => {
           if (breaker.closed && fires === seen && !breaker.isShutdown) breaker.open();
         });
       }

@@ -80,6 +80,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const masterOf = (slot: number): string => (c.slots[slot] as string[] | undefined)?.[0] ?? '?';
   /** A master client's name as c.slots gives it. */
   const nameOf = (node: { options: { host?: string; port?: number } }): string => `${node.options.host}:${node.options.port}`;
+  /** The client of the master named `node` (nameOf), if the Cluster has one. */
+  const clientOf = (node: string): ReturnType<Cluster['nodes']>[number] | undefined => c.nodes('master').find((n) => nameOf(n) === node);
   const lives = new Map<string, Liveness>();
   const liveOf = (slot: number): Liveness => {
     const node = masterOf(slot);
@@ -194,7 +196,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       // a slot that redirected the last probe (MOVED: it moved away; ASK: it is being migrated), avoided after
       let avoid = -1;
       const probe = (): Promise<unknown> => {
-        const client = c.nodes('master').find((n) => nameOf(n) === node);
+        const client = clientOf(node);
         // a slot that master serves now: the slot it was made for moves away in a resharding, and a key of a
         // slot it does not serve is answered MOVED (or ASK) before Redis looks at its memory, its role or its
         // load, which said nothing of the master's health yet closed its breaker
@@ -210,9 +212,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
             throw e;
           });
       };
-      // the heartbeat's probe only while the master's connection is up (else its state says so already)
-      const beat = (): Promise<unknown> => (c.nodes('master').find((n) => nameOf(n) === node)?.status === 'ready' ? probe() : Promise.resolve());
-      breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe, beat)));
+      breakers.set(node, (b = createBreaker(part, breaking.options, breaking.healthy, probe, () => clientOf(node)?.status === 'ready')));
     }
     return b;
   };

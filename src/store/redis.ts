@@ -187,10 +187,9 @@ export class RedisStore implements Store {
       this.bounded = (p) => deadline(p, timeoutMs, live);
       const probeKey = `${this.prefix}breaker-probe`;
       // idle, a write under the decision's deadline says whether Redis takes checks again (a frozen one does
-      // not answer; an unwell one refuses): `probeWrite`; the heartbeat's only while connected
-      const probe = (): Promise<void> => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy);
-      const { breaker, state } = createBreaker(check, o.breaker, healthy, probe,
-        () => (redis.status === 'ready' ? probe() : Promise.resolve()));
+      // not answer; an unwell one refuses): `probeWrite`
+      const { breaker, state } = createBreaker(check, o.breaker, healthy,
+        () => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy), () => redis.status === 'ready');
       this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
       this.breakerState = state;
       this.stopBreakers = () => breaker.shutdown();
