@@ -378,8 +378,14 @@ export class StrictCache {
     if (this.redisTime) {
       const back = Math.ceil(e.wallLead - this.batchLead);
       t = now + e.hi + (back > 0 ? back : 0);
-      const u = this.oneClock ? this.upperSeen(this.batchLead) : Number.POSITIVE_INFINITY;
-      if (u !== Number.POSITIVE_INFINITY && now + u > t) t = now + u;
+      const u = this.oneClock ? this.offset.upper() : Number.POSITIVE_INFINITY;
+      if (u !== Number.POSITIVE_INFINITY) {
+        // (the two take the same samples: both are finite here; a guard all the same, as +Infinity would hold
+        // the denial for good)
+        const um = Math.ceil(this.monoOffset.upper() - this.batchLead);
+        const a = um > u && um !== Number.POSITIVE_INFINITY ? um : u;
+        if (now + a > t) t = now + a;
+      }
     }
     const rt = e.rt;
     const out = this.scratch;
@@ -535,33 +541,13 @@ export class StrictCache {
       local = t - lo + (ahead > 0 ? ahead : 0);
     } else {
       // else, on one clock, the largest seen lately
-      const l = this.oneClock ? this.lowerSeen(nowLead) : Number.NEGATIVE_INFINITY;
+      const l = this.oneClock ? this.offset.lower() : Number.NEGATIVE_INFINITY;
       if (l === Number.NEGATIVE_INFINITY) return now;
       local = t - l;
+      const m = Math.ceil(t - this.monoOffset.lower() + nowLead);
+      if (m > local && m !== Number.POSITIVE_INFINITY) local = m;
     }
     return Math.min(now, local);
-  }
-
-  /**
-   * The smallest upper bound of Redis − this instance's clock seen lately, read on the wall clock and through
-   * the monotonic one at `lead` (wall − monotonic, ms), the larger (a time no earlier than Redis's: a step back
-   * of the wall clock since is followed, a step ahead not, as it may be a suspend); +Infinity when none. (The
-   * two take the same samples: both are finite, or neither; the guard is kept, as +Infinity would hold a
-   * denial for good.)
-   */
-  private upperSeen(lead: number): number {
-    const u = this.offset.upper();
-    if (u === Number.POSITIVE_INFINITY) return u;
-    const um = Math.ceil(this.monoOffset.upper() - lead);
-    return um > u && um !== Number.POSITIVE_INFINITY ? um : u;
-  }
-
-  /** The largest lower bound seen lately, read as {@link upperSeen} reads the upper one, the smaller; −Infinity when none. */
-  private lowerSeen(lead: number): number {
-    const l = this.offset.lower();
-    if (l === Number.NEGATIVE_INFINITY) return l;
-    const lm = Math.floor(this.monoOffset.lower() - lead);
-    return lm < l && lm !== Number.NEGATIVE_INFINITY ? lm : l;
   }
 
   /**
