@@ -127,6 +127,12 @@ export interface Store extends PubSub {
    * while fewer are out: 1 sends a turn as one call.
    */
   readonly pipelineCalls: number;
+  /**
+   * Strict calls of fewer checks than this, made while another call is in flight, wait until a call answers
+   * (or until they have this many) and go out as one: Nagle's rule, for a store whose every call has a fixed
+   * price on both sides (a socket write and read, waking the other). 0: each call goes out at once.
+   */
+  readonly holdUnder: number;
 
   /**
    * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm

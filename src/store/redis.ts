@@ -68,6 +68,15 @@ export interface RedisOptions {
    */
   pipelineCalls?: number;
   /**
+   * Strict script calls of fewer checks than this, made while another call is in flight, wait for a call's
+   * answer (or until they have this many checks) and go out as one call: where most checks are answered
+   * without Redis (the over-limit cache), a turn's few others would each pay a call's fixed cost on both sides.
+   * The wait is at most the call ahead's (its deadline); when that call times out, the held checks take the
+   * failure rule at once. Default 16 (90 % of checks over the limit, 64 in flight: 1.27x the decisions/s,
+   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 sends every call at once.
+   */
+  holdUnder?: number;
+  /**
    * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
    * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
    */
@@ -111,6 +120,8 @@ export class RedisStore implements Store {
   readonly checksPerCall = 64;
   /** {@link RedisOptions.pipelineCalls}. */
   readonly pipelineCalls: number;
+  /** {@link RedisOptions.holdUnder}. */
+  readonly holdUnder: number;
   private readonly call: CheckCall;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
@@ -143,6 +154,7 @@ export class RedisStore implements Store {
     this.oneClock = !(redis instanceof Cluster);
     // a Cluster splits every call by slot already, over several masters' connections
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
+    this.holdUnder = Math.max(0, Math.floor(o.holdUnder ?? 16));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;

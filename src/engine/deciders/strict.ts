@@ -2,8 +2,10 @@
  * The strict decider: atomic script calls (lua/check.lua) decide every strict check of the turn, in
  * calls of at most the store's checksPerCall checks written as they fill (front.ts), split further while fewer
  * than Store.pipelineCalls are in flight ({@link callSize}), but for the checks the over-limit cache answers
- * (src/engine/strict-cache.ts). One connection answers in order, so each key's checks reach Redis in the order
- * they were made. When the call fails, or some of its legs come back unanswered (a Cluster slot
+ * (src/engine/strict-cache.ts). A call of fewer than Store.holdUnder checks made while another is in flight is
+ * held ({@link StrictDecider.held}) and sent when a call answers or it has grown to that. One connection answers
+ * in order, and a held call is sent before any call built after it, so each key's checks reach Redis in the
+ * order they were made. When the call fails, or some of its legs come back unanswered (a Cluster slot
  * lost, an unreadable state), those checks take the failure rule (src/engine/failure.ts); under `local` the
  * kernel that decides them is first seeded with the key's state last learned from Redis.
  */
@@ -20,6 +22,7 @@ import { settle, type Decider, type Flight, type LocalFallback } from '../decide
 import { storeFailure } from '../failure.js';
 import { emptyBatch, push, type Batch } from '../queue.js';
 import { SCRIPT_DELAY_SHIFT } from '../delay.js';
+import { StoreTimeoutError } from '../../store/deadline.js';
 
 export interface StrictDeciderOptions {
   store: Store;
@@ -42,6 +45,21 @@ export class StrictDecider implements Decider {
   private built = 0;
   /** What decide()'s first loop read (kept, so that the reads are not dropped as unused). */
   private warm = 0;
+  /**
+   * A call of fewer than Store.holdUnder checks built while another was in flight, not sent yet: the next turns
+   * add to it, and it goes out when a call answers (its wait is bounded by that call's deadline) or once it has
+   * that many checks. Nagle's rule for script calls: each call costs Redis and this thread a fixed price (a
+   * socket write and read on each side, waking the other), which a few checks a call pay over and over where
+   * most checks are answered without Redis (the over-limit cache): 90 % of checks over the limit, 64 in
+   * flight, ~6 checks a call had a quarter of this thread's busy time in the socket write (bench/README.md).
+   * When the call it waited behind timed out, the held checks take the failure rule at once, so that no check
+   * waits past its deadline plus that one: the connection has been silent for the whole deadline.
+   */
+  private held: Call | null = null;
+  /** The `now` of the turn that last added to {@link held} (the time it is sent at, as far as its checks know). */
+  private heldNow = 0;
+  /** StrictCache.lead at that turn. */
+  private heldLead = 0;
 
   constructor(private readonly o: StrictDeciderOptions) {}
 
@@ -52,8 +70,11 @@ export class StrictDecider implements Decider {
   decide(b: Batch, now: number): void {
     const { store, cache } = this.o;
     cache.at(now);
-    const size = callSize(b.n, store.pipelineCalls - this.calls);
-    let call = new Call(++this.built);
+    // a turn split over calls in flight, else one call (of at most checksPerCall, with what was held)
+    const split = callSize(b.n, store.pipelineCalls - this.calls);
+    const size = split < b.n ? split : store.checksPerCall;
+    let call = this.held ?? new Call(++this.built);
+    this.held = null;
     // The batch's entries looked up first, in a loop of their own, only to bring them into the cache: each
     // lookup is a few cache misses (the Map's table, the entry), which lookups with nothing between them
     // overlap, where one per iteration of the loop below waited for each in turn (client CPU per strict
@@ -107,22 +128,28 @@ export class StrictDecider implements Decider {
         args.push(l.algorithmCode + mark, l.limit, scriptPeriod(l, now), scriptBurst(l, now), b.costs[i], (j === 0 ? rt.legCount : 0) + delay);
       }
       if (call.sent.n >= size) {
-        this.send(call, now);
+        this.send(call, now, cache.lead);
         call = new Call(++this.built);
       }
     }
-    if (call.sent.n > 0) this.send(call, now);
+    if (call.sent.n === 0) return;
+    if (call.sent.n < store.holdUnder && this.calls > 0) {
+      this.held = call;
+      this.heldNow = now;
+      this.heldLead = cache.lead;
+    } else this.send(call, now, cache.lead);
   }
 
-  /** Sends one script call and settles its checks when it answers. */
-  private send(call: Call, now: number): void {
+  /**
+   * Sends one script call and settles its checks when it answers; `now` is the turn's that built it last, when
+   * the wall clock led the monotonic one by `lead` (StrictCache.lead then): the answer's bounds are read from it.
+   */
+  private send(call: Call, now: number, lead: number): void {
     const { store, cache } = this.o;
     const { sent, known } = call;
     const flight = this.o.flight;
     flight.add(sent.n);
     this.calls++;
-    // the wall − monotonic clock of this send (StrictCache.at): the answer's bounds are read from `now`
-    const lead = cache.lead;
     store.decideWide(call.keys, call.args, now, call.wire).then(
       (rows) => {
         for (const e of known) e.inflight--;
@@ -147,12 +174,24 @@ export class StrictDecider implements Decider {
         }
         if (failed !== null) this.storeFailed(failed, failedKnown!, now, lead);
       },
-      () => {
-        for (const e of known) e.inflight--;
+      (e: unknown) => {
+        for (const k of known) k.inflight--;
         this.storeFailed(sent, known, now, lead);
+        const h = this.held;
+        if (h !== null && e instanceof StoreTimeoutError) {
+          this.held = null;
+          for (const k of h.known) k.inflight--;
+          this.storeFailed(h.sent, h.known, this.heldNow, this.heldLead);
+        }
       },
     ).finally(() => {
       this.calls--;
+      // sent before this call's checks land: the front's close() waits until nothing is in flight
+      const h = this.held;
+      if (h !== null) {
+        this.held = null;
+        this.send(h, this.heldNow, this.heldLead);
+      }
       flight.landed(sent.n);
     });
   }
