@@ -17,6 +17,7 @@
 // redis.pipelineCalls n (PIPELINE=n: every child), so one build's call splits compare in one run.
 import { fork } from 'node:child_process';
 import { loadavg } from 'node:os';
+import { resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
@@ -102,11 +103,20 @@ if (process.argv[2] === '--child') {
   for (const root of roots) {
     const execArgv = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=prof'] : [];
     // ROOT@n: that build with redis.pipelineCalls n
-    const [dir, pipe] = root.split('@');
+    const [given, pipe] = root.split('@');
+    // from the caller's directory (the child imports it from this file's)
+    const dir = resolve(given);
     const env = pipe === undefined ? process.env : { ...process.env, PIPELINE: pipe };
     const ch = fork(self, ['--child', dir, String(port)], { execArgv, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // a child that exits before the run's end (a root without a build) stops the run, and its redis-server
+    const early = (code) => {
+      console.error(`strict-cpu-ab: the child for ${root} exited (${code}) before the run's end`);
+      for (const k of kids) k.ch.kill();
+      own.stop().then(() => process.exit(1));
+    };
+    ch.once('exit', early);
     await new Promise((r) => ch.once('message', r));
-    kids.push({ root, ch, res: [] });
+    kids.push({ root, ch, res: [], early });
   }
   const ask = (k, q) => new Promise((r) => {
     k.ch.once('message', r);
@@ -142,7 +152,10 @@ if (process.argv[2] === '--child') {
       `Redis ${rus.toFixed(2)} µs/decision; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')} (client), ` +
       `${k.res.map((x) => (x.redis / x.done).toFixed(2)).join(' ')} (Redis)${bad ? `; ${bad} degraded` : ''}`);
   }
-  for (const k of kids) k.ch.send({ stop: true });
+  for (const k of kids) {
+    k.ch.off('exit', k.early);
+    k.ch.send({ stop: true });
+  }
   await Promise.all(kids.map((k) => new Promise((r) => k.ch.once('exit', r))));
   await own.stop();
 }
