@@ -73,7 +73,9 @@ export interface RedisOptions {
    * without Redis (the over-limit cache), a turn's few others would each pay a call's fixed cost on both sides.
    * The wait is at most the call ahead's (its deadline); when that call times out, the held checks take the
    * failure rule at once. Default 16 (90 % of checks over the limit, 64 in flight: 1.27x the decisions/s,
-   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 sends every call at once.
+   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 on a Redis Cluster (a slot's timeout
+   * comes back as that slot's rows, not as the call's rejection, so the held checks could wait two deadlines);
+   * 0 sends every call at once.
    */
   holdUnder?: number;
   /**
@@ -154,7 +156,9 @@ export class RedisStore implements Store {
     this.oneClock = !(redis instanceof Cluster);
     // a Cluster splits every call by slot already, over several masters' connections
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
-    this.holdUnder = Math.max(0, Math.floor(o.holdUnder ?? 16));
+    // not on a Cluster: its calls fail slot by slot (rows, not a rejection), so a held check cannot tell that
+    // the call ahead timed out, and would wait that call's deadline and then its own
+    this.holdUnder = Math.max(0, Math.floor(o.holdUnder ?? (redis instanceof Cluster ? 0 : 16)));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;

@@ -18,6 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
+import { RedisStore } from '../../src/store/redis.js';
 import { connected } from '../helpers/redis.js';
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { send, spawnServe } from '../helpers/server.js';
@@ -328,6 +329,15 @@ describe('Redis Cluster configuration', () => {
     await expect(createLimiter({ policies, redis: { cluster: [] } })).rejects.toMatchObject({ code: 'CONFIG', field: 'redis.cluster' });
     await expect(createLimiter({ policies, redis: { cluster: ['127.0.0.1'] } }))
       .rejects.toThrow('redis: redis.cluster: each node must be host:port with a port in 1..65535 (got "127.0.0.1")');
+  });
+
+  it('holds no small call behind another by default (redis.holdUnder 0), as asked when given', async () => {
+    const stores = [RedisStore.create({ cluster: c.nodes }), RedisStore.create({ cluster: c.nodes, holdUnder: 16 })];
+    try {
+      expect(stores.map((st) => [st.holdUnder, st.pipelineCalls])).toEqual([[0, 1], [16, 1]]);
+    } finally {
+      await Promise.all(stores.map((st) => st.close()));
+    }
   });
 
   it('sluice serve --redis-cluster answers a strict check from the cluster', async () => {
