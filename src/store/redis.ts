@@ -71,11 +71,13 @@ export interface RedisOptions {
    * Strict script calls of fewer checks than this, made while another call is in flight, wait for a call's
    * answer (or until they have this many checks) and go out as one call: where most checks are answered
    * without Redis (the over-limit cache), a turn's few others would each pay a call's fixed cost on both sides.
-   * The wait is at most the call ahead's (its deadline); when that call times out, the held checks take the
-   * failure rule at once. Default 16 (90 % of checks over the limit, 64 in flight: 1.27x the decisions/s,
-   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 on a Redis Cluster (a slot's timeout
-   * comes back as that slot's rows, not as the call's rejection, so the held checks could wait two deadlines);
-   * 0 sends every call at once.
+   * The wait is at most the call ahead's (its deadline); when the calls ahead time out, the held checks take
+   * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.27x the decisions/s,
+   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 sends every call at once. 0 on a Redis
+   * Cluster, where another value is refused (a `CONFIG` SluiceError, field `redis.holdUnder`): a call there is
+   * split by slot over masters each with its own liveness, so the call ahead's timeout (one master frozen) says
+   * nothing of a held check's master, and a slot that failed comes back as NaN rows, which sent the held call
+   * into a second full deadline on that master.
    */
   holdUnder?: number;
   /**
@@ -156,9 +158,8 @@ export class RedisStore implements Store {
     this.oneClock = !(redis instanceof Cluster);
     // a Cluster splits every call by slot already, over several masters' connections
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
-    // not on a Cluster: its calls fail slot by slot (rows, not a rejection), so a held check cannot tell that
-    // the call ahead timed out, and would wait that call's deadline and then its own
-    this.holdUnder = Math.max(0, Math.floor(o.holdUnder ?? (redis instanceof Cluster ? 0 : 16)));
+    // (a Cluster's calls are never held: see RedisOptions.holdUnder; create() refuses another value)
+    this.holdUnder = redis instanceof Cluster ? 0 : Math.max(0, Math.floor(o.holdUnder ?? 16));
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;
@@ -215,7 +216,7 @@ export class RedisStore implements Store {
 
   /**
    * Connects (without waiting for Redis to be up: until it is, decisions take their failure rule). Throws a
-   * `CONFIG` SluiceError for a bad `cluster` option.
+   * `CONFIG` SluiceError for a bad `cluster` option, or a `holdUnder` other than 0 with it.
    */
   static create(o: RedisOptions = {}, log?: Logger): RedisStore {
     // The decision's deadline is enforced by deadline() (src/store/deadline.ts); this only clears commands a
@@ -228,6 +229,7 @@ export class RedisStore implements Store {
     const onError = (e: Error): void => log?.debug({ err: e.message }, 'redis error');
     if (o.cluster !== undefined) {
       if (o.url !== undefined || o.sentinel !== undefined) throw configError('redis', 'redis.cluster', `give either ${o.url !== undefined ? 'url' : 'sentinel'} or cluster, not both`);
+      if (o.holdUnder !== undefined && o.holdUnder !== 0) throw configError('redis', 'redis.holdUnder', 'a Redis Cluster holds no call (its calls are split over masters, each with its own deadline): give 0 or leave it out');
       const cluster = new Cluster(clusterNodes(o.cluster), {
         scaleReads: 'master', // the scripts write
         enableOfflineQueue: false,

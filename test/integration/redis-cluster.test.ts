@@ -331,13 +331,16 @@ describe('Redis Cluster configuration', () => {
       .rejects.toThrow('redis: redis.cluster: each node must be host:port with a port in 1..65535 (got "127.0.0.1")');
   });
 
-  it('holds no small call behind another by default (redis.holdUnder 0), as asked when given', async () => {
-    const stores = [RedisStore.create({ cluster: c.nodes }), RedisStore.create({ cluster: c.nodes, holdUnder: 16 })];
+  it('holds no small call behind another (redis.holdUnder 0), and refuses another value, naming redis.holdUnder', async () => {
+    const stores = [RedisStore.create({ cluster: c.nodes }), RedisStore.create({ cluster: c.nodes, holdUnder: 0 })];
     try {
-      expect(stores.map((st) => [st.holdUnder, st.pipelineCalls])).toEqual([[0, 1], [16, 1]]);
+      expect(stores.map((st) => [st.holdUnder, st.pipelineCalls])).toEqual([[0, 1], [0, 1]]);
     } finally {
       await Promise.all(stores.map((st) => st.close()));
     }
+    const policies = { p: strict({ algorithm: 'fixed_window', limit: 1, period: '1h' }) };
+    await expect(createLimiter({ policies, redis: { cluster: c.nodes, holdUnder: 16 } }))
+      .rejects.toMatchObject({ code: 'CONFIG', field: 'redis.holdUnder' });
   });
 
   it('sluice serve --redis-cluster answers a strict check from the cluster', async () => {

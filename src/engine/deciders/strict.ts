@@ -52,8 +52,12 @@ export class StrictDecider implements Decider {
    * socket write and read on each side, waking the other), which a few checks a call pay over and over where
    * most checks are answered without Redis (the over-limit cache): 90 % of checks over the limit, 64 in
    * flight, ~6 checks a call had a quarter of this thread's busy time in the socket write (bench/README.md).
-   * When the call it waited behind timed out, the held checks take the failure rule at once, so that no check
-   * waits past its deadline plus that one: the connection has been silent for the whole deadline.
+   * When the call it waited behind timed out, the held checks take the failure rule once no call is in flight
+   * (each was sent before them, so times out within their deadline too, or answers and sends them): the
+   * connection has been silent for the whole deadline, and a key's checks reach the rule in the order made.
+   * Its checks count in flight while held (the front's pending bound, close()); a reload sends it (one policy
+   * set a call). Not on a Redis Cluster (holdUnder 0 there: its calls are split over masters, each with its
+   * own liveness, so the call ahead says nothing of the held checks' masters).
    */
   private held: Call | null = null;
   /** The `now` of the turn that last added to {@link held} (the time it is sent at, as far as its checks know). */
@@ -65,6 +69,15 @@ export class StrictDecider implements Decider {
 
   setRuntimes(): void {
     this.o.cache.clearDenials();
+    // A call holds checks of one policy set: one made after the reload may name a key a held check of the old
+    // set names with another number of legs (a guard added or removed keeps the policy's version, so its keys),
+    // which the UNIQUE_KEY marking cannot tell (lua/check.lua then read the key as before the call, and a spend
+    // was lost). The held call goes out now, ahead of any call built after it.
+    const h = this.held;
+    if (h !== null) {
+      this.held = null;
+      this.send(h, this.heldNow, this.heldLead);
+    }
   }
 
   decide(b: Batch, now: number): void {
@@ -137,6 +150,9 @@ export class StrictDecider implements Decider {
       this.held = call;
       this.heldNow = now;
       this.heldLead = cache.lead;
+      // counted in flight while held, as sent checks are: the front's pending bound and close() see them
+      this.o.flight.add(call.sent.n - call.counted);
+      call.counted = call.sent.n;
     } else this.send(call, now, cache.lead);
   }
 
@@ -148,8 +164,11 @@ export class StrictDecider implements Decider {
     const { store, cache } = this.o;
     const { sent, known } = call;
     const flight = this.o.flight;
-    flight.add(sent.n);
+    // (the checks it held are counted already)
+    flight.add(sent.n - call.counted);
+    call.counted = sent.n;
     this.calls++;
+    let timedOut = false;
     store.decideWide(call.keys, call.args, now, call.wire).then(
       (rows) => {
         for (const e of known) e.inflight--;
@@ -177,20 +196,25 @@ export class StrictDecider implements Decider {
       (e: unknown) => {
         for (const k of known) k.inflight--;
         this.storeFailed(sent, known, now, lead);
-        const h = this.held;
-        if (h !== null && e instanceof StoreTimeoutError) {
-          this.held = null;
-          for (const k of h.known) k.inflight--;
-          this.storeFailed(h.sent, h.known, this.heldNow, this.heldLead);
-        }
+        timedOut = e instanceof StoreTimeoutError;
       },
     ).finally(() => {
       this.calls--;
-      // sent before this call's checks land: the front's close() waits until nothing is in flight
       const h = this.held;
       if (h !== null) {
-        this.held = null;
-        this.send(h, this.heldNow, this.heldLead);
+        if (!timedOut) {
+          // sent before this call's checks land (it is counted in flight already)
+          this.held = null;
+          this.send(h, this.heldNow, this.heldLead);
+        } else if (this.calls === 0) {
+          // the connection was silent for the whole deadline: the held checks take their rule now, after the
+          // checks of every call made before them (a call still in flight was: its timeout, or its answer,
+          // decides the held call's fate, so that a key's checks go to the local rule in the order made)
+          this.held = null;
+          for (const k of h.known) k.inflight--;
+          this.storeFailed(h.sent, h.known, this.heldNow, this.heldLead);
+          flight.landed(h.sent.n);
+        }
       }
       flight.landed(sent.n);
     });
@@ -283,6 +307,8 @@ export class StrictDecider implements Decider {
 class Call {
   constructor(readonly id: number) {}
   readonly sent = emptyBatch();
+  /** Its checks counted in flight so far (Flight.add): a held call's are counted as it holds them. */
+  counted = 0;
   readonly known: Known[] = [];
   readonly keys: string[] = [];
   /** Each check's keys as RESP bytes (Known.wire), for the request. */

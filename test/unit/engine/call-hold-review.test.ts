@@ -138,4 +138,64 @@ describe('the held strict call, reviewed', () => {
       await l.close();
     }
   });
+
+  it('when the call ahead timed out but an earlier-sent call is still in flight, its answer sends the held call', async () => {
+    const { l, calls } = await setup({ p: tb });
+    try {
+      const a = await turn(l, [['p', 'z']]);
+      const b = await turn(l, Array.from({ length: 16 }, (_, i): [string, string] => ['p', `o${i}`]));
+      const h = await turn(l, [['p', 'k']]);
+      expect(calls.map((c) => c.keys.length)).toEqual([1, 16]);
+      calls[0].fail(new StoreTimeoutError(20));
+      expect((await a[0]).degradedBy).toBe('closed');
+      // still held: B, sent before it, decides its fate
+      await new Promise((r) => setImmediate(r));
+      expect(calls.length).toBe(2);
+      calls[1].answer();
+      await Promise.all(b);
+      await new Promise((r) => setImmediate(r));
+      expect(calls.map((c) => c.keys.length)).toEqual([1, 16, 1]);
+      calls[2].answer();
+      expect((await h[0]).degraded ?? false).toBe(false);
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('close() while a call is held waits for it to be sent and answered', async () => {
+    const { l, calls } = await setup({ p: tb });
+    const first = await turn(l, [['p', 'k0']]);
+    const held = await turn(l, [['p', 'k1'], ['p', 'k2']]);
+    let closed = false;
+    const closing = l.close().then(() => (closed = true));
+    await new Promise((r) => setImmediate(r));
+    expect(closed).toBe(false);
+    calls[0].answer();
+    await first[0];
+    await new Promise((r) => setImmediate(r));
+    expect(calls.map((c) => c.keys.length)).toEqual([1, 2]);
+    expect(closed).toBe(false);
+    calls[1].answer();
+    await closing;
+    expect((await Promise.all(held)).map((d) => d.remaining)).toEqual([9, 9]);
+  });
+
+  it('a reload sends the held call at once, ahead of any call built after it', async () => {
+    const policies = { p: tb, q: tb };
+    const { l, calls } = await setup(policies);
+    try {
+      const ps = [...await turn(l, [['p', 'a']]), ...await turn(l, [['p', 'b']])];
+      expect(calls.length).toBe(1);
+      await l.reload({ ...policies, q: { ...tb, limit: 20 } });
+      const sent = calls.map((c) => c.keys.map((k) => /:(\w+)\}/.exec(k)![1]));
+      for (let n = 0; n < calls.length; n++) {
+        calls[n].answer();
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(sent).toEqual([['a'], ['b']]);
+      expect((await Promise.all(ps)).map((d) => d.remaining)).toEqual([9, 9]);
+    } finally {
+      await l.close();
+    }
+  });
 });
