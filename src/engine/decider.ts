@@ -42,6 +42,11 @@ export interface Decider {
   /** The policy set changed (a reload): what the decider learned of the old one may not hold. Optional. */
   setRuntimes?(runtimes: ReadonlyMap<string, PolicyRuntime>): void;
   /**
+   * Sends to the store now the checks it holds back to send with later ones (the strict decider's held call),
+   * so that a store command issued next (an admin reset's delete) reaches the store after them. Optional.
+   */
+  sendHeld?(): void;
+  /**
    * Decides one validated check at `now` when it can without waiting (a lease hit: from tokens held here),
    * else returns undefined, having settled nothing (the check then takes {@link decide}). Optional. The
    * front's synchronous path (Front.checkNow) uses it, so the HTTP front answers such a check inside uWS's

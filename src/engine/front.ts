@@ -161,6 +161,14 @@ export class Front {
     return this.sync?.writer.stats() ?? null;
   }
 
+  /**
+   * Sends the store-backed checks a decider holds back (Decider.sendHeld): an admin reset calls it before its
+   * delete, so that a check made before the reset is counted before the delete, not after it.
+   */
+  sendHeld(): void {
+    for (const d of this.routed.values()) d.sendHeld?.();
+  }
+
   /** Policy sets given so far ({@link setRuntimes} counts them): the epoch of the set in force. */
   get epoch(): number {
     return this.fallbacks.epoch;

@@ -179,6 +179,8 @@ export class KeyAdmin {
         if (sync !== null) await sync.forget(keys);
         // what this instance learned of the key from Redis (an over-limit denial) no longer holds
         this.d.front.strict?.forget(keys);
+        // checks made before the reset and held back to go with later ones reach Redis before the delete
+        this.d.front.sendHeld();
         try {
           removed += await store.remove(keys, guardKeyOf(rt));
         } catch (e) {

@@ -73,6 +73,10 @@ export class StrictDecider implements Decider {
     // set names with another number of legs (a guard added or removed keeps the policy's version, so its keys),
     // which the UNIQUE_KEY marking cannot tell (lua/check.lua then read the key as before the call, and a spend
     // was lost). The held call goes out now, ahead of any call built after it.
+    this.sendHeld();
+  }
+
+  sendHeld(): void {
     const h = this.held;
     if (h !== null) {
       this.held = null;

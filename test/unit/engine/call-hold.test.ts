@@ -1,10 +1,11 @@
 /**
  * Small script calls wait behind the one in flight (src/engine/deciders/strict.ts, StrictDecider.held): with
- * the Redis store's `holdUnder` of 16, a turn that would send a call of fewer than 16 checks while another call is in flight holds them; later turns add
- * to the held call; it goes out when a call answers, or as soon as it has 16 checks. The order in which the
- * checks reach the store is the order they were made. When the call it waited behind timed out, the held checks
- * take the failure rule at once and are never sent. The calls are caught on a MemoryStore whose answers the test
- * releases.
+ * the Redis store's `holdUnder` of 16, a turn that would send a call of fewer than 16 checks while another
+ * call is in flight holds them; later turns add to the held call; it goes out when a call answers, or as soon
+ * as it has 16 checks, or before an admin reset's delete. The order in which the checks reach the store is the
+ * order they were made. When the call it waited behind timed out, the held checks take the failure rule at
+ * once and are never sent. The calls are caught on a MemoryStore, which runs each when
+ * it is sent and answers when the test releases it.
  */
 import { describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/index.js';
@@ -25,23 +26,32 @@ interface Held {
 }
 
 /** A limiter on a MemoryStore whose script calls wait until the test answers or fails them. */
-async function setup(): Promise<{ l: Limiter; calls: Held[] }> {
+async function setup(): Promise<{ l: Limiter; calls: Held[]; log: string[] }> {
   const store = new MemoryStore({ clock: () => T, overLimitCache: false });
   const calls: Held[] = [];
+  /** The store's calls and deletes, in the order they were made. */
+  const log: string[] = [];
+  const name = (k: string): string => /:(k\d+)\}/.exec(k)![1];
   const spy = Object.create(store) as Store;
   // the Redis store's defaults
   Object.defineProperty(spy, 'pipelineCalls', { value: 2 });
   Object.defineProperty(spy, 'holdUnder', { value: 16 });
+  spy.remove = (keys, guardKey) => {
+    log.push(`remove ${keys.map(name).join(' ')}`);
+    return store.remove(keys, guardKey);
+  };
   spy.decideWide = (keys, args, now) => new Promise<number[]>((resolve, reject) => {
-    const copy = [...args];
+    const ran = store.decideWide(keys, [...args], now);
+    log.push(`call ${keys.map(name).join(' ')}`);
     calls.push({
       keys: keys.map((k) => /:(k\d+)\}/.exec(k)![1]),
-      answer: () => void store.decideWide(keys, copy, now).then(resolve, reject),
+      // run by the store when sent, as Redis runs calls in the order they reach it; answered when the test says
+      answer: () => void ran.then(resolve, reject),
       fail: reject,
     });
   });
   const l = await createLimiter({ policies: { p: tb }, store: spy, clock: () => T });
-  return { l, calls };
+  return { l, calls, log };
 }
 
 /** One turn: checks of keys k<from> … k<from + n − 1>, then the loop moves on (the turn's flush has run). */
@@ -127,6 +137,30 @@ describe('a small strict call waits behind the call in flight', () => {
       expect(calls.map((c) => c.keys)).toEqual([['k0'], ['k1', 'k2']]);
       calls[1].answer();
       expect((await Promise.all(held)).map((d) => [d.allowed, d.remaining])).toEqual([[true, 9], [true, 9]]);
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('an admin reset sends the held call before its delete: a check made before the reset is counted before it', async () => {
+    const { l, calls, log } = await setup();
+    try {
+      const first = await turn(l, 0, 1);
+      const held = await turn(l, 1, 1);
+      expect(calls.length).toBe(1);
+      const reset = l.reset({ policy: 'p', key: 'k1' });
+      await new Promise((r) => setImmediate(r));
+      expect(log).toEqual(['call k0', 'call k1', 'remove k1']);
+      calls[0].answer();
+      calls[1].answer();
+      expect((await held[0]).remaining).toBe(9);
+      expect((await first[0]).remaining).toBe(9);
+      await reset;
+      // the reset removed k1's state after the check spent from it: full again
+      const p = l.check({ policy: 'p', key: 'k1', cost: 0 });
+      await new Promise((r) => setImmediate(r));
+      calls[2].answer();
+      expect((await p).remaining).toBe(10);
     } finally {
       await l.close();
     }
