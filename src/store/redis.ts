@@ -72,8 +72,8 @@ export interface RedisOptions {
    * answer (or until they have this many checks) and go out as one call: where most checks are answered
    * without Redis (the over-limit cache), a turn's few others would each pay a call's fixed cost on both sides.
    * The wait is at most the call ahead's (its deadline); when the calls ahead time out, the held checks take
-   * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.27x the decisions/s,
-   * 0.76x the client and Redis CPU per decision: bench/README.md); 0 sends every call at once. 0 on a Redis
+   * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.16x the decisions/s,
+   * 0.84x the client's and 0.78x Redis's CPU per decision: bench/README.md); 0 sends every call at once. 0 on a Redis
    * Cluster, where another value is refused (a `CONFIG` SluiceError, field `redis.holdUnder`): a call there is
    * split by slot over masters each with its own liveness, so the call ahead's timeout (one master frozen) says
    * nothing of a held check's master, and a slot that failed comes back as NaN rows, which sent the held call
