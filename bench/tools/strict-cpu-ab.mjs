@@ -14,7 +14,8 @@
 // A ROOT is a built checkout (its dist/ and build/ made by `npm run build`), e.g. a `git worktree` of the
 // commit to compare against. OVER=1 puts 90 % of checks on 100 over-limit keys (bench/scenarios/redis.ts'
 // over-limit case). PROF=1 runs the children with --cpu-prof (profiles in ./prof). ROOT@n runs that build with
-// redis.pipelineCalls n (PIPELINE=n: every child), so one build's call splits compare in one run.
+// redis.pipelineCalls n (PIPELINE=n: every child), so one build's call splits compare in one run; ROOT#h with
+// redis.holdUnder h (HOLD_UNDER=h: every child), and ROOT@n#h both.
 import { fork } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { resolve } from 'node:path';
@@ -31,7 +32,8 @@ if (process.argv[2] === '--child') {
     policies: { bench: strict(60, 1_000_000_000), hot: strict(10, 10) },
     shards: 0,
     maxKeys: KEYS * 2,
-    redis: { url: `redis://127.0.0.1:${port}`, prefix: `ab:${process.pid}:`, timeoutMs: 1_000, ...(process.env.PIPELINE ? { pipelineCalls: Number(process.env.PIPELINE) } : {}) },
+    redis: { url: `redis://127.0.0.1:${port}`, prefix: `ab:${process.pid}:`, timeoutMs: 1_000, ...(process.env.PIPELINE ? { pipelineCalls: Number(process.env.PIPELINE) } : {}),
+      ...(process.env.HOLD_UNDER ? { holdUnder: Number(process.env.HOLD_UNDER) } : {}) },
   });
   const keys = Array.from({ length: KEYS }, (_, i) => `k${i}`);
   const hotKeys = Array.from({ length: HOT_KEYS }, (_, i) => `h${i}`);
@@ -102,11 +104,12 @@ if (process.argv[2] === '--child') {
   const kids = [];
   for (const root of roots) {
     const execArgv = process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=prof'] : [];
-    // ROOT@n: that build with redis.pipelineCalls n
-    const [given, pipe] = root.split('@');
+    // ROOT@n#h: that build with redis.pipelineCalls n, redis.holdUnder h (either may be left out)
+    const [build, hold] = root.split('#');
+    const [given, pipe] = build.split('@');
     // from the caller's directory (the child imports it from this file's)
     const dir = resolve(given);
-    const env = pipe === undefined ? process.env : { ...process.env, PIPELINE: pipe };
+    const env = { ...process.env, ...(pipe === undefined ? {} : { PIPELINE: pipe }), ...(hold === undefined ? {} : { HOLD_UNDER: hold }) };
     const ch = fork(self, ['--child', dir, String(port)], { execArgv, env, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     // a child that exits before the run's end (a root without a build) stops the run, and its redis-server
     const early = (code) => {

@@ -133,6 +133,11 @@ export interface Store extends PubSub {
    * price on both sides (a socket write and read, waking the other). 0: each call goes out at once.
    */
   readonly holdUnder: number;
+  /**
+   * The fewest strict checks a turn must bring for its small call to be held ({@link holdUnder}): a front with
+   * fewer checks at a time sends each call at once.
+   */
+  readonly holdTurn: number;
 
   /**
    * Strict mode: decides a batch of legs atomically (lua/check.lua). `args` holds 6 numbers per leg (algorithm

@@ -48,6 +48,7 @@ export class MemoryStore implements Store {
   readonly pipelineCalls = 1;
   /** A call here costs no more than its checks: none is held. */
   readonly holdUnder = 0;
+  readonly holdTurn = 0;
   readonly mergeDeadlineMs = (): number => 1000;
   private readonly now: () => number;
   private readonly bus: MemoryPubSub;

@@ -68,9 +68,11 @@ export interface RedisOptions {
    */
   pipelineCalls?: number;
   /**
-   * Strict script calls of fewer checks than this, made while another call is in flight, wait for a call's
-   * answer (or until they have this many checks) and go out as one call: where most checks are answered
-   * without Redis (the over-limit cache), a turn's few others would each pay a call's fixed cost on both sides.
+   * Strict script calls of fewer checks than this, made while another call is in flight in a turn of at least
+   * half as many strict checks, wait for a call's answer (or until they have this many checks, or a smaller
+   * turn comes) and go out as one call: where most checks are answered without Redis (the over-limit cache), a
+   * busy turn's few others would each pay a call's fixed cost on both sides. A turn of fewer strict checks (few
+   * checks at a time) sends its call at once: there a held check waiting a round trip costs more than a call.
    * The wait is at most the call ahead's (its deadline); when the calls ahead time out, the held checks take
    * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.16x the decisions/s,
    * 0.84x the client's and 0.78x Redis's CPU per decision: bench/README.md); 0 sends every call at once. 0 on a Redis
@@ -126,6 +128,8 @@ export class RedisStore implements Store {
   readonly pipelineCalls: number;
   /** {@link RedisOptions.holdUnder}. */
   readonly holdUnder: number;
+  /** Half of holdUnder, rounded up: see {@link RedisOptions.holdUnder}. */
+  readonly holdTurn: number;
   private readonly call: CheckCall;
   private readonly mergeCall: (keys: string[], args: number[], ms: number) => Promise<number[]>;
   /** A merge call's deadline for `n` keys, in ms. */
@@ -160,6 +164,7 @@ export class RedisStore implements Store {
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
     // (a Cluster's calls are never held: see RedisOptions.holdUnder; create() refuses another value)
     this.holdUnder = redis instanceof Cluster ? 0 : Math.max(0, Math.floor(o.holdUnder ?? 16));
+    this.holdTurn = Math.ceil(this.holdUnder / 2);
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {
       this.late.calls++;

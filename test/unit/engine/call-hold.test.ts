@@ -1,7 +1,8 @@
 /**
  * Small script calls wait behind the one in flight (src/engine/deciders/strict.ts, StrictDecider.held): with
  * the Redis store's `holdUnder` of 16, a turn that would send a call of fewer than 16 checks while another
- * call is in flight holds them; later turns add to the held call; it goes out when a call answers, or as soon
+ * call is in flight holds them (if it brought at least `holdTurn` strict checks: 8 on Redis, every turn here
+ * unless a test says otherwise); later turns add to the held call; it goes out when a call answers, or as soon
  * as it has 16 checks, or before an admin reset's delete. The order in which the checks reach the store is the
  * order they were made. When the call it waited behind timed out, the held checks take the failure rule at
  * once and are never sent. The calls are caught on a MemoryStore, which runs each when
@@ -26,7 +27,7 @@ interface Held {
 }
 
 /** A limiter on a MemoryStore whose script calls wait until the test answers or fails them. */
-async function setup(): Promise<{ l: Limiter; calls: Held[]; log: string[] }> {
+async function setup(holdTurn = 0): Promise<{ l: Limiter; calls: Held[]; log: string[] }> {
   const store = new MemoryStore({ clock: () => T, overLimitCache: false });
   const calls: Held[] = [];
   /** The store's calls and deletes, in the order they were made. */
@@ -36,6 +37,8 @@ async function setup(): Promise<{ l: Limiter; calls: Held[]; log: string[] }> {
   // the Redis store's defaults
   Object.defineProperty(spy, 'pipelineCalls', { value: 2 });
   Object.defineProperty(spy, 'holdUnder', { value: 16 });
+  // every turn holds, unless the test asks for the Redis store's 8
+  Object.defineProperty(spy, 'holdTurn', { value: holdTurn });
   spy.remove = (keys, guardKey) => {
     log.push(`remove ${keys.map(name).join(' ')}`);
     return store.remove(keys, guardKey);
@@ -166,11 +169,30 @@ describe('a small strict call waits behind the call in flight', () => {
     }
   });
 
+  it('with the Redis store\'s holdTurn of 8, a turn of fewer strict checks sends its call at once, a busier one holds', async () => {
+    const { l, calls } = await setup(8);
+    try {
+      const ps = [...await turn(l, 0, 1), ...await turn(l, 1, 7)];
+      // 7 checks in a turn: few checks at a time, sent beside k0's call
+      expect(calls.map((c) => c.keys)).toEqual([['k0'], range(1, 7)]);
+      ps.push(...await turn(l, 8, 8));
+      // 8: held
+      expect(calls.length).toBe(2);
+      ps.push(...await turn(l, 16, 2));
+      // a smaller turn sends what was held with its own checks, at once
+      expect(calls.map((c) => c.keys)).toEqual([['k0'], range(1, 7), range(8, 10)]);
+      for (const c of calls) c.answer();
+      expect((await Promise.all(ps)).every((d) => d.allowed && d.remaining === 9)).toBe(true);
+    } finally {
+      await l.close();
+    }
+  });
+
   it('the Redis store holds calls under 16 checks by default; redis.holdUnder 0 sends every call at once', async () => {
     const redis = await sharedRedis();
     const stores = [RedisStore.create({ url: redis.url }), RedisStore.create({ url: redis.url, holdUnder: 0 })];
     try {
-      expect(stores.map((st) => st.holdUnder)).toEqual([16, 0]);
+      expect(stores.map((st) => [st.holdUnder, st.holdTurn])).toEqual([[16, 8], [0, 0]]);
       expect(new MemoryStore().holdUnder).toBe(0);
     } finally {
       await Promise.all(stores.map((st) => st.close()));
