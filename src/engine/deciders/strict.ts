@@ -49,18 +49,21 @@ export class StrictDecider implements Decider {
    * A call of fewer than Store.holdUnder checks built while another was in flight, in a turn of at least
    * Store.holdTurn strict checks, not sent yet: the next such turns add to it, and it goes out when a call
    * answers (its wait is bounded by that call's deadline), once it has holdUnder checks, or with a smaller turn.
-   * Only a busy turn holds: with few checks at a time a held check is a large share of what is in flight, and
-   * waiting a round trip for it costs more than the call (4 in flight, 90 % over the limit: 0.71-0.73x the
-   * decisions/s held on every turn, 0.96-1.01x with turns of 8 or more only; 16 in flight: 1.16-1.20x). Nagle's rule for script calls: each call costs Redis and this thread a fixed price (a
-   * socket write and read on each side, waking the other), which a few checks a call pay over and over where
-   * most checks are answered without Redis (the over-limit cache): 90 % of checks over the limit, 64 in
-   * flight, ~6 checks a call had a quarter of this thread's busy time in the socket write (bench/README.md).
+   *
+   * Nagle's rule for script calls: each call costs Redis and this thread a fixed price (a socket write and
+   * read on each side, waking the other), which a few checks a call pay over and over where most checks are
+   * answered without Redis (the over-limit cache): 90 % of checks over the limit, 64 in flight, ~6 checks a
+   * call had a third of this thread's busy time in the socket write (bench/README.md). Only a busy turn holds:
+   * with few checks at a time a held check is a large share of what is in flight, and its wait costs more than
+   * the call (held on every turn, 4 in flight over the limit made 0.71-0.73x the decisions/s).
+   *
    * When the call it waited behind timed out, the held checks take the failure rule once no call is in flight
    * (each was sent before them, so times out within their deadline too, or answers and sends them): the
    * connection has been silent for the whole deadline, and a key's checks reach the rule in the order made.
-   * Its checks count in flight while held (the front's pending bound, close()); a reload sends it (one policy
-   * set a call). Not on a Redis Cluster (holdUnder 0 there: its calls are split over masters, each with its
-   * own liveness, so the call ahead says nothing of the held checks' masters).
+   * Its checks count in flight while held (the front's pending bound, close()); a reload and an admin reset
+   * send it (one policy set a call; a check made before a reset reaches Redis before its delete). Not on a
+   * Redis Cluster (holdUnder 0 there: its calls are split over masters, each with its own liveness, so the call
+   * ahead says nothing of the held checks' masters).
    */
   private held: Call | null = null;
   /** The `now` of the turn that last added to {@link held} (the time it is sent at, as far as its checks know). */
