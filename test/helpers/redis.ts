@@ -160,11 +160,24 @@ export async function redisNow(client: Redis): Promise<number> {
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
 
-/** Waits, if need be, until Redis's clock has at least `needMs` left in the current window of `period`. */
-export async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
-  const now = await redisNow(client);
+/** Waits, if need be, until a clock that reads `now` (Unix ms) has at least `needMs` left in the current window of `period`. */
+async function insideWindowAt(now: number, period: number, needMs: number): Promise<void> {
   const left = period - (now % period);
   if (left < needMs) await pause(left + 20);
+}
+
+/** Waits, if need be, until Redis's clock has at least `needMs` left in the current window of `period`. */
+export async function insideWindow(client: Redis, period: number, needMs: number): Promise<void> {
+  await insideWindowAt(await redisNow(client), period, needMs);
+}
+
+/**
+ * Waits, if need be, until this process's clock (Date.now) has at least `needMs` left in the current window of
+ * `period`: for a limiter on the wall clock (no `clock` option) deciding locally, whose fixed and sliding
+ * windows are epoch-aligned too.
+ */
+export async function insideLocalWindow(period: number, needMs: number): Promise<void> {
+  await insideWindowAt(Date.now(), period, needMs);
 }
 
 /** Waits (up to 10 s) until the limiter's store is connected. */

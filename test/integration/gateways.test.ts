@@ -12,7 +12,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../helpers/redis.js';
+import { freePort, insideLocalWindow } from '../helpers/redis.js';
 import { PROJECT_ROOT, spawnServe, type ServeProcess } from '../helpers/server.js';
 import { findBinary, get, startBackend, startCaddy, startNginx, substitute, type Backend, type Gateway, type Reply } from '../helpers/gateway.js';
 
@@ -20,12 +20,6 @@ const EXAMPLES = path.join(PROJECT_ROOT, 'examples', 'gateways');
 const NGINX = findBinary('nginx', ['/usr/sbin/nginx']);
 const CADDY = findBinary('caddy', ['/usr/bin/caddy']);
 const POLICY = '"per-ip";q=5;w=60';
-
-/** Fixed windows are aligned to the minute: start a sequence of checks well inside one. */
-async function insideMinute(): Promise<void> {
-  const into = Date.now() % 60_000;
-  if (into > 50_000) await new Promise((r) => setTimeout(r, 60_000 - into + 50));
-}
 
 /** `"per-ip";r=<r>;t=<t>` → t, checking r. */
 function windowLeft(h: string | string[] | undefined, r: number): number {
@@ -37,7 +31,8 @@ function windowLeft(h: string | string[] | undefined, r: number): number {
 
 /** Five admitted (200 from the backend, RateLimit r=4..0), then 429 with Retry-After = the window left. */
 async function admitsFiveThenDenies(port: number, from: string, backend: Backend): Promise<void> {
-  await insideMinute();
+  // fixed windows are aligned to the minute (the sluice child's wall clock): start well inside one
+  await insideLocalWindow(60_000, 10_000);
   const before = backend.hits;
   for (let i = 0; i < 5; i++) {
     // the client's own query and headers do not choose the key (the gateway sets X-Forwarded-For)
