@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { insideWindow, keysUnder, startRedis, type TestRedis } from '../helpers/redis.js';
 import { spawnServe, type ServeProcess } from '../helpers/server.js';
 import { readState } from '../helpers/state.js';
 
@@ -73,6 +73,10 @@ async function exitWithin(p: ServeProcess, ms: number): Promise<unknown> {
 }
 
 describe('SIGTERM while Redis is frozen', () => {
+  // the one-day window is epoch-aligned on Redis's clock: a test across midnight UTC would count its 500
+  // tokens in two windows (10 keys, or the first day's keys expired before they are read). A test takes ~10 s.
+  beforeEach(async () => { await insideWindow(redis.client, 86_400_000, 20_000); }, 30_000);
+
   it('stops accepting at once; merges every delta once Redis is back within the deadline; exits 0', async () => {
     const p = await serve('back:');
     try {

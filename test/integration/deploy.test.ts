@@ -15,7 +15,7 @@ import { createLimiter } from '../../src/index.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { Limiter } from '../../src/types.js';
 import { PROJECT_ROOT, send } from '../helpers/server.js';
-import { keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
+import { insideWindow, keysUnder, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const PROMTOOL = process.env.PROMTOOL_PATH ?? '/usr/bin/promtool';
 const HAS_PROMTOOL = existsSync(PROMTOOL);
@@ -76,7 +76,9 @@ describe('deploy/: alert rules and dashboard', () => {
       for (const q of ['policy=free&key=a', 'policy=free&key=vip', 'policy=strict&key=a', 'policy=sync&key=a', 'policy=trial&key=a', 'policy=trial&key=a']) {
         for (let i = 0; i < 6; i++) expect((await send(`${url}/v1/check?${q}`)).status).toBe(200);
       }
-      // a strict key holding a list: its check is decided by its rule (degraded, open), so the degraded family has a sample
+      // a strict key holding a list: its check is decided by its rule (degraded, open), so the degraded family has a sample.
+      // Its key (a fixed window of a minute, Redis's clock) must not expire at the minute's end before it is found.
+      await insideWindow(redis.client, 60_000, 2_000);
       expect((await send(`${url}/v1/check?policy=strict&key=poisoned`)).status).toBe(200);
       const [poisoned] = (await keysUnder(redis.client, 'deploy-test:')).filter((k) => k.includes(':poisoned}'));
       expect(poisoned).toBeDefined();

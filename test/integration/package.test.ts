@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { insideLocalWindow } from '../helpers/redis.js';
 import { PROJECT_ROOT, runSluice, spawnServe, type ServeProcess } from '../helpers/server.js';
 
 const run = promisify(execFile);
@@ -82,6 +83,9 @@ describe('installed into another project', () => {
     writeFileSync(file, 'policies:\n  api:\n    algorithm: fixed_window\n    limit: 1\n    period: 1h\n');
     expect(await runSluice(['validate', file], { bin, cwd: project })).toStrictEqual({ code: 0, signal: null, stdout: `${file}: ok (1 policy)\n`, stderr: '' });
     let serve: ServeProcess | undefined;
+    // 1 an hour in a fixed window on the server's wall clock (epoch-aligned): both checks (a command each) in
+    // one hour, or the second is admitted in the next
+    await insideLocalWindow(3_600_000, 10_000);
     try {
       serve = await spawnServe(['--config', file], { bin, cwd: project });
       const first = await runSluice(['check', '--url', serve.url, '--policy', 'api', '--key', 'k'], { bin, cwd: project });
@@ -90,5 +94,5 @@ describe('installed into another project', () => {
     } finally {
       await serve?.kill();
     }
-  }, 60_000);
+  }, 60_000 + 10_000); // and insideLocalWindow's longest wait
 });

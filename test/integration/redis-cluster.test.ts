@@ -19,7 +19,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { RedisStore } from '../../src/store/redis.js';
-import { connected } from '../helpers/redis.js';
+import { connected, insideWindow } from '../helpers/redis.js';
 import { startCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { send, spawnServe } from '../helpers/server.js';
 import { readState } from '../helpers/state.js';
@@ -224,6 +224,9 @@ describe('a master lost (SIGKILL, no replica), then back', () => {
       open: { algorithm: 'fixed_window', limit: 3, period: '1h', consistency: 'strict', onStoreError: 'open' } as PolicySpec,
     };
     const l = await limiter(policies, 'ck1:');
+    // one hour's fixed windows (Redis's clock), their counts asserted exactly over a kill, a restart and up to
+    // 20 s of waiting for the slot map: started well inside an hour, so no count resets or key expires meanwhile
+    await insideWindow(c.clients[0], HOUR, 30_000);
     const keys = Array.from({ length: 30 }, (_, i) => `k${i}`);
     const batch = (policy: string): Promise<Decision[]> => Promise.all(keys.map((key) => l.check({ policy, key, cost: 1 })));
     expect((await batch('closed')).map((d) => [d.allowed, d.remaining, d.degraded])).toStrictEqual(keys.map(() => [true, 2, undefined]));
@@ -260,7 +263,7 @@ describe('a master lost (SIGKILL, no replica), then back', () => {
     const after = await batch('closed');
     expect(after.map((d) => [d.allowed, d.remaining, d.degraded])).toStrictEqual(keys.map((k) =>
       (lost('closed', k) ? [true, 2, undefined] : [true, 0, undefined])));
-  }, 60_000);
+  }, 60_000 + 30_000); // and insideWindow's longest wait
 });
 
 describe('sync mode on a Redis Cluster', () => {

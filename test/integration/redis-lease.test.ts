@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
-import { sharedRedis, type SharedRedis } from '../helpers/redis.js';
+import { insideWindow, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { manualClock, EPOCH_MINUTE } from '../helpers/clock.js';
 import { createMetrics } from '../../src/metrics/registry.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -207,6 +207,9 @@ describe('lease mode', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-lease-term-'));
     const file = path.join(dir, 'policies.yaml');
     writeFileSync(file, JSON.stringify({ policies: { p: { algorithm: 'fixed_window', limit: 1000, period: '1h', consistency: 'lease', lease: { ttlMs: 60_000, idleMs: 60_000 } } } }));
+    // the leased count of one hour's fixed window (epoch-aligned) read exactly after 60 checks and a SIGTERM
+    // (~1 s): all in one hour, or the key expires before it is read
+    await insideWindow(redis.client, 3_600_000, 10_000);
     const proc = await spawnServe(['--config', file, '--redis', redis.url, '--redis-prefix', 'term:']);
     try {
       for (let i = 0; i < 60; i++) expect((await send(`${proc.url}/v1/check?policy=p&key=k&cost=1`)).status).toBe(200);
@@ -223,5 +226,5 @@ describe('lease mode', () => {
       await proc.kill();
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 30_000);
+  }, 30_000 + 10_000); // and insideWindow's longest wait
 });

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter, type PolicySpec } from '../../src/index.js';
-import { startRedis, type TestRedis } from '../helpers/redis.js';
+import { insideWindow, startRedis, type TestRedis } from '../helpers/redis.js';
 import { readState } from '../helpers/state.js';
 
 let redis: TestRedis;
@@ -56,6 +56,9 @@ describe('sync mode', () => {
 
   it('an instance learns what the others spent at its next merge', async () => {
     const policies: Record<string, PolicySpec> = { p: { algorithm: 'fixed_window', limit: 10, period: 3_600_000, consistency: 'sync' } };
+    // exact counts of one hour's fixed window (epoch-aligned, Redis's clock), across merges that may each take
+    // up to 5 s: all in one hour
+    await insideWindow(redis.client, 3_600_000, 10_000);
     const a = await instance(policies, 's2:');
     const b = await instance(policies, 's2:');
     try {
@@ -77,7 +80,7 @@ describe('sync mode', () => {
       await a.close();
       await b.close();
     }
-  });
+  }, 30_000 + 10_000); // and insideWindow's longest wait
 
   it('N instances hammering one key stay within the documented over-admission bound', async () => {
     // Bound (README, "sync"): over a span T, admitted ≤ B + L·T/P + (N − 1)·(B + L·(S + R)/P)
@@ -105,6 +108,9 @@ describe('sync mode', () => {
 
   it('Redis paused: decisions go on locally, and every delta reaches Redis once it is back', async () => {
     const policies: Record<string, PolicySpec> = { p: { algorithm: 'fixed_window', limit: 1000, period: 3_600_000, consistency: 'sync' } };
+    // the stored count of one hour's fixed window (epoch-aligned, Redis's clock) is read after a pause and two
+    // merges (~1.5 s, each merge up to 5 s): all in one hour, or the first hour's key expires before it is read
+    await insideWindow(redis.client, 3_600_000, 15_000);
     const l = await createLimiter({ policies, redis: { url: redis.url, prefix: 's4:', syncIntervalMs: 20, timeoutMs: 20 } });
     try {
       for (let i = 0; i < 5; i++) await l.check({ policy: 'p', key: 'k', cost: 1 });
@@ -128,9 +134,12 @@ describe('sync mode', () => {
       redis.resume();
       await l.close();
     }
-  });
+  }, 30_000 + 15_000); // and insideWindow's longest wait
 
   it('close() merges what is pending before it returns', async () => {
+    // a sliding window of a minute (epoch-aligned, Redis's clock): its 7 checks in one window, or some are the
+    // previous window's count
+    await insideWindow(redis.client, 60_000, 2_000);
     const l = await instance({ p: { algorithm: 'sliding_window', limit: 100, period: 60_000, consistency: 'sync' } }, 's5:');
     for (let i = 0; i < 7; i++) await l.check({ policy: 'p', key: 'k', cost: 1 });
     await l.close();
