@@ -74,8 +74,8 @@ export interface RedisOptions {
    * busy turn's few others would each pay a call's fixed cost on both sides. A turn of fewer strict checks (few
    * checks at a time) sends its call at once: there a held check waiting a round trip costs more than a call.
    * The wait is at most the call ahead's (its deadline); when the calls ahead time out, the held checks take
-   * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.16x the decisions/s,
-   * 0.84x the client's and 0.78x Redis's CPU per decision: bench/README.md); 0 sends every call at once. 0 on a Redis
+   * the failure rule. Default 16 (90 % of checks over the limit, 64 in flight: 1.18x the decisions/s,
+   * 0.85x the client's and 0.80x Redis's CPU per decision against 0: bench/README.md); 0 sends every call at once. 0 on a Redis
    * Cluster, where another value is refused (a `CONFIG` SluiceError, field `redis.holdUnder`): a call there is
    * split by slot over masters each with its own liveness, so the call ahead's timeout (one master frozen) says
    * nothing of a held check's master, and a slot that failed comes back as NaN rows, which sent the held call
