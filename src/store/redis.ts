@@ -162,8 +162,8 @@ export class RedisStore implements Store {
     this.oneClock = !(redis instanceof Cluster);
     // a Cluster splits every call by slot already, over several masters' connections
     this.pipelineCalls = Math.max(1, Math.floor(o.pipelineCalls ?? (redis instanceof Cluster ? 1 : 2)));
-    // (a Cluster's calls are never held: see RedisOptions.holdUnder; create() refuses another value)
-    this.holdUnder = redis instanceof Cluster ? 0 : Math.max(0, Math.floor(o.holdUnder ?? 16));
+    // a Cluster's calls are never held (RedisOptions.holdUnder): create() refuses another value than 0
+    this.holdUnder = Math.max(0, Math.floor(o.holdUnder ?? (redis instanceof Cluster ? 0 : 16)));
     this.holdTurn = Math.ceil(this.holdUnder / 2);
     const timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const lateSpend = (raw: number[], args: readonly number[], from: number): void => {

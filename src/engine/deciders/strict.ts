@@ -66,10 +66,6 @@ export class StrictDecider implements Decider {
    * ahead says nothing of the held checks' masters).
    */
   private held: Call | null = null;
-  /** The `now` of the turn that last added to {@link held} (the time it is sent at, as far as its checks know). */
-  private heldNow = 0;
-  /** StrictCache.lead at that turn. */
-  private heldLead = 0;
 
   constructor(private readonly o: StrictDeciderOptions) {}
 
@@ -86,7 +82,7 @@ export class StrictDecider implements Decider {
     const h = this.held;
     if (h !== null) {
       this.held = null;
-      this.send(h, this.heldNow, this.heldLead);
+      this.send(h, h.heldAt, h.heldLead);
     }
   }
 
@@ -158,11 +154,10 @@ export class StrictDecider implements Decider {
     if (call.sent.n === 0) return;
     if (call.sent.n < store.holdUnder && this.calls > 0 && b.n >= store.holdTurn) {
       this.held = call;
-      this.heldNow = now;
-      this.heldLead = cache.lead;
+      call.heldAt = now;
+      call.heldLead = cache.lead;
       // counted in flight while held, as sent checks are: the front's pending bound and close() see them
-      this.o.flight.add(call.sent.n - call.counted);
-      call.counted = call.sent.n;
+      call.count(this.o.flight);
     } else this.send(call, now, cache.lead);
   }
 
@@ -174,9 +169,7 @@ export class StrictDecider implements Decider {
     const { store, cache } = this.o;
     const { sent, known } = call;
     const flight = this.o.flight;
-    // (the checks it held are counted already)
-    flight.add(sent.n - call.counted);
-    call.counted = sent.n;
+    call.count(flight);
     this.calls++;
     let timedOut = false;
     store.decideWide(call.keys, call.args, now, call.wire).then(
@@ -212,17 +205,15 @@ export class StrictDecider implements Decider {
       this.calls--;
       const h = this.held;
       if (h !== null) {
-        if (!timedOut) {
-          // sent before this call's checks land (it is counted in flight already)
-          this.held = null;
-          this.send(h, this.heldNow, this.heldLead);
-        } else if (this.calls === 0) {
+        // sent before this call's checks land (it is counted in flight already)
+        if (!timedOut) this.sendHeld();
+        else if (this.calls === 0) {
           // the connection was silent for the whole deadline: the held checks take their rule now, after the
           // checks of every call made before them (a call still in flight was: its timeout, or its answer,
           // decides the held call's fate, so that a key's checks go to the local rule in the order made)
           this.held = null;
           for (const k of h.known) k.inflight--;
-          this.storeFailed(h.sent, h.known, this.heldNow, this.heldLead);
+          this.storeFailed(h.sent, h.known, h.heldAt, h.heldLead);
           flight.landed(h.sent.n);
         }
       }
@@ -318,7 +309,19 @@ class Call {
   constructor(readonly id: number) {}
   readonly sent = emptyBatch();
   /** Its checks counted in flight so far (Flight.add): a held call's are counted as it holds them. */
-  counted = 0;
+  private counted = 0;
+  /**
+   * Held (StrictDecider.held): the `now` of the turn that last added to it (the time it is sent at, as far as
+   * its checks know), and StrictCache.lead at that turn.
+   */
+  heldAt = 0;
+  heldLead = 0;
+
+  /** Counts in `flight` its checks not counted yet (those added since it was held, or all). */
+  count(flight: Flight): void {
+    flight.add(this.sent.n - this.counted);
+    this.counted = this.sent.n;
+  }
   readonly known: Known[] = [];
   readonly keys: string[] = [];
   /** Each check's keys as RESP bytes (Known.wire), for the request. */
