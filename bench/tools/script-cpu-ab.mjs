@@ -14,9 +14,11 @@
 // A ROOT is a built checkout (its dist/ made by `npm run build`), e.g. a `git worktree` of the commit to compare.
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import { resolve } from 'node:path';
 
 const [N, K, MS, ROUNDS] = process.argv.slice(2, 6).map(Number);
-const roots = process.argv.slice(6);
+// from the caller's directory (imported below from this file's)
+const roots = process.argv.slice(6).map((r) => resolve(r));
 if (!(N > 0 && K > 0 && MS > 0 && ROUNDS > 0) || roots.length === 0) {
   console.error('usage: node bench/tools/script-cpu-ab.mjs N K MS ROUNDS ROOT_A [ROOT_B ...]');
   process.exit(2);
