@@ -18,7 +18,7 @@ import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } fro
  * A check call: `args` holds 6 numbers per leg (from 0), `flag` 1 for Redis's clock, `now` the caller's;
  * `wire` optionally the keys as RESP bytes (Store.decideWide; a Cluster's calls, split by slot, ignore it).
  */
-export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[]) => Promise<number[]>;
+export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[], heldSince?: number) => Promise<number[]>;
 
 /** A check call as sent to the Cluster, with its keys' slot: the master there is the one whose load it meets. */
 interface SlotCall extends SentCall {

@@ -148,8 +148,11 @@ export interface Store extends PubSub {
    * failed while others answered, or whose state is unreadable, come back as NaN rows (the failure rule).
    * `wire`, when given, holds the same keys as RESP bytes (src/store/key-wire.ts), in order, any number of
    * keys per element: a store that writes the request itself may copy them instead of encoding `keys`.
+   * `heldSince`, for a call that was held ({@link holdUnder}): performance.now() when its first check was held.
+   * The call's deadline counts from then, not from when it is sent: a check held while the connection was
+   * already silent is answered within the timeout of that silence, as it would have been if sent at once.
    */
-  decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[]): Promise<number[]>;
+  decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[], heldSince?: number): Promise<number[]>;
 
   /** {@link decideWide} with only the first 4 numbers per leg (code, remaining, resetAfterMs, retryAfterMs). */
   decide(keys: string[], args: number[], nowMs: number): Promise<number[]>;

@@ -38,9 +38,11 @@ export class StoreTimeoutError extends Error {
  * `ms`, replies already waiting in the socket are read first (and count as progress). Past `capMs` after it was
  * issued it rejects whatever the connection does.
  * @param late called with the value of a call that resolved after it had timed out (a late spend).
+ * @param issued when the call was issued (performance.now()): now, unless what it carries waited before it was
+ *   sent (a held strict call, Store.decideWide `heldSince`), whose wait counts toward its deadline as well.
  */
-export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v: T) => void, capMs = Math.max(1000, 10 * ms)): Promise<T> {
-  const issued = performance.now();
+export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v: T) => void, capMs = Math.max(1000, 10 * ms),
+  issued = performance.now()): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let settled = false;
     let timer: NodeJS.Timeout | undefined;
@@ -58,7 +60,7 @@ export function deadline<T>(p: Promise<T>, ms: number, live: Liveness, late?: (v
     const arm = (): void => {
       setImmediate(check);
     };
-    timer = setTimeout(arm, ms);
+    timer = setTimeout(arm, Math.max(0, issued + ms - performance.now()));
     p.then((v) => {
       live.replied();
       if (settled) {

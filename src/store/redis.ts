@@ -190,8 +190,10 @@ export class RedisStore implements Store {
       // the check request is encoded whole (src/store/check-call.ts); its reply is one string of packed doubles
       const checkCmd = checkCaller(redis, checkScript(), checkLibrary());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
-      check = async (keys, args, flag, now, wire) => {
-        const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then((r) => unpackReply(r, args, 0)), timeoutMs, live, (r) => lateSpend(r, args, 0));
+      check = async (keys, args, flag, now, wire, heldSince) => {
+        // a held call's deadline counts from when its first check was held (Store.decideWide)
+        const raw = await deadline(checkCmd(keys, flag, now, args, 0, wire).then((r) => unpackReply(r, args, 0)), timeoutMs, live, (r) => lateSpend(r, args, 0),
+          undefined, heldSince);
         return widen(raw, args, 0);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
@@ -212,7 +214,7 @@ export class RedisStore implements Store {
       // not answer; an unwell one refuses): `probeWrite`
       const { breaker, state } = createBreaker(check, o.breaker, healthy,
         () => probeWrite(redis, probeKey, (p) => deadline(p, timeoutMs, live), healthy), () => redis.status === 'ready');
-      this.call = (keys, args, flag, now, wire) => breaker.fire(keys, args, flag, now, wire);
+      this.call = (keys, args, flag, now, wire, heldSince) => breaker.fire(keys, args, flag, now, wire, heldSince);
       this.breakerState = state;
       this.stopBreakers = () => breaker.shutdown();
     }
@@ -292,10 +294,10 @@ export class RedisStore implements Store {
    * the Redis time the leg was decided at (Unix ms), then for a leg of a denied check the state it was decided
    * on (w0, w1, lastSeen; lastSeen −1: absent), else NaN NaN NaN (src/store/reply.ts).
    */
-  async decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[]): Promise<number[]> {
+  async decideWide(keys: string[], args: number[], nowMs: number, wire?: readonly Uint8Array[], heldSince?: number): Promise<number[]> {
     const start = performance.now();
     try {
-      return this.unreadable(await this.call(keys, args, this.useRedisTime ? 1 : 0, nowMs, wire));
+      return this.unreadable(await this.call(keys, args, this.useRedisTime ? 1 : 0, nowMs, wire, heldSince));
     } catch (e) {
       this.failed(e);
       throw e;

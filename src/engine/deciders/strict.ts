@@ -156,6 +156,9 @@ export class StrictDecider implements Decider {
       this.held = call;
       call.heldAt = now;
       call.heldLead = cache.lead;
+      // its deadline counts from here (Store.decideWide heldSince): sent later (a smaller turn, or once full) to
+      // a connection already silent, its first checks had waited that silence twice, the hold's and the call's
+      call.heldSince ??= performance.now();
       // counted in flight while held, as sent checks are: the front's pending bound and close() see them
       call.count(this.o.flight);
     } else this.send(call, now, cache.lead);
@@ -172,7 +175,7 @@ export class StrictDecider implements Decider {
     call.count(flight);
     this.calls++;
     let timedOut = false;
-    store.decideWide(call.keys, call.args, now, call.wire).then(
+    store.decideWide(call.keys, call.args, now, call.wire, call.heldSince).then(
       (rows) => {
         for (const e of known) e.inflight--;
         const answered = readClock(this.o.clock);
@@ -316,6 +319,8 @@ class Call {
    */
   heldAt = 0;
   heldLead = 0;
+  /** performance.now() when it was first held (undefined: never held): Store.decideWide's `heldSince`. */
+  heldSince: number | undefined = undefined;
 
   /** Counts in `flight` its checks not counted yet (those added since it was held, or all). */
   count(flight: Flight): void {
