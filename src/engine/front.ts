@@ -163,7 +163,8 @@ export class Front {
 
   /**
    * Sends the store-backed checks a decider holds back (Decider.sendHeld): an admin reset calls it before its
-   * delete, so that a check made before the reset is counted before the delete, not after it.
+   * delete, so that a check made before the reset is counted before the delete, not after it; an inspect before
+   * its reads, so that it sees such a check.
    */
   sendHeld(): void {
     for (const d of this.routed.values()) d.sendHeld?.();

@@ -87,6 +87,9 @@ export class KeyAdmin {
     let t = now;
     if (rt.stored) {
       out.source = 'redis';
+      // checks made before the inspect and held back to go with later ones reach Redis before its reads (on the
+      // same connection, answered in order), as they would have if sent at once: else it shows the key without them
+      this.d.front.sendHeld();
       ({ rows, raw, t } = await this.readRedis(at, now));
     } else {
       const legs = this.legs(at, true);

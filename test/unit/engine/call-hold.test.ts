@@ -169,6 +169,27 @@ describe('a small strict call waits behind the call in flight', () => {
     }
   });
 
+  it('an admin inspect sends the held call before its reads: it sees a check made before it', async () => {
+    const { l, calls, log } = await setup();
+    try {
+      const first = await turn(l, 0, 1);
+      const held = await turn(l, 1, 1);
+      const inspected = l.inspect({ policy: 'p', key: 'k1' });
+      await new Promise((r) => setImmediate(r));
+      const sent = [...log];
+      for (let n = 0; n < calls.length; n++) {
+        calls[n].answer();
+        await new Promise((r) => setImmediate(r));
+      }
+      // the held call, then the inspect's own cost-0 check
+      expect(sent).toEqual(['call k0', 'call k1', 'call k1']);
+      expect((await inspected).limits.map((s) => [s.held, s.remaining])).toEqual([[true, 9]]);
+      expect((await Promise.all([...first, ...held])).map((d) => d.remaining)).toEqual([9, 9]);
+    } finally {
+      await l.close();
+    }
+  });
+
   it('with the Redis store\'s holdTurn of 8, a turn of fewer strict checks sends its call at once, a busier one holds', async () => {
     const { l, calls } = await setup(8);
     try {
