@@ -23,7 +23,10 @@
  * EVALSHA, with an EVAL first on each connection and after each NOSCRIPT, like ioredis's own scripts; the
  * calls sent with the refused LOAD or FCALL are resent that way. What a failed call does next is
  * src/store/library-way.ts's rule, shared with a Cluster's calls; where and when the library is loaded is this
- * file's.
+ * file's, and so is the order: from a failure that asks for a resend until every call written before it is
+ * answered or resent, a new call waits (the calls written after the failed one went to the same server and may
+ * fail alike; a new call written meanwhile would reach Redis ahead of their resends, a key's later check before
+ * its earlier one).
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';
@@ -31,6 +34,8 @@ import { keyWire } from './key-wire.js';
 import { packLegs } from './leg-runs.js';
 import { LibraryWay, type Resend, type SentCall } from './library-way.js';
 import type { CheckLibrary } from './scripts.js';
+
+const noop = (): void => undefined;
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -146,6 +151,28 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
       return e;
     });
   };
+  /** The reply of the last call written on the connection, a first one or a resend (replies come in order). */
+  let lastReply: Promise<unknown> = Promise.resolve();
+  /**
+   * While calls written before a failure that asks for a resend are still to be answered or resent: settles
+   * when they are. New calls wait in `waiting`, in the order made, and go out then. Without it, a call made
+   * after the library's reload went out ahead of the resend of an earlier call that had found no library (its
+   * failure read after that reload), and a key's later check reached Redis before its earlier one (FUNCTION
+   * FLUSH: test/unit/store/check-call-order.test.ts).
+   */
+  let gate: Promise<void> | null = null;
+  const waiting: Array<() => void> = [];
+  /** Holds new calls back until every call written so far is answered or resent (see `gate`). */
+  const holdNew = (): void => {
+    const upTo = lastReply;
+    const g: Promise<void> = upTo.then(noop, noop).then(() => way.settled()).then(() => {
+      // a failure read meanwhile moved the gate on: that one opens it
+      if (gate !== g) return;
+      gate = null;
+      while (waiting.length > 0 && gate === null) waiting.shift()!();
+    });
+    gate = g;
+  };
   const send = (req: Buffer, n: number, viaFcall: boolean): Promise<Buffer> => {
     const stream = (redis as unknown as { stream?: unknown }).stream;
     let c: RawCommand;
@@ -162,6 +189,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
       c = new RawCommand('evalsha', req);
     }
     void redis.sendCommand(c);
+    lastReply = c.promise;
     return c.promise as Promise<Buffer>;
   };
   /** Sends `req` (FCALL when `viaFcall`, else EVALSHA) and answers its failures as the way says. */
@@ -170,23 +198,37 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     // the FUNCTION LOADs sent before this call (or with it, just ahead of it on the connection), the latest
     const sent: ConnectionCall = { fcall: viaFcall, resent, sentAt: way.loads, ahead: loading };
     // resent in the order the calls failed (LibraryWay.resend)
-    return reply.catch((e: unknown) => way.resend(e, sent, (h: Resend): Promise<Buffer> => {
-      switch (h) {
-        case 'fcall':
-          return attempt(req, n, true, true);
-        case 'evalsha':
-          return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, false);
-        case 'eval':
-          // the server lost the script: send() sends it as EVAL again
-          evalOn = null;
-          return attempt(req, n, false, true);
-      }
-    }));
+    return reply.catch((e: unknown) => {
+      if (LibraryWay.asksResend(e)) holdNew();
+      return way.resend(e, sent, (h: Resend): Promise<Buffer> => {
+        switch (h) {
+          case 'fcall':
+            return attempt(req, n, true, true);
+          case 'evalsha':
+            return attempt(retarget(req, callHead(n, lib!.fn, 'fcall').length, callHead(n, sha)), n, false, false);
+          case 'eval':
+            // the server lost the script: send() sends it as EVAL again
+            evalOn = null;
+            return attempt(req, n, false, true);
+        }
+      });
+    });
   };
-  return (keys, flag, now, args, from, wire) => {
+  const first = (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>, from: number, wire?: readonly Uint8Array[]): Promise<Buffer> => {
     const n = keys.length;
     const viaFcall = way.fcall;
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
     return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, false);
+  };
+  return (keys, flag, now, args, from, wire) => {
+    if (gate === null && waiting.length === 0) return first(keys, flag, now, args, from, wire);
+    // encoded when it goes out, by the way then in force (args and wire stay as they are until the reply)
+    return new Promise<Buffer>((resolve, reject) => waiting.push(() => {
+      try {
+        first(keys, flag, now, args, from, wire).then(resolve, reject);
+      } catch (e) {
+        reject(e);
+      }
+    }));
   };
 }

@@ -80,6 +80,23 @@ export class LibraryWay<S extends SentCall> {
   private turn: Promise<unknown> = Promise.resolve();
 
   /**
+   * Settles once the resends of the calls that failed so far are made (or those calls failed for good): a
+   * transport holds new calls back until then ({@link asksResend} says which failures ask for that).
+   */
+  settled(): Promise<unknown> {
+    return this.turn;
+  }
+
+  /**
+   * Whether the failure `e` of a check call may be answered by a resend ("Function not found", NOSCRIPT, FCALL
+   * refused as a command): the calls written after that one went to the same server and may fail alike, so
+   * until each is answered or resent, a new call must not go out ahead of their resends.
+   */
+  static asksResend(e: unknown): boolean {
+    return functionMissing(e) || scriptMissing(e) || fcallRefused(e);
+  }
+
+  /**
    * Answers the check call `sent`, failed with `e`: `send` makes the resend by the way {@link resendAs} gives
    * (its promise is the call's), in the order the failures came. The way is decided at once (a load it asks for
    * begins in that order), and the resend is made after those of the calls that failed before it, which were
