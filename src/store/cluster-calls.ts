@@ -153,20 +153,75 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
+  /**
+   * One master's check calls (by `host:port`): those written and not answered yet, first sends and resends; and,
+   * from a failure that asks for a resend until each call written before it is answered or resent, the gate new
+   * calls to that master wait behind, in the order made (src/store/check-call.ts says why: a key's later check
+   * went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every master:
+   * test/fault/redis-cluster-flush-order.test.ts). A key's calls all go to its slot's master.
+   */
+  interface Lane {
+    unanswered: Set<Promise<unknown>>;
+    gate: Promise<void> | null;
+    waiting: Array<() => void>;
+  }
+  const lanes = new Map<string, Lane>();
+  const laneOf = (slot: number): Lane => {
+    const node = masterOf(slot);
+    let l = lanes.get(node);
+    if (l === undefined) lanes.set(node, (l = { unanswered: new Set(), gate: null, waiting: [] }));
+    return l;
+  };
+  const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
+    lane.unanswered.add(p);
+    const done = (): void => {
+      lane.unanswered.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  };
+  /** Holds new calls to `lane`'s master back until every call written to it so far is answered or resent. */
+  const holdNew = (lane: Lane): void => {
+    const g: Promise<void> = Promise.allSettled([...lane.unanswered]).then(() => way.settled()).then(() => {
+      // a failure read meanwhile moved the gate on: that one opens it
+      if (lane.gate !== g) return;
+      lane.gate = null;
+      while (lane.waiting.length > 0 && lane.gate === null) lane.waiting.shift()!();
+    });
+    lane.gate = g;
+  };
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
-  const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
+  const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, lane: Lane): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
+    const failed = (e: unknown): void => {
+      if (LibraryWay.asksResend(e)) holdNew(lane);
+    };
     // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
     // order the calls failed (LibraryWay.resend)
-    const viaEvalsha = (): Promise<number[]> => bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args).then(unpack,
-      (e: unknown) => way.resend(e, { fcall: false, resent: false, sentAt: way.loads, slot }, () => bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args).then(unpack)));
+    const viaEvalsha = (): Promise<number[]> => written(lane, bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args)).then(unpack, (e: unknown) => {
+      failed(e);
+      return way.resend(e, { fcall: false, resent: false, sentAt: way.loads, slot }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack));
+    });
     if (!way.fcall) return viaEvalsha();
     const sent: SlotCall = { fcall: true, resent: false, sentAt: way.loads, slot };
     // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
-    return fcallBuffer(keys, args).then(unpack,
-      (e: unknown) => way.resend(e, sent, (h) => (h === 'fcall' ? fcallBuffer(keys, args).then(unpack) : viaEvalsha())));
+    return written(lane, fcallBuffer(keys, args)).then(unpack, (e: unknown) => {
+      failed(e);
+      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()));
+    });
+  };
+  const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
+    const lane = laneOf(slot);
+    if (lane.gate === null && lane.waiting.length === 0) return sendCheck(keys, legs, flag, now, slot, lane);
+    return new Promise<number[]>((resolve, reject) => lane.waiting.push(() => {
+      try {
+        sendCheck(keys, legs, flag, now, slot, lane).then(resolve, reject);
+      } catch (e) {
+        reject(e);
+      }
+    }));
   };
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the

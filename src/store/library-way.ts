@@ -81,7 +81,7 @@ export class LibraryWay<S extends SentCall> {
 
   /**
    * Settles once the resends of the calls that failed so far are made (or those calls failed for good): a
-   * transport holds new calls back until then ({@link asksResend} says which failures ask for that).
+   * transport (one connection, or a Cluster master) holds new calls back until then ({@link asksResend} says which failures ask for that).
    */
   settled(): Promise<unknown> {
     return this.turn;
