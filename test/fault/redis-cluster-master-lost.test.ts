@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { brief } from '../helpers/assert.js';
-import { clusterSuite } from '../helpers/redis-cluster.js';
+import { clusterSuite, keysByMaster, masterPid } from '../helpers/redis-cluster.js';
 
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1h', consistency: 'strict', onStoreError: 'closed' } } as const;
 
@@ -20,15 +20,8 @@ describe('Redis Cluster: one master lost', () => {
     const prefix = 'lost:';
     const c = suite.cluster();
     const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 200 } });
-    for (let i = 0; i < 30; i++) await l.check({ policy: 'api', key: `k${i}`, cost: 1 });
-    const byNode: string[][] = [[], [], []];
-    for (const { key, node } of await c.keysUnder(prefix)) {
-      const m = /:(k\d+)\}/.exec(key);
-      if (m) byNode[node].push(m[1]);
-    }
-    expect(byNode.map((ks) => ks.length > 1)).toStrictEqual([true, true, true]);
-    const pid = Number(/process_id:(\d+)/.exec(await c.clients[0].info('server'))?.[1]);
-    expect(pid).toBeGreaterThan(1);
+    const byNode = await keysByMaster(c, l, 'api', prefix);
+    const pid = await masterPid(c, 0);
     process.kill(pid, 'SIGSTOP');
     frozen = pid;
     const healthy = async (): Promise<string[]> => {

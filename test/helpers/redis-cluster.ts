@@ -163,3 +163,26 @@ export function clusterSuite(cleanup?: () => void): {
     },
   };
 }
+
+/**
+ * Spends 1 on keys `k0`…`k{n-1}` of `policy` (their Redis keys under `prefix`) and gives the keys each master
+ * holds, by the master's index: a test that freezes or flushes one master picks its keys, and the others', here.
+ * Fails unless every master holds two keys or more.
+ */
+export async function keysByMaster(c: TestCluster, l: Limiter, policy: string, prefix: string, n = 30): Promise<string[][]> {
+  for (let i = 0; i < n; i++) await l.check({ policy, key: `k${i}`, cost: 1 });
+  const byNode: string[][] = c.ports.map(() => []);
+  for (const { key, node } of await c.keysUnder(prefix)) {
+    const m = /:(k\d+)\}/.exec(key);
+    if (m) byNode[node].push(m[1]);
+  }
+  if (!byNode.every((ks) => ks.length > 1)) throw new Error(`keysByMaster: a master holds fewer than 2 of ${n} keys: ${JSON.stringify(byNode)}`);
+  return byNode;
+}
+
+/** The process id of master `i` (INFO server), to freeze it with SIGSTOP. */
+export async function masterPid(c: TestCluster, i: number): Promise<number> {
+  const pid = Number(/process_id:(\d+)/.exec(await c.clients[i].info('server'))?.[1]);
+  if (!(pid > 1)) throw new Error(`masterPid: no process id for master ${i}`);
+  return pid;
+}
