@@ -33,6 +33,7 @@ import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
 import { packLegs } from './leg-runs.js';
 import { LibraryWay, type Resend, type SentCall } from './library-way.js';
+import { givenUpError } from './deadline.js';
 import type { CheckLibrary } from './scripts.js';
 
 const noop = (): void => undefined;
@@ -117,10 +118,11 @@ interface ConnectionCall extends SentCall {
  * The request is encoded when called, but the reply is read by the same `args` (src/store/reply.ts
  * unpackReply rebuilds an admission's remaining and resetAfterMs from its leg's L, P and B): they must stay as
  * they are until it is. `wire`, when given, holds `keys` as RESP bytes (src/store/key-wire.ts), copied instead
- * of encoding the keys.
+ * of encoding the keys. `givenUp`, when given, says whether the caller gave up on the call (its deadline): a
+ * call still waiting behind a library reload then is not written, and fails with {@link givenUpError}.
  */
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
-  from: number, wire?: readonly Uint8Array[]) => Promise<Buffer> {
+  from: number, wire?: readonly Uint8Array[], givenUp?: () => boolean) => Promise<Buffer> {
   const sha = createHash('sha1').update(lua).digest('hex');
   /** The connection (socket) the library was last loaded on (FUNCTION LOAD): a new one loads it first. */
   let loadedOn: unknown = null;
@@ -220,10 +222,16 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     const name = viaFcall ? lib!.fn : sha, cmd = viaFcall ? 'fcall' : 'evalsha';
     return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, false);
   };
-  return (keys, flag, now, args, from, wire) => {
+  return (keys, flag, now, args, from, wire, givenUp) => {
     if (gate === null && waiting.length === 0) return first(keys, flag, now, args, from, wire);
     // encoded when it goes out, by the way then in force (args and wire stay as they are until the reply)
     return new Promise<Buffer>((resolve, reject) => waiting.push(() => {
+      // its caller gave up on it while it waited (its deadline: the checks took the failure rule): not written,
+      // so Redis does not spend for checks already answered without it
+      if (givenUp?.() === true) {
+        reject(givenUpError());
+        return;
+      }
       try {
         first(keys, flag, now, args, from, wire).then(resolve, reject);
       } catch (e) {

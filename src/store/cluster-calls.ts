@@ -8,7 +8,7 @@ import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
-import { deadline, Liveness } from './deadline.js';
+import { deadline, givenUpError, Liveness, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 import { packLegs } from './leg-runs.js';
@@ -222,10 +222,16 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()));
     });
   };
-  const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number): Promise<number[]> => {
+  const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {
     const lane = laneOf(slot);
     if (lane.gate === null && lane.waiting.length === 0) return sendCheck(keys, legs, flag, now, slot, lane);
     return new Promise<number[]>((resolve, reject) => lane.waiting.push(() => {
+      // given up on (its deadline) while it waited: not written, so Redis does not spend for checks already
+      // answered by their failure rule (check-call.ts does the same)
+      if (givenUp()) {
+        reject(givenUpError());
+        return;
+      }
       try {
         sendCheck(keys, legs, flag, now, slot, lane).then(resolve, reject);
       } catch (e) {
@@ -238,8 +244,13 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
   // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of a slot it serves.
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
-  const part: Part = (keys, legs, flag, now, slot) =>
-    deadline(runCheck(keys, legs, flag, now, slot), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
+  const part: Part = (keys, legs, flag, now, slot) => {
+    let gaveUp = false;
+    return deadline(runCheck(keys, legs, flag, now, slot, () => gaveUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0)).catch((e: unknown) => {
+      if (e instanceof StoreTimeoutError) gaveUp = true;
+      throw e;
+    });
+  };
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
   /** A probe key per slot (slots.ts keyInSlot: some thousand CRC16s to find), made once it is needed. */
   const probeKeys = new Map<number, string>();

@@ -32,6 +32,15 @@ export class StoreTimeoutError extends Error {
 }
 
 /**
+ * The failure of a store call its caller gave up on (its deadline passed) before it was written: it waited behind
+ * a library reload (src/store/check-call.ts, cluster-calls.ts) and is dropped, so Redis does not spend for checks
+ * that already took their failure rule. Nobody reads it: the deadline settled the call first.
+ */
+export function givenUpError(): Error {
+  return new Error('redis: the call was given up before it was written (it waited behind a library reload)');
+}
+
+/**
  * Resolves or rejects as `p` does, unless Redis sends nothing on `live`'s connection for `ms` after the call
  * was issued (see {@link Liveness}): then it rejects with a {@link StoreTimeoutError}. The check runs after the
  * loop's next poll phase: a timer is run before sockets are read, so after a turn that blocked longer than

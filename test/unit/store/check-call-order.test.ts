@@ -127,3 +127,36 @@ describe('a call made while calls that found no library are still to be resent w
     await Promise.allSettled([x, a, b]);
   });
 });
+
+describe('a call its caller gave up on while it waited behind a library reload', () => {
+  it('is not written: it fails with the given-up error, and the calls behind it go out', async () => {
+    const { redis, written } = connection();
+    const call = checkCaller(redis, checkScript(), checkLibrary());
+    const args = [1, 10, 60_000, 0, 1, 1];
+    const named = (now: number): (w: Written) => boolean => (w) => w.bytes.includes(`\r\n${now}\r\n`);
+    const resolve = (w: Written, v: unknown): void => (w.c as unknown as { resolve(v: unknown): void }).resolve(v);
+    const x = call(['k'], 0, 1001, args, 0);
+    const a = call(['k'], 0, 1002, args, 0);
+    resolve(written[0], 'OK');
+    await flush();
+    reject(written[1], missing());
+    await flush();
+    // B waits behind the reload, and its deadline passes meanwhile; C, made after it, is still wanted
+    let gaveUp = false;
+    const b = call(['k'], 0, 1003, args, 0, undefined, () => gaveUp);
+    const c = call(['k'], 0, 1004, args, 0, undefined, () => false);
+    const bFailed = b.then(() => 'answered', (e: Error) => e.message);
+    gaveUp = true;
+    reject(written[2], missing());
+    await flush();
+    resolve(written[3], 'OK');
+    resolve(written[4], Buffer.alloc(0));
+    await flush();
+    await flush();
+    expect(written.some(named(1003))).toBe(false);
+    expect(await bFailed).toMatch(/given up before it was written/);
+    expect(written.filter((w) => w.name === 'fcall' && named(1004)(w)).length).toBe(1);
+    for (const w of written.slice(5)) resolve(w, Buffer.alloc(0));
+    await Promise.allSettled([x, a, c]);
+  });
+});
