@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { createLimiter, type Limiter, type LimiterOptions } from '../../src/index.js';
-import { connected, exited, freePort, launchRedis } from './redis.js';
+import { connected, exited, freePort, launchRedis, portTaken } from './redis.js';
 
 const run = promisify(execFile);
 
@@ -92,7 +92,19 @@ export async function startCluster(): Promise<TestCluster> {
       taken.add(p);
       ports.push(p);
     }
-    for (const p of ports) children.push(await launch(p, dir));
+    for (let i = 0; i < ports.length; i++) {
+      // another free port pair when this one was taken before the node bound it (portTaken)
+      for (let attempt = 1; ; attempt++) {
+        try {
+          children.push(await launch(ports[i], dir));
+          break;
+        } catch (e) {
+          if (!portTaken(e) || attempt === 5) throw e;
+          ports[i] = await freeClusterPort(taken);
+          taken.add(ports[i]);
+        }
+      }
+    }
     const nodes = ports.map((p) => `127.0.0.1:${p}`);
     await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
     for (const p of ports) {

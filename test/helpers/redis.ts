@@ -73,7 +73,20 @@ export function spawnRedisServer(args: string[], ready: string, what: string, en
       }
     });
     child.on('error', (e) => { clearTimeout(timer); reject(e); });
+    // one that exits first (its port taken meanwhile by another test's process) fails now, not after 5 s
+    child.once('exit', () => {
+      clearTimeout(timer);
+      reject(new Error(`${what} did not start: ${out}`));
+    });
   });
+}
+
+/**
+ * Whether `e` says a redis-server did not start because its port was taken: freePort() frees the port it found
+ * before the server binds it, and another test's process can take it in between.
+ */
+export function portTaken(e: unknown): boolean {
+  return /Address already in use/.test(String((e as Error | null)?.message));
 }
 
 /** Resolves once `child` has exited (at once if it already has). */
@@ -82,8 +95,18 @@ export function exited(child: ChildProcess): Promise<void> {
 }
 
 export async function startRedis(): Promise<TestRedis> {
-  const port = await freePort();
-  let child = await launchRedis(port);
+  let port = await freePort();
+  let child: ChildProcess;
+  // another free port when this one was taken before the server bound it (portTaken)
+  for (let attempt = 1; ; attempt++) {
+    try {
+      child = await launchRedis(port);
+      break;
+    } catch (e) {
+      if (!portTaken(e) || attempt === 5) throw e;
+      port = await freePort();
+    }
+  }
   const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
   client.on('error', () => undefined);
   const kill = async (): Promise<void> => {
