@@ -33,7 +33,7 @@ import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
 import { packLegs } from './leg-runs.js';
 import { LibraryWay, type Resend, type SentCall } from './library-way.js';
-import { givenUpError } from './deadline.js';
+import { StoreGivenUpError } from './deadline.js';
 import type { CheckLibrary } from './scripts.js';
 
 const noop = (): void => undefined;
@@ -119,7 +119,7 @@ interface ConnectionCall extends SentCall {
  * unpackReply rebuilds an admission's remaining and resetAfterMs from its leg's L, P and B): they must stay as
  * they are until it is. `wire`, when given, holds `keys` as RESP bytes (src/store/key-wire.ts), copied instead
  * of encoding the keys. `givenUp`, when given, says whether the caller gave up on the call (its deadline): a
- * call still waiting behind a library reload then is not written, and fails with {@link givenUpError}.
+ * call still waiting behind a library reload then is not written, and fails with a {@link StoreGivenUpError}.
  */
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
   from: number, wire?: readonly Uint8Array[], givenUp?: () => boolean) => Promise<Buffer> {
@@ -229,7 +229,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
       // its caller gave up on it while it waited (its deadline: the checks took the failure rule): not written,
       // so Redis does not spend for checks already answered without it
       if (givenUp?.() === true) {
-        reject(givenUpError());
+        reject(new StoreGivenUpError());
         return;
       }
       try {

@@ -8,7 +8,7 @@ import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
-import { deadline, givenUpError, Liveness, StoreTimeoutError } from './deadline.js';
+import { deadline, Liveness, StoreGivenUpError, StoreTimeoutError } from './deadline.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 import { packLegs } from './leg-runs.js';
@@ -229,7 +229,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
       // given up on (its deadline) while it waited: not written, so Redis does not spend for checks already
       // answered by their failure rule (check-call.ts does the same)
       if (givenUp()) {
-        reject(givenUpError());
+        reject(new StoreGivenUpError());
         return;
       }
       try {

@@ -36,8 +36,11 @@ export class StoreTimeoutError extends Error {
  * a library reload (src/store/check-call.ts, cluster-calls.ts) and is dropped, so Redis does not spend for checks
  * that already took their failure rule. Nobody reads it: the deadline settled the call first.
  */
-export function givenUpError(): Error {
-  return new Error('redis: the call was given up before it was written (it waited behind a library reload)');
+export class StoreGivenUpError extends Error {
+  constructor() {
+    super('redis: the call was given up before it was written (it waited behind a library reload)');
+    this.name = 'StoreGivenUpError';
+  }
 }
 
 /**
