@@ -117,17 +117,9 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
    * (loadFailure `retry`), else null.
    */
   let loaded = new Map<string, unknown>();
-  /** The load under way, per master (`host:port`): its outcome there, as `loaded` will hold it. */
-  let loadingAt = new Map<string, Promise<unknown>>();
   const way: LibraryWay<SlotCall> = new LibraryWay(true, async (sent) => {
     // the parts of one batch fail together: the first loads every master, the others wait for it
-    if (way.noLoadSince(sent)) void loadAll();
-    // only the load on the call's own master: a frozen master answers its LOAD at ioredis's command timeout
-    // (60 s), and every resend (and, behind the gate, every new call to every master whose gate is closed)
-    // waited that long for it (test/fault/redis-cluster-frozen-reload.test.ts)
-    const own = loading !== null ? loadingAt.get(masterOf(sent.slot)) : undefined;
-    if (own !== undefined) return (await own) ?? undefined;
-    await (loading ?? undefined);
+    await (way.noLoadSince(sent) ? loadAll() : loading ?? undefined);
     // its master could not take the library now: that is this call's failure
     return refusedAt(sent.slot);
   });
@@ -135,14 +127,12 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (loading !== null) return loading;
     way.loadBegun();
     const outcomes = new Map<string, unknown>();
-    const at = new Map<string, Promise<unknown>>();
-    loadingAt = at;
     loading = Promise.all(c.nodes('master').map((node) => {
       const name = nameOf(node);
-      const outcome = node.call('FUNCTION', 'LOAD', lib.text).then(() => null, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : null));
-      at.set(name, outcome);
-      return outcome.then((o) => {
-        outcomes.set(name, o);
+      return node.call('FUNCTION', 'LOAD', lib.text).then(() => {
+        outcomes.set(name, null);
+      }, (e: unknown) => {
+        outcomes.set(name, way.loadFailed(e) === 'retry' ? e : null);
       });
     })).then(() => {
       loaded = outcomes;
