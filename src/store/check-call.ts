@@ -33,10 +33,9 @@ import { Command, type Redis } from 'ioredis';
 import { keyWire } from './key-wire.js';
 import { packLegs } from './leg-runs.js';
 import { LibraryWay, type Resend, type SentCall } from './library-way.js';
-import { StoreGivenUpError } from './deadline.js';
+import { CallGate } from './call-gate.js';
 import type { CheckLibrary } from './scripts.js';
 
-const noop = (): void => undefined;
 
 /** A command whose request bytes are given (ioredis writes what toWritable returns). */
 class RawCommand extends Command {
@@ -119,7 +118,7 @@ interface ConnectionCall extends SentCall {
  * unpackReply rebuilds an admission's remaining and resetAfterMs from its leg's L, P and B): they must stay as
  * they are until it is. `wire`, when given, holds `keys` as RESP bytes (src/store/key-wire.ts), copied instead
  * of encoding the keys. `givenUp`, when given, says whether the caller gave up on the call (its deadline): a
- * call still waiting behind a library reload then is not written, and fails with a {@link StoreGivenUpError}.
+ * call still waiting behind a library reload then is not written, and fails with a StoreGivenUpError (src/store/call-gate.ts).
  */
 export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (keys: readonly string[], flag: number, now: number, args: ArrayLike<number>,
   from: number, wire?: readonly Uint8Array[], givenUp?: () => boolean) => Promise<Buffer> {
@@ -155,26 +154,8 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
   };
   /** The reply of the last call written on the connection, a first one or a resend (replies come in order). */
   let lastReply: Promise<unknown> = Promise.resolve();
-  /**
-   * While calls written before a failure that asks for a resend are still to be answered or resent: settles
-   * when they are. New calls wait in `waiting`, in the order made, and go out then. Without it, a call made
-   * after the library's reload went out ahead of the resend of an earlier call that had found no library (its
-   * failure read after that reload), and a key's later check reached Redis before its earlier one (FUNCTION
-   * FLUSH: test/unit/store/check-call-order.test.ts).
-   */
-  let gate: Promise<void> | null = null;
-  const waiting: Array<() => void> = [];
-  /** Holds new calls back until every call written so far is answered or resent (see `gate`). */
-  const holdNew = (): void => {
-    const upTo = lastReply;
-    const g: Promise<void> = upTo.then(noop, noop).then(() => way.settled()).then(() => {
-      // a failure read meanwhile moved the gate on: that one opens it
-      if (gate !== g) return;
-      gate = null;
-      while (waiting.length > 0 && gate === null) waiting.shift()!();
-    });
-    gate = g;
-  };
+  /** New calls after a failure that asks for a resend wait for the calls written before it (src/store/call-gate.ts). */
+  const gate = new CallGate();
   const send = (req: Buffer, n: number, viaFcall: boolean): Promise<Buffer> => {
     const stream = (redis as unknown as { stream?: unknown }).stream;
     let c: RawCommand;
@@ -201,7 +182,7 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     const sent: ConnectionCall = { fcall: viaFcall, resent, sentAt: way.loads, ahead: loading };
     // resent in the order the calls failed (LibraryWay.resend)
     return reply.catch((e: unknown) => {
-      if (LibraryWay.asksResend(e)) holdNew();
+      if (LibraryWay.asksResend(e)) gate.close(lastReply, () => way.settled());
       return way.resend(e, sent, (h: Resend): Promise<Buffer> => {
         switch (h) {
           case 'fcall':
@@ -223,20 +204,8 @@ export function checkCaller(redis: Redis, lua: string, lib?: CheckLibrary): (key
     return attempt(encodeCheckWire(name, n, wire ?? [keyWire(keys)], flag, now, args, from, cmd), n, viaFcall, false);
   };
   return (keys, flag, now, args, from, wire, givenUp) => {
-    if (gate === null && waiting.length === 0) return first(keys, flag, now, args, from, wire);
+    if (gate.open) return first(keys, flag, now, args, from, wire);
     // encoded when it goes out, by the way then in force (args and wire stay as they are until the reply)
-    return new Promise<Buffer>((resolve, reject) => waiting.push(() => {
-      // its caller gave up on it while it waited (its deadline: the checks took the failure rule): not written,
-      // so Redis does not spend for checks already answered without it
-      if (givenUp?.() === true) {
-        reject(new StoreGivenUpError());
-        return;
-      }
-      try {
-        first(keys, flag, now, args, from, wire).then(resolve, reject);
-      } catch (e) {
-        reject(e);
-      }
-    }));
+    return gate.wait(() => first(keys, flag, now, args, from, wire), givenUp);
   };
 }

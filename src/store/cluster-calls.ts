@@ -8,7 +8,8 @@ import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
-import { deadline, Liveness, StoreGivenUpError, StoreTimeoutError } from './deadline.js';
+import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { CallGate } from './call-gate.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
 import { packLegs } from './leg-runs.js';
@@ -156,20 +157,19 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   /**
    * One master's check calls (by `host:port`): those written and not answered yet, first sends and resends; and,
    * from a failure that asks for a resend until each call written before it is answered or resent, the gate new
-   * calls to that master wait behind, in the order made (src/store/check-call.ts says why: a key's later check
+   * calls to that master wait behind, in the order made (src/store/call-gate.ts says why: a key's later check
    * went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every master:
    * test/fault/redis-cluster-flush-order.test.ts). A key's calls all go to its slot's master.
    */
   interface Lane {
     unanswered: Set<Promise<unknown>>;
-    gate: Promise<void> | null;
-    waiting: Array<() => void>;
+    gate: CallGate;
   }
   const lanes = new Map<string, Lane>();
   const laneOf = (slot: number): Lane => {
     const node = masterOf(slot);
     let l = lanes.get(node);
-    if (l === undefined) lanes.set(node, (l = { unanswered: new Set(), gate: null, waiting: [] }));
+    if (l === undefined) lanes.set(node, (l = { unanswered: new Set(), gate: new CallGate() }));
     return l;
   };
   const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
@@ -180,23 +180,14 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     p.then(done, done);
     return p;
   };
-  /** Holds new calls to `lane`'s master back until every call written to it so far is answered or resent. */
-  const holdNew = (lane: Lane): void => {
-    const g: Promise<void> = Promise.allSettled([...lane.unanswered]).then(() => way.settled()).then(() => {
-      // a failure read meanwhile moved the gate on: that one opens it
-      if (lane.gate !== g) return;
-      lane.gate = null;
-      while (lane.waiting.length > 0 && lane.gate === null) lane.waiting.shift()!();
-    });
-    lane.gate = g;
-  };
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
   const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, lane: Lane): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
-      if (LibraryWay.asksResend(e)) holdNew(lane);
+      // every call written to this master so far answered, and the resends made (src/store/call-gate.ts)
+      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled());
     };
     // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
     // order the calls failed (LibraryWay.resend)
@@ -214,20 +205,9 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   };
   const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {
     const lane = laneOf(slot);
-    if (lane.gate === null && lane.waiting.length === 0) return sendCheck(keys, legs, flag, now, slot, lane);
-    return new Promise<number[]>((resolve, reject) => lane.waiting.push(() => {
-      // given up on (its deadline) while it waited: not written, so Redis does not spend for checks already
-      // answered by their failure rule (check-call.ts does the same)
-      if (givenUp()) {
-        reject(new StoreGivenUpError());
-        return;
-      }
-      try {
-        sendCheck(keys, legs, flag, now, slot, lane).then(resolve, reject);
-      } catch (e) {
-        reject(e);
-      }
-    }));
+    if (lane.gate.open) return sendCheck(keys, legs, flag, now, slot, lane);
+    // given up on (its deadline) while it waited: not written (src/store/call-gate.ts)
+    return lane.gate.wait(() => sendCheck(keys, legs, flag, now, slot, lane), givenUp);
   };
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the
