@@ -120,9 +120,10 @@ export interface Known {
   /** The kernel it was seeded on (LocalFallback.kernelOf): another one (a shard's worker replaced) is seeded again. */
   seededOn: number;
   /**
-   * The id of the last script call built when the key was last decided locally (seeded, or already seeded:
-   * StrictDecider's call ids grow): an answer to a call up to it was sent before that local decision, cannot
-   * count it, and does not make the key due for seeding again ({@link StrictCache.learn}).
+   * The number of script calls sent when the key was last decided locally (seeded, or already seeded:
+   * StrictDecider numbers its calls as it sends them): an answer to a call up to it was in flight at that local
+   * decision, cannot count it, and does not make the key due for seeding again ({@link StrictCache.learn}). A
+   * call held then (built, not sent) is numbered when it goes out, after the decision.
    */
   seedCall: number;
   /**
@@ -159,7 +160,7 @@ export interface SharedState {
   seeded: boolean;
   /** The kernel it was seeded on (Known.seededOn). */
   seededOn: number;
-  /** The last call built when a check through it was decided locally (Known.seedCall). */
+  /** The calls sent when a check through it was last decided locally (Known.seedCall). */
   seedCall: number;
   /** The lower bound of Redis − this instance's clock given by the answer the state came from (Known.lo). */
   lo: number;
@@ -411,16 +412,19 @@ export class StrictCache {
 
   /**
    * Learns from Redis's answer to a check of `cost` on `e`, sent under the runtime `sentRt` (the entry's own
-   * unless a reload replaced it since) in the script call `callId` (StrictDecider's ids; Infinity: sent after any
-   * seed): `wide` holds its legs at row `base` ({@link LEG_WIDE} numbers each: outputs, Redis time, and for a
-   * denied check the states).
+   * unless a reload replaced it since) in the script call sent `callId`-th (StrictDecider's numbering; Infinity:
+   * sent after any seed): `wide` holds its legs at row `base` ({@link LEG_WIDE} numbers each: outputs, Redis
+   * time, and for a denied check the states).
    *
    * The states learned make the key (and its shared legs) due for seeding again in a later stall, unless the
    * call was already in flight when the key was last seeded (callId ≤ seedCall): such an answer predates the
    * local decisions made since that seed and cannot count them, so seeding the kernel from it again in the same
    * stall would hand back what they spent (measured: a stall that had admitted 3 of 4 locally admitted 3 more
    * after a call in flight was answered; test/unit/engine/strict-seed-inflight.test.ts). The kernel goes on
-   * from its own state then; the answer's states are kept for the next stall.
+   * from its own state then; the answer's states are kept for the next stall. A call held at the seed
+   * (StrictDecider.held) was not in flight: it is numbered as it is sent, after the seed, and its answer ends
+   * the stall for the key like any later call's (numbered when built, a check added to it after the seed left
+   * the next stall on the older seed's state: test/unit/engine/strict-seed-held.test.ts).
    */
   learn(e: Known, wide: ArrayLike<number>, base: number, cost: number, sentAt = Number.NEGATIVE_INFINITY, answeredAt = Number.POSITIVE_INFINITY,
     sentRt: PolicyRuntime = e.rt, callId = Number.POSITIVE_INFINITY, sentLead = this.batchLead): void {

@@ -41,8 +41,14 @@ export class StrictDecider implements Decider {
   private readonly legHash = new Float64Array(2);
   /** Script calls sent and not answered yet. */
   private calls = 0;
-  /** Script calls built so far: the id of the one being built (Known.callId). */
+  /** Script calls built so far: the id of the one being built (Known.callId, for the UNIQUE_KEY marking). */
   private built = 0;
+  /**
+   * Script calls sent so far: a call's {@link Call.sentNo} is stamped as it is sent, and a key decided
+   * locally notes it (Known.seedCall), so that an answer tells a call in flight at that local decision from one
+   * sent after it. (Not the build id: a held call is built before, and may take checks or go out after, a seed.)
+   */
+  private sentCalls = 0;
   /** What decide()'s first loop read (kept, so that the reads are not dropped as unused). */
   private warm = 0;
   /**
@@ -173,6 +179,7 @@ export class StrictDecider implements Decider {
     const { sent, known } = call;
     const flight = this.o.flight;
     call.count(flight);
+    call.sentNo = ++this.sentCalls;
     this.calls++;
     let timedOut = false;
     store.decideWide(call.keys, call.args, now, call.wire, call.heldSince).then(
@@ -192,7 +199,7 @@ export class StrictDecider implements Decider {
             push(failed, sent, i);
             failedKnown.push(known[i]);
           } else {
-            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i], call.id, lead);
+            cache.learn(known[i], rows, base, sent.costs[i], now, answered, sent.rts[i], call.sentNo, lead);
             settle(this.o.counters, compose(out, base, sent.rts[i]), sent, i, now);
           }
           base += sent.rts[i].legCount;
@@ -268,9 +275,10 @@ export class StrictDecider implements Decider {
     const own = !e.seeded || e.seededOn !== kernel;
     e.seeded = true;
     e.seededOn = kernel;
-    // the calls built so far are in flight (or answered) before this local decision: their answers cannot count
-    // it, so they do not make the key due for seeding again (StrictCache.learn)
-    e.seedCall = this.built;
+    // the calls sent so far are in flight (or answered) at this local decision: their answers predate it, so they
+    // do not make the key due for seeding again (StrictCache.learn). A call held now is not among them: it is
+    // sent after this decision (with any check added to it meanwhile), and its answer ends the stall for the key.
+    e.seedCall = this.sentCalls;
     const rows: number[] = [];
     const states = cache.statesOf(e);
     for (let j = 0; j < rt.legCount; j++) {
@@ -281,7 +289,7 @@ export class StrictDecider implements Decider {
       }
       const k = cache.sharedState(e.keys[j]);
       if (k === undefined) continue;
-      k.seedCall = this.built;
+      k.seedCall = this.sentCalls;
       if (k.seeded && k.seededOn === kernel) continue;
       k.seeded = true;
       k.seededOn = kernel;
@@ -311,6 +319,8 @@ export class StrictDecider implements Decider {
 class Call {
   constructor(readonly id: number) {}
   readonly sent = emptyBatch();
+  /** Its number among the calls sent (StrictDecider.sentCalls), stamped when it is sent; 0 until then. */
+  sentNo = 0;
   /** Its checks counted in flight so far (Flight.add): a held call's are counted as it holds them. */
   private counted = 0;
   /**
