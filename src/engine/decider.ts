@@ -64,6 +64,7 @@ export interface LocalFallback {
    * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: set by the next decide()
    * (before it decides anything; the seeds of one failed call go together), so whatever decides the key
    * afterwards, on any path, starts from them. The caller calls decide() right after, in the same turn.
+   * `rows` is read before this returns (copied if kept): the caller reuses it.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void;
   /**

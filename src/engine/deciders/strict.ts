@@ -37,8 +37,6 @@ export interface StrictDeciderOptions {
 
 export class StrictDecider implements Decider {
   readonly mode = 'strict';
-  /** A leg's hash (reused: see seed()). */
-  private readonly legHash = new Float64Array(2);
   /** Script calls sent and not answered yet. */
   private calls = 0;
   /** Script calls built so far: the id of the one being built (Known.callId, for the UNIQUE_KEY marking). */
@@ -73,7 +71,12 @@ export class StrictDecider implements Decider {
    */
   private held: Call | null = null;
 
-  constructor(private readonly o: StrictDeciderOptions) {}
+  /** The kernel rows of the check being seeded (see seed()): one, reused. */
+  private readonly seedRows: SeedRows;
+
+  constructor(private readonly o: StrictDeciderOptions) {
+    this.seedRows = new SeedRows(o.cache);
+  }
 
   setRuntimes(): void {
     this.o.cache.clearDenials();
@@ -279,12 +282,12 @@ export class StrictDecider implements Decider {
     // do not make the key due for seeding again (StrictCache.learn). A call held now is not among them: it is
     // sent after this decision (with any check added to it meanwhile), and its answer ends the stall for the key.
     e.seedCall = this.sentCalls;
-    const rows: number[] = [];
+    const rows = this.seedRows.start(rt, b.hashes[2 * i], b.hashes[2 * i + 1], now, lead);
     const states = cache.statesOf(e);
     for (let j = 0; j < rt.legCount; j++) {
       if (j < from) {
         // none kept (a sliding log's entries, which no answer carries): the leg starts fresh locally
-        if (own && cache.seedable(rt, j, states, 3 * j)) this.seedRow(rows, b, i, j, states, 3 * j, e.lo, e.loLead, now, lead);
+        if (own && cache.seedable(rt, j, states, 3 * j)) rows.leg(j, states, 3 * j, e);
         continue;
       }
       const k = cache.sharedState(e.keys[j]);
@@ -293,25 +296,62 @@ export class StrictDecider implements Decider {
       if (k.seeded && k.seededOn === kernel) continue;
       k.seeded = true;
       k.seededOn = kernel;
-      if (cache.seedable(rt, j, k.state, 0)) this.seedRow(rows, b, i, j, k.state, 0, k.lo, k.loLead, now, lead);
+      if (cache.seedable(rt, j, k.state, 0)) rows.leg(j, k.state, 0, k);
     }
-    if (rows.length > 0) this.o.local.seed(b, i, rows, now);
+    if (rows.rows.length > 0) this.o.local.seed(b, i, rows.rows, now);
+  }
+}
+
+/** Where a state was learned: the clock bounds of the answer it came from (Known's, SharedState's). */
+type Learned = Pick<Known, 'lo' | 'loLead'>;
+
+/**
+ * The kernel state rows one check's seed is built into (StrictDecider.seed): {@link start} sets the check (its
+ * runtime and key hash) and the times it is decided at, then {@link leg} adds each leg that has a state. The
+ * decider keeps one and reuses it, rows and all (LocalFallback.seed copies them), so a seed passes no long
+ * list of arguments per leg and allocates nothing for them.
+ */
+class SeedRows {
+  /** STATE_ROW numbers per leg added: hashLo, hashHi, limitId, w0, w1, lastSeen (LocalFallback.seed). */
+  readonly rows: number[] = [];
+  private rt: PolicyRuntime | null = null;
+  private hashLo = 0;
+  private hashHi = 0;
+  private now = 0;
+  private lead = 0;
+  /** A leg's hash (writeLegHash's output). */
+  private readonly legHash = new Float64Array(2);
+
+  constructor(private readonly cache: StrictCache) {}
+
+  /**
+   * Starts the rows of a check on `rt` whose key hashed to (hashLo, hashHi), decided locally at `now` (this
+   * instance's clock), when the wall clock led the monotonic one by `lead` (StrictCache.lead at its send).
+   */
+  start(rt: PolicyRuntime, hashLo: number, hashHi: number, now: number, lead: number): this {
+    this.rows.length = 0;
+    this.rt = rt;
+    this.hashLo = hashLo;
+    this.hashHi = hashHi;
+    this.now = now;
+    this.lead = lead;
+    return this;
   }
 
   /**
-   * One kernel state row for leg j of check i of `b`: the state w0, w1, lastSeen (Redis time) at s[at], which
-   * an answer giving `lo` as the lower bound of Redis − this instance's clock taught, taken when the wall clock
-   * led the monotonic one by `loLead` (StrictCache.toLocal), read on the wall clock of `now` (led by `lead`).
+   * Adds leg j's row: the state w0, w1, lastSeen (Redis time) at s[at], learned from an answer whose lower bound
+   * of Redis − this instance's clock, and wall − monotonic clock then, `from` holds (StrictCache.toLocal reads
+   * lastSeen on this instance's clock with them).
    */
-  private seedRow(rows: number[], b: Batch, i: number, j: number, s: Float64Array, at: number, lo: number, loLead: number, now: number, lead: number): void {
-    const rt = b.rts[i];
+  leg(j: number, s: Float64Array, at: number, from: Learned): void {
+    const rt = this.rt!;
     const h = this.legHash;
     const last = s[at + 2];
-    const local = this.o.cache.toLocal(last, now, lo, loLead, lead);
-    writeLegHash(rt, b.hashes[2 * i], b.hashes[2 * i + 1], j, h, 0);
+    const local = this.cache.toLocal(last, this.now, from.lo, from.loLead, this.lead);
+    writeLegHash(rt, this.hashLo, this.hashHi, j, h, 0);
     // a GCRA state's w0 is a time (the TAT): it moves with the clock
     const w0 = rt.legLimits[j].algorithmCode === 1 ? s[at] - (last - local) : s[at];
-    rows.push(h[0], h[1], rt.limitIds[j], w0, s[at + 1], local);
+    this.rows.push(h[0], h[1], rt.limitIds[j], w0, s[at + 1], local);
   }
 }
 
