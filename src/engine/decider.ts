@@ -61,9 +61,10 @@ export interface LocalFallback {
   decide(b: Batch, now: number): void;
   /**
    * Seeds the kernel that will decide check i of `b` with state rows learned from the store: 6 numbers per
-   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: set by the next decide()
-   * (before it decides anything; the seeds of one failed call go together), so whatever decides the key
-   * afterwards, on any path, starts from them. The caller calls decide() right after, in the same turn.
+   * leg (hashLo, hashHi, limitId, w0, w1, lastSeen), before the check reaches it: this thread's kernel at once,
+   * a shard's in the next decide()'s batch for that shard (set by its worker before it decides the batch; nothing
+   * waits for the shard), so the key's local decisions, which all take that shard's queue, start from them. The
+   * caller calls decide() with the check right after, in the same turn.
    * `rows` is read before this returns (copied if kept): the caller reuses it.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void;

@@ -82,12 +82,6 @@ export class ShardCaller {
     throw channelError(s, r, 'deciding');
   }
 
-  /** As ShardPool.setStateNow (a dead shard times out, as callNow). */
-  setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
-    const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
-    if (r !== 'done') throw channelError(s, r, 'setting key states');
-  }
-
   /** As ShardPool.kernelGeneration: a front thread does not see its shards' workers come and go (0). */
   kernelGeneration(): number {
     return 0;
@@ -95,6 +89,11 @@ export class ShardCaller {
 
   /** A batch of a later turn (check() rather than checkNow()): decided now through the channel, in calls that fit. */
   async run(s: number, task: ShardTask): Promise<Float64Array> {
+    // (a front thread has no store, so no seed: ShardTask.states set first all the same, as the worker would)
+    if (task.states !== undefined) {
+      const r = setStatesThrough(this.links[s], task.states, task.now, CHANNEL_TIMEOUT_MS);
+      if (r !== 'done') throw channelError(s, r, 'setting key states');
+    }
     const out = new Float64Array(task.n * LEG_OUT);
     const room = this.maxCallLegs;
     for (let at = 0; at < task.n;) {

@@ -14,11 +14,11 @@
  * legs on its kernel, writes the output rows and sets DONE (a CAS from BUSY, so an answer given up by the front
  * is dropped), then wakes the front.
  *
- * States. A key's state to set (the state `onStoreError: local` starts a strict key from when Redis fails:
- * LocalDecider.seed) goes through the channel too, as a call of its own kind (STATES, rows of STATE_ROW f64s),
- * answered once the kernel holds it: the front sleeps until then, so whatever the front decides after it, by a
- * batch on the worker's queue or a call on any channel, reaches the kernel after the state. (A state sent as a
- * task on the worker's queue is overtaken by channel calls, which the worker serves between its tasks.)
+ * States. Key states to set can go through the channel too, as a call of its own kind (STATES, rows of
+ * STATE_ROW f64s), answered once the kernel holds them: a front thread's batch that carries states
+ * (ShardTask.states, ShardCaller.run) sets them so before its legs. The main thread's seeds (the states
+ * `onStoreError: local` starts a strict key from: LocalDecider.seed) do not: they ride in the batch on the
+ * worker's queue that decides their keys, so that a stalled shard does not hold the front thread.
  *
  * Limits. A call is decided only by a kernel that holds every limit of the policy set in force: a reload sets
  * its new limits on every shard through thread 0's channel ({@link ShardLink.install}, a call of its own kind,

@@ -5,7 +5,7 @@ import { packageRoot } from '../util/paths.js';
 import { discard, watchExits } from './discard.js';
 import { SluiceError, overloaded, shardFailed } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
-import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, channelError, setStatesThrough, ShardLink, type ChannelMemory } from './channel.js';
+import { CHANNEL_LEGS, CHANNEL_TIMEOUT_MS, channelMemory, channelError, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, GROUP_SPAN, LEG_IN, type KernelLimit, type LimitsAdded, type ShardInit, type ShardKeys, type ShardPurge, type ShardRequest, type ShardStates, type ShardTask } from './protocol.js';
 
 /** Batches queued per shard before new ones are refused (each batch is one turn's checks for that shard). */
@@ -108,13 +108,13 @@ export class ShardPool {
 
   /**
    * Per shard: how many times its kernel was lost (a worker gone, replaced or down): a state set on the kernel
-   * before ({@link setStateNow}: a strict key's seed) is not on the one that decides now.
+   * before (ShardTask.states: a strict key's seed) is not on the one that decides now.
    */
   private readonly kernelsLost: number[] = [];
 
   /**
    * Shard `s`'s kernel generation: it changes each time the shard's worker (and so its table) is lost, and
-   * when states could not be set on it ({@link setStateNow} threw).
+   * when states may not have been set on it (a batch carrying them failed: {@link run}).
    */
   kernelGeneration(s: number): number {
     return this.kernelsLost[s] ?? 0;
@@ -155,26 +155,6 @@ export class ShardPool {
     const r = link.call(n, now, seq, ack, CHANNEL_TIMEOUT_MS);
     if (r === 'done') return link.out;
     throw channelError(s, r, 'deciding');
-  }
-
-  /**
-   * Sets the key states `rows` holds (rows of STATE_ROW f64s: hashLo, hashHi, limitId, w0, w1, lastSeen) on
-   * shard `s`'s kernel at `now` through this thread's synchronous channel, blocking this thread until the kernel
-   * holds them (split into calls that fit a channel): whatever this thread sends the shard after this returns,
-   * a batch on its worker's queue or a channel call, is decided after the states are set. (setState's task on
-   * the worker's queue gives no such order: channel calls overtake it.) Like a decide call, it waits while the
-   * shard's kernel is older than the limits generation in force. Nothing is allocated.
-   * @throws SluiceError as {@link callNow}: SHARD_FAILED if the shard is down, failed, or took the call and has
-   *   not finished it within {@link CHANNEL_TIMEOUT_MS}; OVERLOADED if it did not take the call in that time.
-   *   Then the states (or some of them, in calls not taken yet) are not set.
-   */
-  setStateNow(s: number, rows: ArrayLike<number>, now: number): void {
-    if (this.dead[s] !== null) throw this.downError(s);
-    const r = setStatesThrough(this.links[s], rows, now, CHANNEL_TIMEOUT_MS);
-    if (r === 'done') return;
-    // the kernel may not hold them: to whoever seeds, it is another kernel now (set them again next time)
-    this.kernelsLost[s] = this.kernelGeneration(s) + 1;
-    throw channelError(s, r, 'setting key states');
   }
 
   /** A single-thread pool for shard `s`, with the listeners that take the shard down when its worker is lost. */
@@ -321,8 +301,14 @@ export class ShardPool {
     this.queuedChecks[s] += checks;
     this.queuedBatches[s]++;
     try {
-      return (await this.pools[s].run(task, { transferList: [task.legs.buffer as ArrayBuffer] })) as Float64Array;
+      const moved = [task.legs.buffer as ArrayBuffer];
+      if (task.states !== undefined) moved.push(task.states.buffer as ArrayBuffer);
+      return (await this.pools[s].run(task, { transferList: moved })) as Float64Array;
     } catch (e) {
+      // the kernel may not hold the states the batch carried: to whoever seeds, it is another kernel now (set
+      // them again next time). A kernel that threw after setting them may hold them, and its batch's first
+      // decisions: seeded again, it hands those back, as a lost worker's replacement does.
+      if (task.states !== undefined) this.kernelsLost[s] = this.kernelGeneration(s) + 1;
       const msg = (e as Error).message ?? String(e);
       if (/queue is at limit/i.test(msg)) throw overloaded(`shard ${s}: queue full (${MAX_QUEUED_BATCHES} batches)`);
       if (this.dead[s] !== null) throw this.downError(s);

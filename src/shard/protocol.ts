@@ -21,12 +21,19 @@ export interface ShardTask {
    */
   seq?: number;
   ack?: number;
+  /**
+   * Key states to set before the legs are decided (STATE_ROW f64s each, Kernel.setState at `now`): the states
+   * `onStoreError: local` starts store-backed keys from, riding in the batch that decides them
+   * (LocalDecider.seed), so they land just before that decision, in the queue's order, and no thread waits for
+   * the shard to take them. Transferred, as `legs`.
+   */
+  states?: Float64Array;
 }
 
 /**
  * Merged states to install (sync mode): n rows of STATE_ROW f64s, see Kernel.setState. Sent on the worker's
- * queue, so channel calls can overtake it: safe, see LocalDecider.install. (A state that must precede what
- * the front decides next goes through the channel instead: ShardPool.setStateNow.)
+ * queue, so channel calls can overtake it: safe, see LocalDecider.install. (A state that must precede a
+ * decision rides in the batch that makes it: ShardTask.states.)
  */
 export interface ShardStates {
   kind: 'setState';

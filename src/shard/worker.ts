@@ -16,9 +16,12 @@ const kernel = new Kernel(init.module, {
 });
 const admitted = new AdmissionLog();
 
+/** State rows the kernel's input holds at once (a batch's ShardTask.states are set in parts of this many). */
+const STATE_ROOM = Math.floor(kernel.legIn.length / STATE_ROW);
+
 // Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, the
-// limits a reload adds (through the same channels, before any check can name them), and the key states a front
-// sets before deciding on them (LocalDecider.seed: set before anything the front sends after them, on either path).
+// limits a reload adds (through the same channels, before any check can name them), and key states set through
+// them (STATES calls: a front thread's batch that carries states, ShardCaller.run).
 if (init.channels !== undefined) {
   serveChannels(init.channels, Number(process.env.SLUICE_SHARD), (legs, n, now, seq, ack, out) => {
     kernel.legIn.set(legs.subarray(0, n * LEG_IN));
@@ -36,6 +39,15 @@ if (init.channels !== undefined) {
 export default function handle(req: ShardRequest): unknown {
   switch (req.kind) {
     case 'batch': {
+      // the states the batch's checks start from (onStoreError: local): set first, in the order they came
+      if (req.states !== undefined) {
+        const rows = req.states.length / STATE_ROW;
+        for (let at = 0; at < rows; at += STATE_ROOM) {
+          const n = Math.min(STATE_ROOM, rows - at);
+          kernel.legIn.set(req.states.subarray(at * STATE_ROW, (at + n) * STATE_ROW));
+          kernel.setState(n, req.now);
+        }
+      }
       kernel.legIn.set(req.legs.length === req.n * LEG_IN ? req.legs : req.legs.subarray(0, req.n * LEG_IN));
       kernel.decide(req.n, req.now);
       if (req.seq !== undefined) admitted.record(req.seq, req.ack ?? 0, req.n, req.legs, kernel.legOut);

@@ -1,16 +1,17 @@
 /**
  * `onStoreError: local` with shards: the key state a strict check's fallback starts from (LocalDecider.seed)
- * reaches the owning shard's kernel before any decision the front sends after it, whichever path carries that
- * decision: a batch on the shard worker's queue (check()) or the synchronous channel (dispatchNow, the path of
- * checkNow), which the worker serves between its queued tasks and which used to overtake a seed sent as one.
- * The seed goes through the channel itself (a STATES call, src/shard/channel.ts): the front sleeps until the
- * shard holds it.
+ * reaches the owning shard's kernel before the key's local decisions. It rides in the batch that decides the
+ * check (ShardTask.states), set by the worker before that batch's legs, and every local decision of a
+ * store-backed key goes on the worker's queue after it, even while checkNow flushes (the synchronous channel,
+ * which the worker serves between its queued tasks, used to overtake a seed sent as a task of its own). A
+ * stalled shard does not hold the front for it: test/fault/shard-seed-stall.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import type { ShardPool } from '../../src/shard/pool.js';
 import { engineOf } from '../../src/engine/handle.js';
 import { STATE_ROW, type Kernel } from '../../src/shard/kernel.js';
+import { GROUP_SHIFT } from '../../src/shard/protocol.js';
 import { LocalDecider } from '../../src/engine/deciders/local.js';
 import { Flight } from '../../src/engine/decider.js';
 import { DegradedCounts } from '../../src/engine/degraded.js';
@@ -34,38 +35,49 @@ function fillQueue(pool: ShardPool): Promise<unknown>[] {
 }
 
 describe('shards: a seeded state precedes the decisions sent after it', () => {
-  it('ShardPool.setStateNow: the states are set when it returns, in calls that fit a channel, ahead of queued tasks', async () => {
+  it('a batch carrying states (ShardTask.states): they are set before its legs are decided, in parts the kernel takes', async () => {
     const policies = { p: { algorithm: 'fixed_window' as const, limit: 10, period: 3_600_000 } };
-    const l = await createLimiter({ policies, shards: 1, clock: () => T, maxKeys: 4096 });
+    const l = await createLimiter({ policies, shards: 1, clock: () => T, maxKeys: 8192 });
     open.push(l);
     const pool = poolOf(l);
     const id = engineOf(l)!.frontThreads!.limitIds().get('p')![0];
-    // more rows than one channel call carries (4096 f64s: 682 rows)
-    const n = 1500;
+    const start = Math.floor(T / 3_600_000) * 3_600_000;
+    // more rows than the kernel's input holds at once (4096 legs of 4 f64s: 2730 rows)
+    const n = 6000;
     const rows: number[] = [];
-    for (let k = 0; k < n; k++) rows.push(1000 + k, 7, id, k % 10, Math.floor(T / 3_600_000) * 3_600_000 + k, T);
-    const queued = fillQueue(pool);
-    pool.setStateNow(0, rows, T);
-    const legs = new Float64Array(n * 4);
-    for (let k = 0; k < n; k++) legs.set([1000 + k, 7, id, 0], 4 * k);
-    const peek = (await pool.keys(0, { kind: 'peek', n, legs })) as Float64Array;
-    await Promise.all(queued);
-    for (let k = 0; k < n; k++) expect([...peek.subarray(4 * k, 4 * k + 4)]).toStrictEqual([1, k % 10, rows[STATE_ROW * k + 4], T]);
-    // a shard that is down refuses them as it refuses calls
+    for (let k = 0; k < n; k++) rows.push(1000 + k, 7, id, k % 10, start, T);
+    // the batch decides the last key set (9 counted: its 10th is admitted) and key 5 (5 counted) twice
+    const legs = Float64Array.of(1000 + n - 1, 7, id + GROUP_SHIFT, 1, 1005, 7, id + GROUP_SHIFT, 1, 1005, 7, id + GROUP_SHIFT, 1);
+    const out = await pool.run(0, { kind: 'batch', now: T, n: 3, legs, states: Float64Array.from(rows) });
+    expect([0, 1, 2].map((j) => [out[4 * j], out[4 * j + 1]])).toStrictEqual([[0, 0], [0, 4], [0, 3]]);
+    const counts = Array.from({ length: n }, (_, k) => k % 10 + (k === n - 1 ? 1 : k === 5 ? 2 : 0));
+    for (let from = 0; from < n; from += 2000) {
+      const legs = new Float64Array(2000 * 4);
+      for (let k = 0; k < 2000; k++) legs.set([1000 + from + k, 7, id, 0], 4 * k);
+      const peek = (await pool.keys(0, { kind: 'peek', n: 2000, legs })) as Float64Array;
+      for (let k = 0; k < 2000; k++) {
+        // (a key decided since holds the count the kernel wrote, its other fields in its own terms)
+        const decided = from + k === 5 || from + k === n - 1;
+        const got = decided ? [...peek.subarray(4 * k, 4 * k + 2)] : [...peek.subarray(4 * k, 4 * k + 4)];
+        expect(got).toStrictEqual(decided ? [1, counts[from + k]] : [1, counts[from + k], start, T]);
+      }
+    }
+    expect(pool.kernelGeneration(0)).toBe(0);
+    // a shard that is down refuses the batch: to whoever seeds, its kernel is another one now
     await pool.threads(0)[0].terminate();
     let err: unknown;
     for (let i = 0; i < 20 && err === undefined; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      try {
-        pool.setStateNow(0, rows.slice(0, STATE_ROW), T);
-      } catch (e) {
-        err = e;
-      }
+      await pool.run(0, { kind: 'batch', now: T, n: 0, legs: new Float64Array(0), states: Float64Array.from(rows.slice(0, STATE_ROW)) })
+        .catch((e: unknown) => (err = e));
     }
-    if (err !== undefined) expect((err as { status?: number }).status).toBe(503);
+    if (err !== undefined) {
+      expect((err as { status?: number }).status).toBe(503);
+      expect(pool.kernelGeneration(0)).toBeGreaterThan(0);
+    }
   });
 
-  it('LocalDecider.seed, then a decision through the synchronous channel: it starts from the seed', async () => {
+  it('LocalDecider.seed, then fallback decisions while checkNow flushes: they go on the queue, after the seed', async () => {
     const policies = { p: { algorithm: 'token_bucket' as const, limit: 10, period: 3_600_000 } };
     const l = await createLimiter({ policies, shards: 1, clock: () => T });
     open.push(l);
@@ -88,10 +100,13 @@ describe('shards: a seeded state precedes the decisions sent after it', () => {
     });
     const queued = fillQueue(pool);
     local.seed(batch(), 0, [lo, hi, id, st[1], st[2], st[3]], T);
+    // (the synchronous channel, served between the worker's tasks, would overtake the batches piscina still
+    // holds on this thread behind the 16 peeks)
     local.now = true;
     for (let i = 0; i < 9; i++) local.decide(batch(), T);
     local.now = false;
     await Promise.all(queued);
+    await until(() => got.length === 9, 5000, 'the 9 decisions');
     // 7 tokens learned: 7 admitted (6 .. 0 left), then denials; none from a full bucket
     expect(got.map((d) => (d instanceof Error ? d.message : [d.allowed, d.remaining]))).toStrictEqual([
       [true, 6], [true, 5], [true, 4], [true, 3], [true, 2], [true, 1], [true, 0], [false, 0], [false, 0],

@@ -40,13 +40,17 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
   constructor(private readonly o: LocalDeciderOptions) {}
 
   decide(b: Batch, now: number): void {
-    if (this.seeds.size > 0) this.setSeeds();
-    if (this.o.pool === null) this.decideHere(b, now);
-    else if (this.now) this.dispatchNow(this.o.pool, b, now);
-    else this.dispatch(this.o.pool, b, now);
+    const pool = this.o.pool;
+    if (pool === null) this.decideHere(b, now);
+    // a store-backed check's local decision (a fallback) always goes on the shard's queue, where its seed is: see seed()
+    else if (this.now && b.fallback !== true) this.dispatchNow(pool, b, now);
+    else this.dispatch(pool, b, now);
   }
 
-  /** Set by the front while checkNow() flushes: with shards, the batch goes through their synchronous channels. */
+  /**
+   * Set by the front while checkNow() flushes: with shards, the batch goes through their synchronous channels
+   * (but a fallback batch: see {@link seed}).
+   */
   now = false;
 
   /**
@@ -100,24 +104,31 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     seqs?.settle(seq);
   }
 
-  /** Seeds waiting for the next decide(), by shard: STATE_ROW numbers per state, with the time of the first. */
-  private readonly seeds = new Map<number, { rows: number[]; now: number }>();
+  /** Seeds waiting for the next decide(), by shard: STATE_ROW numbers per state. */
+  private readonly seeds = new Map<number, number[]>();
 
   /**
    * The states `rows` holds (STATE_ROW numbers each: the key states `onStoreError: local` starts check i of `b`
-   * from), for the kernel that owns the check: this thread's at once, or the owning shard's, kept until the next
-   * decide() sets every shard's through this thread's synchronous channel (ShardPool.setStateNow, one call per
-   * shard for a failed call's checks), before it decides anything. The channel sleeps until the shard's kernel
-   * holds them, so every decision sent after, by a batch on the shard worker's queue or a synchronous call
-   * (checkNow), starts from them. (A task on the worker's queue would not do: channel calls, served between
-   * its tasks, overtake it.) Once per key per stall, so the wait is not on the hot path.
+   * from), for the kernel that owns the check: this thread's at once; or the owning shard's, kept until the next
+   * decide() (the fallback batch holding the check), whose batch for that shard carries them (ShardTask.states):
+   * the worker sets them just before it decides that batch. Nothing waits for the shard.
    *
-   * When the shard cannot take them (down, stalled past CHANNEL_TIMEOUT_MS, or failing), the checks are still
-   * decided by decide(): a shard that is down or stalled fails them as it fails every check then
-   * (SHARD_FAILED or OVERLOADED); one that answers again decides them from what it holds of the keys (nothing
-   * after a restart: a key starts from a full limit there, as without a learned state). The states are not
-   * sent again in this stall (the caller marked them seeded): sent after local decisions of a key, they would
-   * hand back what those spent.
+   * Why that keeps a key's local decisions in order after its seed: a store-backed key's kernel state is decided
+   * only by fallback batches (no other policy shares its keys: a guard keeps its guarded policies' consistency,
+   * src/config/links.ts), which only this thread sends (a front thread has no store), and always on the shard
+   * worker's queue (decide() does not send them through the synchronous channel even while checkNow flushes;
+   * they never come from a checkNow anyway, a store-backed check's fallback being decided after its store call
+   * failed). One worker takes a shard's queue in order, a batch at a time. So the check's own decision comes
+   * right after the seed, in the same task, and every later local decision of the key after that. (A seed sent
+   * through the synchronous channel instead, as it was, slept until the worker took it, which it does only
+   * between tasks: a shard stalled in a batch held this thread, and every transport on it, for up to 1 s, then
+   * the seed was given up and the key decided from a full limit: test/fault/shard-seed-stall.test.ts.)
+   *
+   * When the shard cannot take the batch (down, its queue full, its worker lost or its kernel failing), its
+   * checks fail as every check then (SHARD_FAILED or OVERLOADED), and the pool counts the kernel as another
+   * one (ShardPool.kernelGeneration), so the next decision of those keys is seeded again. Else the states are
+   * not sent again in this stall (the caller marked them seeded): sent after local decisions of a key, they
+   * would hand back what those spent. Once per key per stall: not on the hot path.
    */
   seed(b: Batch, i: number, rows: number[], now: number): void {
     const pool = this.o.pool;
@@ -128,8 +139,8 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     }
     const shard = routeOf(b, i, pool.size);
     const waiting = this.seeds.get(shard);
-    if (waiting === undefined) this.seeds.set(shard, { rows: rows.slice(), now });
-    else for (const x of rows) waiting.rows.push(x);
+    if (waiting === undefined) this.seeds.set(shard, rows.slice());
+    else for (const x of rows) waiting.push(x);
   }
 
   kernelOf(b: Batch, i: number): number {
@@ -137,19 +148,6 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
     if (pool === null) return 0;
     const s = routeOf(b, i, pool.size);
     return s + pool.size * pool.kernelGeneration(s);
-  }
-
-  /** Sets the seeds waiting for decide() on their shards (see {@link seed}). */
-  private setSeeds(): void {
-    const pool = this.o.pool!;
-    for (const [shard, { rows, now }] of this.seeds) {
-      try {
-        pool.setStateNow(shard, rows, now);
-      } catch {
-        // see seed(): the checks are decided anyway
-      }
-    }
-    this.seeds.clear();
   }
 
   /**
@@ -260,6 +258,9 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
       const seq = seqs === null ? 0 : seqs.next();
       const task: ShardTask = seqs === null ? { kind: 'batch', now, n: sb.used, legs: sb.legs }
         : { kind: 'batch', now, n: sb.used, legs: sb.legs, seq, ack: seqs.ack };
+      // the states its checks start from (seed()): set by the worker before it decides them
+      const states = this.seeds.get(s);
+      if (states !== undefined) task.states = Float64Array.from(states);
       pool.run(s, task).then(
         (out) => {
           for (let i = 0; i < checks.n; i++) this.settleLocal(out, bases[i], checks, i, s, now);
@@ -271,6 +272,8 @@ export class LocalDecider implements Decider, LocalFallback, StateInstaller {
         },
       ).finally(() => flight.landed(checks.n));
     }
+    // (every seed is of a check of this batch: seed() is called for checks decide() is given right after)
+    this.seeds.clear();
   }
 
   private seqsOf(s: number): ShardSeqs {

@@ -17,6 +17,7 @@ import { storeFailure } from '../../../src/engine/failure.js';
 import { emptyBatch, type Batch } from '../../../src/engine/queue.js';
 import type { PolicyCounters } from '../../../src/engine/shadow.js';
 import type { ShardPool } from '../../../src/shard/pool.js';
+import type { ShardTask } from '../../../src/shard/protocol.js';
 import type { Decision } from '../../../src/types/decision.js';
 import { shardOf } from '../../../src/shard/router.js';
 
@@ -66,35 +67,33 @@ describe('degraded decisions counted under local', () => {
     expect(degraded.snapshot()).toEqual({ p: { open: 0, closed: 0, local: 1 }, c: { open: 0, closed: 1, local: 0 } });
   });
 
-  it('a fallback check its shard fails: the caller gets the error, and nothing is counted', () => {
+  it('a fallback check its shard fails: the caller gets the error, and nothing is counted', async () => {
     const s = setup();
     const degraded = new DegradedCounts();
     const down = Object.assign(new Error('shard 0 is down'), { code: 'SHARD_FAILED', status: 503 });
-    const pool = {
-      size: 1, maxCallLegs: 16, legsFor: () => new Float64Array(64),
-      callNow: () => {
-        throw down;
-      },
-    } as unknown as ShardPool;
+    const pool = { size: 1, run: () => Promise.reject(down) } as unknown as ShardPool;
     const local = new LocalDecider({ kernel: s.kernel, pool, counters: {} as PolicyCounters, flight: new Flight(), degraded });
+    // (a fallback batch goes on its shard's queue even while checkNow flushes)
     local.now = true;
     expect(storeFailure(s.rts.get('p')!, degraded, 1)).toBeNull();
     const { b, got } = fallback(s, 'p', 'k');
     local.decide(b, 1_700_000_000_000);
+    await new Promise((r) => setImmediate(r));
     expect(got).toEqual([down]);
     expect(degraded.snapshot()).toEqual({});
   });
 
-  it('a batch over two shards, one of which fails: each check its kernel decided counted once, the failed ones not', () => {
+  it('a batch over two shards, one of which fails: each check its kernel decided counted once, the failed ones not', async () => {
     const s = setup();
     const degraded = new DegradedCounts();
     const down = Object.assign(new Error('shard 1 is down'), { code: 'SHARD_FAILED', status: 503 });
     const pool = {
-      size: 2, maxCallLegs: 16, legsFor: () => s.kernel.legIn,
-      callNow: (shard: number, used: number, now: number) => {
-        if (shard === 1) throw down;
-        s.kernel.decide(used, now);
-        return s.kernel.legOut;
+      size: 2,
+      run: (shard: number, task: ShardTask) => {
+        if (shard === 1) return Promise.reject(down);
+        s.kernel.legIn.set(task.legs);
+        s.kernel.decide(task.n, task.now);
+        return Promise.resolve(s.kernel.legOut.slice(0, task.n * 4));
       },
     } as unknown as ShardPool;
     const local = new LocalDecider({ kernel: s.kernel, pool, counters: {} as PolicyCounters, flight: new Flight(), degraded });
@@ -117,6 +116,7 @@ describe('degraded decisions counted under local', () => {
       b.n++;
     }
     local.decide(b, 1_700_000_000_000);
+    await new Promise((r) => setImmediate(r));
     expect(got.filter((d) => d === down)).toHaveLength(2);
     expect(got.filter((d) => !(d instanceof Error) && d.degradedBy === 'local')).toHaveLength(3);
     expect(degraded.snapshot()).toEqual({ p: { open: 0, closed: 0, local: 3 } });
