@@ -5,8 +5,9 @@
  * any number of front threads. It stands in for the ShardPool in this thread's Front: only the calls a front
  * with local policies makes are here (no Redis, no admin: those stay on the main thread).
  */
-import { CHANNEL_TIMEOUT_MS, channelError, setStatesThrough, ShardLink, type ChannelMemory } from './channel.js';
+import { CHANNEL_TIMEOUT_MS, channelError, ShardLink, type ChannelMemory } from './channel.js';
 import { GROUP_SHIFT, LEG_IN, LEG_OUT, type ShardTask } from './protocol.js';
+import { shardFailed } from '../util/errors.js';
 
 /**
  * Internal option of createLimiter (InternalLimiterOptions.frontThread): build the limiter of an extra front
@@ -89,11 +90,9 @@ export class ShardCaller {
 
   /** A batch of a later turn (check() rather than checkNow()): decided now through the channel, in calls that fit. */
   async run(s: number, task: ShardTask): Promise<Float64Array> {
-    // (a front thread has no store, so no seed: ShardTask.states set first all the same, as the worker would)
-    if (task.states !== undefined) {
-      const r = setStatesThrough(this.links[s], task.states, task.now, CHANNEL_TIMEOUT_MS);
-      if (r !== 'done') throw channelError(s, r, 'setting key states');
-    }
+    // a front thread has no store, so none of its batches carries a seed (ShardTask.states: the shard's worker
+    // sets them, on the pool's path); one that did would be decided without its states
+    if (task.states !== undefined) throw shardFailed(`shard ${s}: a front thread's batch cannot carry key states`);
     const out = new Float64Array(task.n * LEG_OUT);
     const room = this.maxCallLegs;
     for (let at = 0; at < task.n;) {

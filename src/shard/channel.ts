@@ -14,11 +14,10 @@
  * legs on its kernel, writes the output rows and sets DONE (a CAS from BUSY, so an answer given up by the front
  * is dropped), then wakes the front.
  *
- * States. Key states to set can go through the channel too, as a call of its own kind (STATES, rows of
- * STATE_ROW f64s), answered once the kernel holds them: a front thread's batch that carries states
- * (ShardTask.states, ShardCaller.run) sets them so before its legs. The main thread's seeds (the states
- * `onStoreError: local` starts a strict key from: LocalDecider.seed) do not: they ride in the batch on the
- * worker's queue that decides their keys, so that a stalled shard does not hold the front thread.
+ * Key states (the states `onStoreError: local` starts a strict key from: LocalDecider.seed) do not go through
+ * a channel: they ride in the batch on the worker's queue that decides their keys (ShardTask.states), so a
+ * shard stalled in a batch does not hold the front thread, which a call here would sleep on until the worker
+ * is between tasks.
  *
  * Limits. A call is decided only by a kernel that holds every limit of the policy set in force: a reload sets
  * its new limits on every shard through thread 0's channel ({@link ShardLink.install}, a call of its own kind,
@@ -31,24 +30,22 @@
  * Layout of a channel's SharedArrayBuffer: CONTROL_BYTES of Int32 control words, then f64s: the batch's clock
  * (Unix ms), its sync sequence number and ack (0 without sync policies), the limits generation of an install,
  * maxLegs input rows (LEG_IN f64s) and maxLegs output rows (LEG_OUT f64s), the kernel's row layouts
- * (src/shard/abi.ts). An install carries its limits as UTF-8 JSON in the input rows' bytes; a STATES call its
- * state rows (STATE_ROW f64s each) over the input rows.
+ * (src/shard/abi.ts). An install carries its limits as UTF-8 JSON in the input rows' bytes.
  */
-import { LEG_IN, LEG_OUT, STATE_ROW } from './abi.js';
+import { LEG_IN, LEG_OUT } from './abi.js';
 import { overloaded, shardFailed, type SluiceError } from '../util/errors.js';
 
 /**
- * The states of a channel's STATE word: a call is REQUEST (to decide legs), INSTALL (to set limits) or STATES
- * (to set keys' states) until claimed.
+ * The states of a channel's STATE word: a call is REQUEST (to decide legs) or INSTALL (to set limits) until
+ * claimed. (5 was STATES, key states set through a channel: they ride in a shard's batch now.)
  */
 export const IDLE = 0;
 export const REQUEST = 1;
 export const BUSY = 2;
 export const DONE = 3;
 export const INSTALL = 4;
-export const STATES = 5;
 
-/** Int32 control words: the state, the number of legs (an install: of bytes; STATES: of rows), and 1 when the shard failed to decide the call. */
+/** Int32 control words: the state, the number of legs (an install: of bytes), and 1 when the shard failed to decide the call. */
 const STATE = 0;
 const LEGS = 1;
 const FAILED = 2;
@@ -185,33 +182,6 @@ export class ShardLink {
     return this.ring(INSTALL, written, timeoutMs);
   }
 
-  /** State rows (STATE_ROW f64s each) one {@link setStates} call carries. */
-  get maxStateRows(): number {
-    return Math.floor(this.v.legs.length / STATE_ROW);
-  }
-
-  /**
-   * Writes state rows [from, from + n) of `rows` (STATE_ROW f64s each) into {@link legs}, for {@link setStates}
-   * (n at most {@link maxStateRows}). Copies element by element: `rows` may be a plain array; nothing is allocated.
-   */
-  writeStates(rows: ArrayLike<number>, from: number, n: number): void {
-    const legs = this.v.legs;
-    const at = from * STATE_ROW;
-    for (let k = 0; k < n * STATE_ROW; k++) legs[k] = rows[at + k];
-  }
-
-  /**
-   * Has the shard set the `n` key states written into {@link legs} (rows of STATE_ROW f64s: hashLo, hashHi,
-   * limitId, w0, w1, lastSeen; n at most {@link maxStateRows}) on its kernel at `now` (Kernel.setState), and
-   * sleeps until it has, at most `timeoutMs`. Like a decide call, it waits while the shard's kernel is older than
-   * the limits generation in force. The results are {@link call}'s; 'done' means the kernel holds the states.
-   */
-  setStates(n: number, now: number, timeoutMs: number): CallResult {
-    if (!this.ready()) return 'busy';
-    this.v.head[NOW] = now;
-    return this.ring(STATES, n, timeoutMs);
-  }
-
   /** True when the channel is free for a call: idle, or holding the answer of a call given up earlier (dropped). */
   private ready(): boolean {
     const ctl = this.v.ctl;
@@ -221,7 +191,7 @@ export class ShardLink {
   }
 
   /**
-   * Hands the call written into the channel (`request`: REQUEST, INSTALL or STATES, of `n` legs, bytes or rows) to the shard
+   * Hands the call written into the channel (`request`: REQUEST or INSTALL, of `n` legs or bytes) to the shard
    * and sleeps until it answers.
    */
   private ring(request: number, n: number, timeoutMs: number): CallResult {
@@ -248,31 +218,6 @@ export class ShardLink {
 }
 
 /**
- * Sets the key states `rows` holds (rows of STATE_ROW f64s) on the kernel of the shard at the other end of
- * `link` at `now`, in calls of at most {@link ShardLink.maxStateRows} rows, each answered before the next goes:
- * 'done' once the kernel holds them all, else the first call's result that was not 'done' (the calls before it
- * were applied; that one and those after were not, but for 'busy', where it may yet be). A call answered
- * 'failed' is sent once more (the shard's worker died holding it and its replacement, with an empty table,
- * answered it so: setting a state twice is setting it once). Never from a shard worker: it would sleep on its
- * own channel, which it serves only between its tasks.
- */
-export function setStatesThrough(link: ShardLink, rows: ArrayLike<number>, now: number, timeoutMs: number): CallResult {
-  const total = Math.floor(rows.length / STATE_ROW);
-  const room = link.maxStateRows;
-  for (let from = 0; from < total; from += room) {
-    const n = Math.min(room, total - from);
-    link.writeStates(rows, from, n);
-    let r = link.setStates(n, now, timeoutMs);
-    if (r === 'failed') {
-      link.writeStates(rows, from, n);
-      r = link.setStates(n, now, timeoutMs);
-    }
-    if (r !== 'done') return r;
-  }
-  return 'done';
-}
-
-/**
  * Why a call on shard `s`'s channel came to `r` (not 'done'), while `doing` it ('deciding', 'setting key
  * states'): OVERLOADED when the shard did not take it in time (nothing done), else SHARD_FAILED.
  */
@@ -293,16 +238,13 @@ export type Decide = (legs: Float64Array, n: number, now: number, seq: number, a
 /** Sets the limits of an install (the parsed JSON array of `{ id, limit }`) on the shard worker's kernel. */
 export type Install = (limits: unknown) => void;
 
-/** Sets `n` key states (rows of STATE_ROW f64s in `rows`) on the shard worker's kernel at `now`. */
-export type SetStates = (rows: Float64Array, n: number, now: number) => void;
-
 /**
  * The shard's end: serves every channel of shard `shard` (from any front thread) whenever its doorbell rings,
  * between the worker's other tasks, until the thread ends. Never blocks the worker's event loop. `gen` is the
  * limits generation of the kernel's start-up limits: decide calls wait while the generation published in
- * {@link ChannelMemory.limitsGen} is newer, until an install brings the kernel to it; STATES calls wait with them.
+ * {@link ChannelMemory.limitsGen} is newer, until an install brings the kernel to it.
  */
-export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide, install: Install, setStates: SetStates, gen: number): void {
+export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide, install: Install, gen: number): void {
   const bells = new Int32Array(mem.bells);
   const bell = shard * BELL_STRIDE;
   const published = new Int32Array(mem.limitsGen);
@@ -315,7 +257,7 @@ export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide,
     Atomics.store(v.ctl, FAILED, 1);
     if (Atomics.compareExchange(v.ctl, STATE, BUSY, DONE) === BUSY) Atomics.notify(v.ctl, STATE);
   }
-  /** Claims and answers each call waiting on a channel in state `request` (REQUEST, INSTALL or STATES). */
+  /** Claims and answers each call waiting on a channel in state `request` (REQUEST or INSTALL). */
   const answer = (request: number): void => {
     for (const v of views) {
       if (Atomics.compareExchange(v.ctl, STATE, request, BUSY) !== request) continue;
@@ -326,8 +268,6 @@ export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide,
           // a copy: TextDecoder does not read shared memory
           install(JSON.parse(decoder.decode(v.bytes.slice(0, n))));
           if (v.head[GEN] > gen) gen = v.head[GEN];
-        } else if (request === STATES) {
-          setStates(v.legs, n, v.head[NOW]);
         } else {
           decide(v.legs, n, v.head[NOW], v.head[SEQ], v.head[ACK], v.out);
         }
@@ -345,10 +285,6 @@ export function serveChannels(mem: ChannelMemory, shard: number, decide: Decide,
       answer(INSTALL);
       // a kernel older than the set in force decides nothing: its calls wait for the install that is due
       if (gen >= Atomics.load(published, 0)) {
-        // states before decisions: a front that set a key's state sent its decisions of that key after it (it
-        // slept until the state was set), so on one channel the order holds anyway; across channels nothing
-        // orders them, and states first is the order a front thread would have chosen
-        answer(STATES);
         answer(REQUEST);
       }
       const w = waitAsync(bells, bell, rung);

@@ -19,9 +19,8 @@ const admitted = new AdmissionLog();
 /** State rows the kernel's input holds at once (a batch's ShardTask.states are set in parts of this many). */
 const STATE_ROOM = Math.floor(kernel.legIn.length / STATE_ROW);
 
-// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, the
-// limits a reload adds (through the same channels, before any check can name them), and key states set through
-// them (STATES calls: a front thread's batch that carries states, ShardCaller.run).
+// Checks a front thread decides synchronously (src/shard/channel.ts), between the batches piscina brings, and the
+// limits a reload adds (through the same channels, before any check can name them).
 if (init.channels !== undefined) {
   serveChannels(init.channels, Number(process.env.SLUICE_SHARD), (legs, n, now, seq, ack, out) => {
     kernel.legIn.set(legs.subarray(0, n * LEG_IN));
@@ -30,9 +29,6 @@ if (init.channels !== undefined) {
     out.set(kernel.legOut.subarray(0, n * LEG_OUT));
   }, (limits) => {
     for (const { id, limit } of limits as Array<{ id: number; limit: KernelLimit }>) kernel.setLimit(id, limit);
-  }, (rows, n, now) => {
-    kernel.legIn.set(rows.subarray(0, n * STATE_ROW));
-    kernel.setState(n, now);
   }, init.limitsGen ?? 0);
 }
 
