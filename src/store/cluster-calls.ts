@@ -21,9 +21,28 @@ import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } fro
  */
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[], heldSince?: number) => Promise<number[]>;
 
-/** A check call as sent to the Cluster, with its keys' slot: the master there is the one whose load it meets. */
-interface SlotCall extends SentCall {
+/**
+ * One master's check calls (by `host:port`, as c.slots names it): those written and not answered yet, first sends
+ * and resends; from a failure that asks for a resend until each call written before it is answered or resent,
+ * the gate new calls to that master wait behind, in the order made (src/store/call-gate.ts says why: a key's
+ * later check went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every
+ * master: test/fault/redis-cluster-flush-order.test.ts); and the library loads on that master. A key's calls
+ * all go to its slot's master.
+ */
+interface Lane {
+  node: string;
+  unanswered: Set<Promise<unknown>>;
+  gate: CallGate;
+  /** FUNCTION LOADs begun on this master: a call's {@link SentCall.sentAt} is this count when it was written. */
+  loads: number;
+  /** The last of them: settles once answered, to the error that refused it for now (loadFailure `retry`), else undefined. */
+  loaded: Promise<unknown>;
+}
+
+/** A check call as sent to the Cluster: its keys' slot, and the lane (master) it was written to. */
+interface LaneCall extends SentCall {
   slot: number;
+  lane: Lane;
 }
 
 /** A script as EVALSHA needs it. */
@@ -58,8 +77,8 @@ function clusterError(what: string): Error {
  * where the Cluster refuses FUNCTION LOAD; the merges are EVALSHA), issued through ioredis's own methods:
  * its auto-pipelining groups them per master by their first key, which it cannot find in a defineCommand
  * script's arguments. A "Function not found" (a new Cluster, a restart, FUNCTION FLUSH) loads the library on
- * every master and resends that call (or fails it with its master's refusal of the load, when that says Redis
- * is unwell: OOM, READONLY...); an FCALL refused as a command (unknown, NOPERM) goes by EVALSHA for good; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
+ * that call's master and resends the call (or fails it with that master's refusal of the load, when that says
+ * Redis is unwell: OOM, READONLY...); an FCALL refused as a command (unknown, NOPERM) goes by EVALSHA for good; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
  * that call as EVAL, which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
  * master fails its slots' calls while the others keep answering.
  */
@@ -106,70 +125,44 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   };
   // The check script goes as the Function library (src/store/check-call.ts says why): FCALL, routed by its
   // keys' slot like any keyed command; a master without the library ("Function not found": a new Cluster, a
-  // restart, FUNCTION FLUSH) has it loaded on every master, once at a time, and the call is sent again. A
-  // Cluster that refuses FUNCTION LOAD or FCALL (older than 7: unknown command; an ACL without them) is called
-  // by EVALSHA for good. A master that refuses the LOAD for now (OOM, READONLY, BUSY...) fails its call with
-  // that error, which says Redis is unwell (src/store/failure-kind.ts), not that the script failed. The rule
-  // is src/store/library-way.ts's, shared with one connection's calls; the loads, on every master, are these.
+  // restart, FUNCTION FLUSH) has it loaded there, and the call is sent again. A Cluster that refuses FUNCTION
+  // LOAD or FCALL (older than 7: unknown command; an ACL without them) is called by EVALSHA for good. A master
+  // that refuses the LOAD for now (OOM, READONLY, BUSY...) fails its call with that error, which says Redis is
+  // unwell (src/store/failure-kind.ts), not that the script failed. The rule is src/store/library-way.ts's,
+  // shared with one connection's calls; the loads, one master at a time, are these (loadOn).
   const lib = checkLibrary();
-  let loading: Promise<void> | null = null;
-  /**
-   * The last load's outcome per master (`host:port`, as c.slots names them): the error that refused it for now
-   * (loadFailure `retry`), else null.
-   */
-  let loaded = new Map<string, unknown>();
-  const way: LibraryWay<SlotCall> = new LibraryWay(true, async (sent) => {
-    // the parts of one batch fail together: the first loads every master, the others wait for it
-    await (way.noLoadSince(sent) ? loadAll() : loading ?? undefined);
-    // its master could not take the library now: that is this call's failure
-    return refusedAt(sent.slot);
+  const way: LibraryWay<LaneCall> = new LibraryWay(true, (sent) => {
+    // where its resend goes: the master serving its slot now, which is the one it was written to unless the
+    // slot moved or the call was redirected (MOVED; then the master that answered, as the slot map says now)
+    const lane = laneOf(sent.slot);
+    // no load there since the call was written: one now. A load still unanswered that began before it was
+    // written does not do (a newer FUNCTION FLUSH removed the library after that load ran); the other calls
+    // written there before this load, which fail alike (the parts of one batch), wait for it
+    if (lane !== sent.lane || sent.sentAt === lane.loads) loadOn(lane);
+    return lane.loaded;
   });
-  const loadAll = (): Promise<void> => {
-    if (loading !== null) return loading;
-    way.loadBegun();
-    const outcomes = new Map<string, unknown>();
-    loading = Promise.all(c.nodes('master').map((node) => {
-      const name = nameOf(node);
-      return node.call('FUNCTION', 'LOAD', lib.text).then(() => {
-        outcomes.set(name, null);
-      }, (e: unknown) => {
-        outcomes.set(name, way.loadFailed(e) === 'retry' ? e : null);
-      });
-    })).then(() => {
-      loaded = outcomes;
-      loading = null;
-    });
-    return loading;
-  };
   /**
-   * The error that refused the last load for now on the master of `slot`, if it did; a master the load did not
-   * reach (the slot map changed since) takes the first such error of any master.
+   * Loads the library on `lane`'s master, on the connection its calls go by (which just answered): only there.
+   * Loading every master made each resend wait for every master's answer, a frozen master's too (none before
+   * ioredis's 60 s command timeout: test/fault/redis-cluster-frozen-reload.test.ts), and opened the lazy
+   * connections of masters not called yet, which fail the calls routed to them until they are up ("Connection
+   * is closed.": ioredis's Cluster, without an offline queue, refuses a command to a node still connecting).
+   * A master that lacks the library says so at its own next call.
    */
-  const refusedAt = (slot: number): unknown => {
-    const own = loaded.get(masterOf(slot));
-    if (own !== undefined) return own ?? undefined;
-    for (const e of loaded.values()) if (e !== null) return e;
-    return undefined;
+  const loadOn = (lane: Lane): void => {
+    lane.loads++;
+    const client = clientOf(lane.node);
+    const load = client === undefined ? Promise.reject(clusterError(`no master ${lane.node}`)) : client.call('FUNCTION', 'LOAD', lib.text);
+    lane.loaded = load.then(() => undefined, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : undefined));
   };
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
-  /**
-   * One master's check calls (by `host:port`): those written and not answered yet, first sends and resends; and,
-   * from a failure that asks for a resend until each call written before it is answered or resent, the gate new
-   * calls to that master wait behind, in the order made (src/store/call-gate.ts says why: a key's later check
-   * went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every master:
-   * test/fault/redis-cluster-flush-order.test.ts). A key's calls all go to its slot's master.
-   */
-  interface Lane {
-    unanswered: Set<Promise<unknown>>;
-    gate: CallGate;
-  }
   const lanes = new Map<string, Lane>();
   const laneOf = (slot: number): Lane => {
     const node = masterOf(slot);
     let l = lanes.get(node);
-    if (l === undefined) lanes.set(node, (l = { unanswered: new Set(), gate: new CallGate() }));
+    if (l === undefined) lanes.set(node, (l = { node, unanswered: new Set(), gate: new CallGate(), loads: 0, loaded: Promise.resolve(undefined) }));
     return l;
   };
   const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
@@ -180,7 +173,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     p.then(done, done);
     return p;
   };
-  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: the keys' slot
+  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: its keys'; lane: that slot's master's
   const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, lane: Lane): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
@@ -193,10 +186,10 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     // order the calls failed (LibraryWay.resend)
     const viaEvalsha = (): Promise<number[]> => written(lane, bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args)).then(unpack, (e: unknown) => {
       failed(e);
-      return way.resend(e, { fcall: false, resent: false, sentAt: way.loads, slot }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack));
+      return way.resend(e, { fcall: false, resent: false, sentAt: lane.loads, slot, lane }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack));
     });
     if (!way.fcall) return viaEvalsha();
-    const sent: SlotCall = { fcall: true, resent: false, sentAt: way.loads, slot };
+    const sent: LaneCall = { fcall: true, resent: false, sentAt: lane.loads, slot, lane };
     // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
     return written(lane, fcallBuffer(keys, args)).then(unpack, (e: unknown) => {
       failed(e);

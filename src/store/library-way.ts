@@ -12,7 +12,7 @@
  *   (loadFailure `retry`: READONLY, OOM, BUSY...), which says Redis is unwell (counted as unavailable, toward
  *   the breaker: src/store/failure-kind.ts) as the same error on the FCALL itself would; resent by EVALSHA when
  *   the library was refused meanwhile. Which load that is, and where it is sent, is the transport's
- *   ({@link LibraryLoads}): loads go ahead of the calls on one connection, and to every master of a Cluster;
+ *   ({@link LibraryLoads}): loads go ahead of the calls on one connection, and to the call's master on a Cluster;
  * - NOSCRIPT on an EVALSHA (a restart, failover, SCRIPT FLUSH): resent once as EVAL, which caches the script;
  * - anything else, or a resend's failure: failed with its error.
  */
@@ -24,7 +24,10 @@ export interface SentCall {
   fcall: boolean;
   /** Already a resend: a second "Function not found" or NOSCRIPT is its failure. */
   resent: boolean;
-  /** {@link LibraryWay.loads} when it was sent: a load begun since answers its "Function not found". */
+  /**
+   * The loads begun where it went when it was sent ({@link LibraryWay.loads} on one connection; its master's
+   * own count on a Cluster): a load begun since answers its "Function not found".
+   */
   sentAt: number;
 }
 
@@ -33,10 +36,9 @@ export type Resend = 'fcall' | 'evalsha' | 'eval';
 
 /**
  * A transport's library loads, as {@link LibraryWay.resendAs} waits for them: `reloaded` is called when the
- * call `sent` by FCALL found no library, and waits for the load it is judged by (beginning one when
- * {@link LibraryWay.noLoadSince} says none began since the call went out, as its transport does), then
- * resolves to the error that refused that load for now where the call went (loadFailure `retry`), else to
- * undefined.
+ * call `sent` by FCALL found no library, and waits for the load it is judged by (beginning one where the call
+ * went when none began there since it went out, as its transport does), then resolves to the error that
+ * refused that load for now (loadFailure `retry`), else to undefined.
  */
 export type LibraryLoads<S extends SentCall> = (sent: S) => Promise<unknown>;
 
@@ -45,7 +47,7 @@ export type LibraryLoads<S extends SentCall> = (sent: S) => Promise<unknown>;
  * what a failed call does next.
  */
 export class LibraryWay<S extends SentCall> {
-  /** Library loads begun so far (a FUNCTION LOAD on the connection, or on every master). */
+  /** Library loads begun so far on one connection (a Cluster counts its loads per master: src/store/cluster-calls.ts). */
   loads = 0;
 
   /**
@@ -132,7 +134,7 @@ export class LibraryWay<S extends SentCall> {
     }
     if (!functionMissing(e)) throw e;
     // FCALL given up since this call went out (another call's FCALL or FUNCTION LOAD refused): resent by
-    // EVALSHA, which needs no library, so none is waited for or loaded (a Cluster would load every master)
+    // EVALSHA, which needs no library, so none is waited for or loaded
     if (!this.fcall) return 'evalsha';
     // the load it is judged by, refused for now (a replica: READONLY; OOM; BUSY...): this call's failure too,
     // counted as Redis's (src/store/failure-kind.ts) rather than as the script's

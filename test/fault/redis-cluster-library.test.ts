@@ -5,8 +5,8 @@
  *   Redis 7 answers "unknown command" alike): the calls go by EVALSHA, so no check is degraded and no error is
  *   counted (before: every check a script error, for good);
  * - the library is flushed on every master and memory is full: the FCALL's "Function not found" is answered by a
- *   FUNCTION LOAD on every master, refused OOM; the check fails with that OOM, counted as unavailable (not as
- *   a script error), and the breaker opens; with memory back, Redis decides again.
+ *   FUNCTION LOAD on its master, refused OOM; the check fails with that OOM, counted as unavailable (not as a
+ *   script error), and the breaker opens; with memory back, Redis decides again.
  */
 import { describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../src/index.js';

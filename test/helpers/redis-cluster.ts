@@ -198,3 +198,21 @@ export async function masterPid(c: TestCluster, i: number): Promise<number> {
   if (!(pid > 1)) throw new Error(`masterPid: no process id for master ${i}`);
   return pid;
 }
+
+/**
+ * Moves hash slot `slot` from master `from` to master `to` as a resharding does (CLUSTER SETSLOT IMPORTING and
+ * MIGRATING, MIGRATE of every key in it, then SETSLOT NODE on every master). A client learns it from a MOVED
+ * or its next read of the slot map.
+ */
+export async function moveSlot(c: TestCluster, slot: number, from: number, to: number): Promise<void> {
+  const [src, dst] = [c.clients[from], c.clients[to]];
+  const [fromId, toId] = await Promise.all([src.cluster('MYID'), dst.cluster('MYID')]) as string[];
+  await dst.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+  await src.cluster('SETSLOT', slot, 'MIGRATING', toId);
+  for (;;) {
+    const keys = await src.cluster('GETKEYSINSLOT', slot, 100) as string[];
+    if (keys.length === 0) break;
+    await src.call('MIGRATE', '127.0.0.1', String(c.ports[to]), '', '0', '5000', 'KEYS', ...keys);
+  }
+  for (const x of c.clients) await x.cluster('SETSLOT', slot, 'NODE', toId);
+}
