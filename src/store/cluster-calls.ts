@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
-import { LibraryWay, type SentCall } from './library-way.js';
+import { LibraryWay, ResendTurn, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { CallGate } from './call-gate.js';
@@ -26,8 +26,8 @@ export type CheckCall = (keys: string[], args: number[], flag: number, now: numb
  * and resends; from a failure that asks for a resend until each call written before it is answered or resent,
  * the gate new calls to that master wait behind, in the order made (src/store/call-gate.ts says why: a key's
  * later check went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every
- * master: test/fault/redis-cluster-flush-order.test.ts); and the library loads on that master. A key's calls
- * all go to its slot's master.
+ * master: test/fault/redis-cluster-flush-order.test.ts); the order of its resends; and the library loads on
+ * that master. A key's calls all go to its slot's master, so what keeps them in order is per master.
  */
 interface Lane {
   node: string;
@@ -37,6 +37,8 @@ interface Lane {
   loads: number;
   /** The last of them: settles once answered, to the error that refused it for now (loadFailure `retry`), else undefined. */
   loaded: Promise<unknown>;
+  /** The order of this master's resends: another master's, waiting for a load that hangs, does not hold them up. */
+  turn: ResendTurn;
 }
 
 /** A check call as sent to the Cluster: its keys' slot, and the lane (master) it was written to. */
@@ -162,7 +164,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const laneOf = (slot: number): Lane => {
     const node = masterOf(slot);
     let l = lanes.get(node);
-    if (l === undefined) lanes.set(node, (l = { node, unanswered: new Set(), gate: new CallGate(), loads: 0, loaded: Promise.resolve(undefined) }));
+    if (l === undefined) lanes.set(node, (l = { node, unanswered: new Set(), gate: new CallGate(), loads: 0, loaded: Promise.resolve(undefined), turn: new ResendTurn() }));
     return l;
   };
   const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
@@ -180,20 +182,20 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
       // every call written to this master so far answered, and the resends made (src/store/call-gate.ts)
-      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled());
+      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane.turn));
     };
     // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
-    // order the calls failed (LibraryWay.resend)
+    // order the calls failed on this master (LibraryWay.resend, the lane's turn)
     const viaEvalsha = (): Promise<number[]> => written(lane, bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args)).then(unpack, (e: unknown) => {
       failed(e);
-      return way.resend(e, { fcall: false, resent: false, sentAt: lane.loads, slot, lane }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack));
+      return way.resend(e, { fcall: false, resent: false, sentAt: lane.loads, slot, lane }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack), lane.turn);
     });
     if (!way.fcall) return viaEvalsha();
     const sent: LaneCall = { fcall: true, resent: false, sentAt: lane.loads, slot, lane };
     // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
     return written(lane, fcallBuffer(keys, args)).then(unpack, (e: unknown) => {
       failed(e);
-      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()));
+      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()), lane.turn);
     });
   };
   const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {

@@ -43,6 +43,18 @@ export type Resend = 'fcall' | 'evalsha' | 'eval';
 export type LibraryLoads<S extends SentCall> = (sent: S) => Promise<unknown>;
 
 /**
+ * The order of the resends on one server (the one connection, or one master of a Cluster): each is made after
+ * those of the calls that failed before it there ({@link LibraryWay.resend}). One per server, not one for the
+ * transport: a key's calls all go to one server, so only there can a resend be overtaken by the same key's later
+ * check; a turn shared by a Cluster's masters held a healthy master's resends (and, behind its gate, its new
+ * calls) behind those of a master frozen mid-reload (test/fault/redis-cluster-held-reload.test.ts).
+ */
+export class ResendTurn {
+  /** The last failed call's turn: settled once its way is known and its resend made (or it failed for good). */
+  last: Promise<unknown> = Promise.resolve();
+}
+
+/**
  * The way of one transport's check calls (see the file's doc): FCALL or EVALSHA, the library loads begun, and
  * what a failed call does next.
  */
@@ -78,15 +90,16 @@ export class LibraryWay<S extends SentCall> {
     return outcome;
   }
 
-  /** The last failed call's turn: settled once its way is known and its resend made (or it failed for good). */
-  private turn: Promise<unknown> = Promise.resolve();
+  /** The resends' order on a transport of one server (one connection); a Cluster gives each master's its own. */
+  private readonly turn = new ResendTurn();
 
   /**
-   * Settles once the resends of the calls that failed so far are made (or those calls failed for good): a
-   * transport (one connection, or a Cluster master) holds new calls back until then ({@link asksResend} says which failures ask for that).
+   * Settles once the resends of the calls that failed so far on `turn`'s server are made (or those calls failed
+   * for good): a transport (one connection, or a Cluster master) holds new calls back until then
+   * ({@link asksResend} says which failures ask for that).
    */
-  settled(): Promise<unknown> {
-    return this.turn;
+  settled(turn: ResendTurn = this.turn): Promise<unknown> {
+    return turn.last;
   }
 
   /**
@@ -100,18 +113,19 @@ export class LibraryWay<S extends SentCall> {
 
   /**
    * Answers the check call `sent`, failed with `e`: `send` makes the resend by the way {@link resendAs} gives
-   * (its promise is the call's), in the order the failures came. The way is decided at once (a load it asks for
-   * begins in that order), and the resend is made after those of the calls that failed before it, which were
-   * sent before it: the way can take longer for one (waiting for a load) than for a later one (FCALL given up
-   * meanwhile: EVALSHA at once), which would overtake it and reach Redis first with the same key's later check
-   * (test/unit/store/check-call-order.test.ts). Failures only: a call that succeeds never waits here.
+   * (its promise is the call's), in the order the failures came on its server (`turn`). The way is decided at
+   * once (a load it asks for begins in that order), and the resend is made after those of the calls that failed
+   * before it there, which were sent before it: the way can take longer for one (waiting for a load) than for a
+   * later one (FCALL given up meanwhile: EVALSHA at once), which would overtake it and reach Redis first with
+   * the same key's later check (test/unit/store/check-call-order.test.ts). Failures only: a call that succeeds
+   * never waits here.
    */
-  resend<T>(e: unknown, sent: S, send: (how: Resend) => Promise<T>): Promise<T> {
+  resend<T>(e: unknown, sent: S, send: (how: Resend) => Promise<T>, turn: ResendTurn = this.turn): Promise<T> {
     const how = this.resendAs(e, sent);
-    const turn = this.turn.then(() => how);
-    const again = turn.then(send);
+    const mine = turn.last.then(() => how);
+    const again = mine.then(send);
     // registered after `again`'s reaction, so the next failed call's resend is made after this one's
-    this.turn = turn.then(() => undefined, () => undefined);
+    turn.last = mine.then(() => undefined, () => undefined);
     return again;
   }
 

@@ -200,6 +200,22 @@ export async function masterPid(c: TestCluster, i: number): Promise<number> {
 }
 
 /**
+ * Makes master `i` announce `port` (CONFIG SET cluster-announce-port: a proxy to it, test/helpers/hold-proxy.ts)
+ * and waits (up to 20 s) until every node's slot map gives that port for it: a client that connects after
+ * reaches that master only through the proxy. The test's own clients (`clients`) still reach it directly.
+ */
+export async function announcePort(c: TestCluster, i: number, port: number): Promise<void> {
+  await c.clients[i].config('SET', 'cluster-announce-port', String(port));
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const maps = await Promise.all(c.clients.map((x) => x.cluster('SLOTS')));
+    if (maps.every((m) => m.some((range) => range[2][1] === port) && !m.some((range) => range[2][1] === c.ports[i]))) return;
+    if (Date.now() > deadline) throw new Error(`announcePort: master ${i} not announced at ${port} within 20 s`);
+    await pause(50);
+  }
+}
+
+/**
  * Moves hash slot `slot` from master `from` to master `to` as a resharding does (CLUSTER SETSLOT IMPORTING and
  * MIGRATING, MIGRATE of every key in it, then SETSLOT NODE on every master). A client learns it from a MOVED
  * or its next read of the slot map.

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { failureKind } from '../../../src/store/failure-kind.js';
-import { LibraryWay, type SentCall } from '../../../src/store/library-way.js';
+import { LibraryWay, ResendTurn, type SentCall } from '../../../src/store/library-way.js';
 
 /** A reply error as ioredis rejects with it (its name is what failureKind reads). */
 function reply(message: string): Error {
@@ -163,5 +163,28 @@ describe('LibraryWay.resend', () => {
     expect(made).toEqual(['A by evalsha', 'B by evalsha', 'C by eval']);
     // the next failure is not held up by those
     await expect(way.resend(NOSCRIPT, byEvalsha, send('E'))).resolves.toBe('eval');
+  });
+
+  it('orders the resends per turn (one per server): a turn waiting for a load that hangs holds up only its own', async () => {
+    // the load of the call on turn `a` never settles (its server froze mid-reload); the others' are taken
+    const way: LibraryWay<SentCall & { hangs: boolean }> = new LibraryWay(true, (sent) => (sent.hangs ? new Promise(() => undefined) : Promise.resolve(undefined)));
+    const a = new ResendTurn(), b = new ResendTurn();
+    const made: string[] = [];
+    const send = (name: string) => (how: string): Promise<string> => {
+      made.push(`${name} by ${how}`);
+      return Promise.resolve(how);
+    };
+    void way.resend(MISSING, { ...byFcall, hangs: true }, send('A1'), a);
+    const a2 = way.resend(NOSCRIPT, { ...byEvalsha, hangs: false }, send('A2'), a);
+    // B's failures came after A's, on another server: resent without waiting for A's
+    await expect(way.resend(MISSING, { ...byFcall, hangs: false }, send('B1'), b)).resolves.toBe('fcall');
+    await expect(way.resend(NOSCRIPT, { ...byEvalsha, hangs: false }, send('B2'), b)).resolves.toBe('eval');
+    await expect(way.settled(b)).resolves.toBeUndefined();
+    // A's second resend needs no load, yet stays behind A's first
+    let a2Made = false;
+    void a2.then(() => (a2Made = true));
+    await new Promise((r) => setImmediate(r));
+    expect(a2Made).toBe(false);
+    expect(made).toEqual(['B1 by fcall', 'B2 by eval']);
   });
 });
