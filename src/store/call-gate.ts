@@ -1,6 +1,6 @@
 /**
  * The order of check calls across a library reload, one rule for one connection (src/store/check-call.ts) and
- * for each master of a Redis Cluster (src/store/cluster-calls.ts). When a call fails in a way that asks for a
+ * for each hash slot of a Redis Cluster (src/store/cluster-calls.ts). When a call fails in a way that asks for a
  * resend (LibraryWay.asksResend: "Function not found", NOSCRIPT, FCALL refused), the calls written after it
  * went to the same server and may fail alike; a new call written before their failures are read would reach
  * Redis ahead of their resends, a key's later check before its earlier one (FUNCTION FLUSH:

@@ -26,7 +26,7 @@
  * file's, and so is the order: from a failure that asks for a resend until every call written before it is
  * answered or resent, a new call waits (the calls written after the failed one went to the same server and may
  * fail alike; a new call written meanwhile would reach Redis ahead of their resends, a key's later check before
- * its earlier one). A Redis Cluster does the same per master (src/store/cluster-calls.ts).
+ * its earlier one). A Redis Cluster does the same per hash slot (src/store/cluster-calls.ts).
  */
 import { createHash } from 'node:crypto';
 import { Command, type Redis } from 'ioredis';

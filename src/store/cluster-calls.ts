@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
-import { LibraryWay, ResendTurn, type SentCall } from './library-way.js';
+import { LibraryWay, SETTLED, type ResendTurn, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 import { CallGate } from './call-gate.js';
@@ -22,29 +22,39 @@ import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } fro
 export type CheckCall = (keys: string[], args: number[], flag: number, now: number, wire?: readonly Uint8Array[], heldSince?: number) => Promise<number[]>;
 
 /**
- * One master's check calls (by `host:port`, as c.slots names it): those written and not answered yet, first sends
- * and resends; from a failure that asks for a resend until each call written before it is answered or resent,
- * the gate new calls to that master wait behind, in the order made (src/store/call-gate.ts says why: a key's
- * later check went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every
- * master: test/fault/redis-cluster-flush-order.test.ts); the order of its resends; and the library loads on
- * that master. A key's calls all go to its slot's master, so what keeps them in order is per master.
+ * One hash slot's check calls, whichever master serves it: those written and not answered yet, first sends and
+ * resends; from a failure that asks for a resend until each call written before it is answered or resent, the
+ * gate new calls of that slot wait behind, in the order made (src/store/call-gate.ts says why: a key's later
+ * check went out ahead of the resend of an earlier one that had found no library, FUNCTION FLUSH on every
+ * master: test/fault/redis-cluster-flush-order.test.ts); and the order of its resends (its {@link ResendTurn}).
+ * A key's calls all go to its slot, so that is where their order is kept: kept per master, a slot that moved to
+ * another master while its gate was closed (resharding, failover) sent the key's next check to the new master
+ * at once, ahead of the resend of the earlier one (test/fault/redis-cluster-moved-reload.test.ts); and the slots
+ * of a master do not wait for each other.
  */
-interface Lane {
-  node: string;
+interface Lane extends ResendTurn {
+  slot: number;
   unanswered: Set<Promise<unknown>>;
   gate: CallGate;
-  /** FUNCTION LOADs begun on this master: a call's {@link SentCall.sentAt} is this count when it was written. */
-  loads: number;
-  /** The last of them: settles once answered, to the error that refused it for now (loadFailure `retry`), else undefined. */
-  loaded: Promise<unknown>;
-  /** The order of this master's resends: another master's, waiting for a load that hangs, does not hold them up. */
-  turn: ResendTurn;
+  /** The loads of the master its calls went to last (the slot's master then). */
+  at: MasterLoads;
 }
 
-/** A check call as sent to the Cluster: its keys' slot, and the lane (master) it was written to. */
+/**
+ * One master's library loads (by `host:port`, as c.slots names it). A call's {@link SentCall.sentAt} is `count`
+ * when it was written; `loaded`, the last load, settles once answered, to the error that refused it for now
+ * (loadFailure `retry`), else undefined.
+ */
+interface MasterLoads {
+  node: string;
+  count: number;
+  loaded: Promise<unknown>;
+}
+
+/** A check call as sent to the Cluster: its slot's lane, and the loads of the master it was written to. */
 interface LaneCall extends SentCall {
-  slot: number;
   lane: Lane;
+  at: MasterLoads;
 }
 
 /** A script as EVALSHA needs it. */
@@ -136,35 +146,41 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const way: LibraryWay<LaneCall> = new LibraryWay(true, (sent) => {
     // where its resend goes: the master serving its slot now, which is the one it was written to unless the
     // slot moved or the call was redirected (MOVED; then the master that answered, as the slot map says now)
-    const lane = laneOf(sent.slot);
+    const at = loadsOf(masterOf(sent.lane.slot));
     // no load there since the call was written: one now. A load still unanswered that began before it was
     // written does not do (a newer FUNCTION FLUSH removed the library after that load ran); the other calls
     // written there before this load, which fail alike (the parts of one batch), wait for it
-    if (lane !== sent.lane || sent.sentAt === lane.loads) loadOn(lane);
-    return lane.loaded;
+    if (at !== sent.at || sent.sentAt === at.count) loadOn(at);
+    return at.loaded;
   });
+  const masters = new Map<string, MasterLoads>();
+  const loadsOf = (node: string): MasterLoads => {
+    let m = masters.get(node);
+    if (m === undefined) masters.set(node, (m = { node, count: 0, loaded: SETTLED }));
+    return m;
+  };
   /**
-   * Loads the library on `lane`'s master, on the connection its calls go by (which just answered): only there.
+   * Loads the library on master `m`, on the connection its calls go by (which just answered): only there.
    * Loading every master made each resend wait for every master's answer, a frozen master's too (none before
    * ioredis's 60 s command timeout: test/fault/redis-cluster-frozen-reload.test.ts), and opened the lazy
    * connections of masters not called yet, which fail the calls routed to them until they are up ("Connection
    * is closed.": ioredis's Cluster, without an offline queue, refuses a command to a node still connecting).
    * A master that lacks the library says so at its own next call.
    */
-  const loadOn = (lane: Lane): void => {
-    lane.loads++;
-    const client = clientOf(lane.node);
-    const load = client === undefined ? Promise.reject(clusterError(`no master ${lane.node}`)) : client.call('FUNCTION', 'LOAD', lib.text);
-    lane.loaded = load.then(() => undefined, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : undefined));
+  const loadOn = (m: MasterLoads): void => {
+    m.count++;
+    const client = clientOf(m.node);
+    const load = client === undefined ? Promise.reject(clusterError(`no master ${m.node}`)) : client.call('FUNCTION', 'LOAD', lib.text);
+    m.loaded = load.then(() => undefined, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : undefined));
   };
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>
     (c as unknown as { fcallBuffer(fn: string, n: number, ...a: Array<string | number | Buffer>): Promise<Buffer> }).fcallBuffer(lib.fn, keys.length, ...keys, ...args);
-  const lanes = new Map<string, Lane>();
+  /** The lanes by slot, each made at its slot's first call (a dense array: a lookup per call). */
+  const lanes = new Array<Lane | undefined>(16384).fill(undefined);
   const laneOf = (slot: number): Lane => {
-    const node = masterOf(slot);
-    let l = lanes.get(node);
-    if (l === undefined) lanes.set(node, (l = { node, unanswered: new Set(), gate: new CallGate(), loads: 0, loaded: Promise.resolve(undefined), turn: new ResendTurn() }));
+    let l = lanes[slot];
+    if (l === undefined) lanes[slot] = l = { slot, unanswered: new Set(), gate: new CallGate(), last: SETTLED, at: loadsOf(masterOf(slot)) };
     return l;
   };
   const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
@@ -175,34 +191,38 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     p.then(done, done);
     return p;
   };
-  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; slot: its keys'; lane: that slot's master's
-  const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, lane: Lane): Promise<number[]> => {
+  // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; lane: its keys' slot's
+  const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, lane: Lane): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
-      // every call written to this master so far answered, and the resends made (src/store/call-gate.ts)
-      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane.turn));
+      // every call of this slot written so far answered, and the resends made (src/store/call-gate.ts)
+      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
     };
+    // the loads of the master it goes to: that changes only when the slot moves (a string compare per call)
+    const node = masterOf(lane.slot);
+    if (lane.at.node !== node) lane.at = loadsOf(node);
+    const at = lane.at;
     // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
-    // order the calls failed on this master (LibraryWay.resend, the lane's turn)
+    // order the slot's calls failed (LibraryWay.resend, the lane's turn)
     const viaEvalsha = (): Promise<number[]> => written(lane, bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args)).then(unpack, (e: unknown) => {
       failed(e);
-      return way.resend(e, { fcall: false, resent: false, sentAt: lane.loads, slot, lane }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack), lane.turn);
+      return way.resend(e, { fcall: false, resent: false, sentAt: at.count, lane, at }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack), lane);
     });
     if (!way.fcall) return viaEvalsha();
-    const sent: LaneCall = { fcall: true, resent: false, sentAt: lane.loads, slot, lane };
+    const sent: LaneCall = { fcall: true, resent: false, sentAt: at.count, lane, at };
     // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
     return written(lane, fcallBuffer(keys, args)).then(unpack, (e: unknown) => {
       failed(e);
-      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()), lane.turn);
+      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()), lane);
     });
   };
   const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {
     const lane = laneOf(slot);
-    if (lane.gate.open) return sendCheck(keys, legs, flag, now, slot, lane);
+    if (lane.gate.open) return sendCheck(keys, legs, flag, now, lane);
     // given up on (its deadline) while it waited: not written (src/store/call-gate.ts)
-    return lane.gate.wait(() => sendCheck(keys, legs, flag, now, slot, lane), givenUp);
+    return lane.gate.wait(() => sendCheck(keys, legs, flag, now, lane), givenUp);
   };
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the

@@ -43,16 +43,20 @@ export type Resend = 'fcall' | 'evalsha' | 'eval';
 export type LibraryLoads<S extends SentCall> = (sent: S) => Promise<unknown>;
 
 /**
- * The order of the resends on one server (the one connection, or one master of a Cluster): each is made after
- * those of the calls that failed before it there ({@link LibraryWay.resend}). One per server, not one for the
- * transport: a key's calls all go to one server, so only there can a resend be overtaken by the same key's later
- * check; a turn shared by a Cluster's masters held a healthy master's resends (and, behind its gate, its new
- * calls) behind those of a master frozen mid-reload (test/fault/redis-cluster-held-reload.test.ts).
+ * The order of the resends of the calls that share a key's way: those of one connection, or of one hash slot of a
+ * Cluster (the slot's calls go to one master, the one serving it, and with the slot when it moves). Each is made
+ * after those of the calls that failed before it there ({@link LibraryWay.resend}): only there can a resend be
+ * overtaken by the same key's later check. A turn shared by a Cluster's masters held a healthy master's resends
+ * (and, behind its gate, its new calls) behind those of a master frozen mid-reload
+ * (test/fault/redis-cluster-held-reload.test.ts).
  */
-export class ResendTurn {
+export interface ResendTurn {
   /** The last failed call's turn: settled once its way is known and its resend made (or it failed for good). */
-  last: Promise<unknown> = Promise.resolve();
+  last: Promise<unknown>;
 }
+
+/** A settled promise, the first {@link ResendTurn.last} of each turn (one, not one per turn). */
+export const SETTLED: Promise<unknown> = Promise.resolve();
 
 /**
  * The way of one transport's check calls (see the file's doc): FCALL or EVALSHA, the library loads begun, and
@@ -90,13 +94,13 @@ export class LibraryWay<S extends SentCall> {
     return outcome;
   }
 
-  /** The resends' order on a transport of one server (one connection); a Cluster gives each master's its own. */
-  private readonly turn = new ResendTurn();
+  /** The resends' order on a transport of one connection; a Cluster gives each slot its own. */
+  private readonly turn: ResendTurn = { last: SETTLED };
 
   /**
-   * Settles once the resends of the calls that failed so far on `turn`'s server are made (or those calls failed
-   * for good): a transport (one connection, or a Cluster master) holds new calls back until then
-   * ({@link asksResend} says which failures ask for that).
+   * Settles once the resends of the calls that failed so far on `turn` are made (or those calls failed for
+   * good): a transport (one connection, or a Cluster slot) holds new calls back until then ({@link asksResend}
+   * says which failures ask for that).
    */
   settled(turn: ResendTurn = this.turn): Promise<unknown> {
     return turn.last;
@@ -113,9 +117,9 @@ export class LibraryWay<S extends SentCall> {
 
   /**
    * Answers the check call `sent`, failed with `e`: `send` makes the resend by the way {@link resendAs} gives
-   * (its promise is the call's), in the order the failures came on its server (`turn`). The way is decided at
-   * once (a load it asks for begins in that order), and the resend is made after those of the calls that failed
-   * before it there, which were sent before it: the way can take longer for one (waiting for a load) than for a
+   * (its promise is the call's), in the order the failures came on its `turn` (its connection, or its Cluster
+   * slot). The way is decided at once (a load it asks for begins in that order), and the resend is made after
+   * those of the calls that failed before it there, which were sent before it: the way can take longer for one (waiting for a load) than for a
    * later one (FCALL given up meanwhile: EVALSHA at once), which would overtake it and reach Redis first with
    * the same key's later check (test/unit/store/check-call-order.test.ts). Failures only: a call that succeeds
    * never waits here.

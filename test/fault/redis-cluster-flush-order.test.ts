@@ -1,6 +1,6 @@
 /**
  * On a Redis Cluster, a key's checks reach its master in the order they were made across FUNCTION FLUSHes of
- * every master (src/store/cluster-calls.ts, one lane per master): calls written before a flush find no library
+ * every master (src/store/cluster-calls.ts, one lane per hash slot): calls written before a flush find no library
  * and are resent once it is loaded again, and a call made while one of them is still to be read waits for its
  * resend. One key of a bucket that does not refill, checks of cost 1 in turns of 20, three flushes each while
  * calls are in flight: every check is admitted, and the remaining each answer gives falls by exactly 1 in the

@@ -2,7 +2,7 @@
  * A Redis Cluster master that freezes mid-reload (its FUNCTION LOAD held, never answered) while another master
  * loses the library (FUNCTION FLUSH), twice: the other master's checks are still decided by Redis
  * (src/store/cluster-calls.ts, src/store/library-way.ts ResendTurn). Resends are made in the order the calls
- * failed, per master now: with one order for the whole Cluster, the healthy master's resends came after the
+ * failed, per hash slot now: with one order for the whole Cluster, the healthy master's resends came after the
  * frozen master's, which waited for its load, and behind its gate (src/store/call-gate.ts) every new call to
  * the healthy master waited too: all its checks took their failure rule. A proxy in front of the frozen master
  * (test/helpers/hold-proxy.ts) holds the limiter's connection from its FUNCTION LOAD on: the master answered

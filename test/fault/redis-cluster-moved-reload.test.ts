@@ -1,19 +1,64 @@
 /**
- * Library reloads on a Redis Cluster whose slots move (src/store/cluster-calls.ts): a check sent to the master a
- * moved slot left, redirected (MOVED) to one without the library, has the library loaded where it was
- * redirected, where its resend goes. Loaded on the master it was sent to, its resend found none again and the
- * check failed (when the library was loaded on every master, the new one had it too).
+ * A key's checks keep their order on a Redis Cluster when its slot moves to another master while a check of it
+ * waits for its resend behind a library reload (src/store/cluster-calls.ts: the order is kept per slot). The
+ * key's master loses the library (FUNCTION FLUSH) and freezes mid-reload (its FUNCTION LOAD held by a proxy,
+ * test/helpers/hold-proxy.ts); meanwhile the slot is migrated to another master (CLUSTER SETSLOT, MIGRATE) and the
+ * limiter's slot map learns it. The key's next check goes to the new master; it must not be decided ahead of the
+ * earlier check's resend. With the order kept per master it was: the new master's calls had no gate to wait
+ * behind, and the later check took the earlier one's remaining. And a check sent to the master a moved slot left,
+ * redirected (MOVED) to one without the library, has the library loaded where it was redirected, where its
+ * resend goes: loaded where it was sent, the resend found none again and the check failed.
  */
 import calculateSlot from 'cluster-key-slot';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { brief } from '../helpers/assert.js';
-import { clusterSuite, keysByMaster, moveSlot } from '../helpers/redis-cluster.js';
+import { sleep } from '../helpers/clock.js';
+import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js';
+import { announcePort, clusterSuite, keysByMaster, moveSlot } from '../helpers/redis-cluster.js';
 
 // a bucket that refills one token in 86 s: each check of cost 1 takes exactly one from what the set-up left
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1d', consistency: 'strict', onStoreError: 'closed' } } as const;
+/** FUNCTION LOAD as ioredis writes it. */
+const LOAD = '*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n';
 
 describe('Redis Cluster: a slot moved while its master reloads the library', () => {
-  const suite = clusterSuite();
+  let proxy: HoldProxy | undefined;
+  const suite = clusterSuite(() => proxy?.release());
+  afterAll(async () => {
+    await proxy?.close();
+  });
+
+  it('the key\'s next check, sent to the new master, is decided after the earlier check\'s resend', async () => {
+    const prefix = 'mrl:';
+    const c = suite.cluster();
+    proxy = await startHoldProxy(c.ports[0]);
+    await announcePort(c, 0, proxy.port);
+    // a long deadline: the earlier check waits for its resend across the move, and must be decided by Redis
+    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 20_000 } });
+    const byNode = await keysByMaster(c, l, 'api', prefix);
+    const key = byNode[0][0];
+    const stored = (await c.keysUnder(prefix)).filter((k) => k.key.includes(`:${key}}`));
+    expect(stored.map((k) => k.node)).toEqual([0]);
+    const slot = calculateSlot(stored[0].key);
+    const held = proxy.holdAt(LOAD);
+    await c.clients[0].call('FUNCTION', 'FLUSH');
+    // master 0 answers "Function not found" and freezes (to the limiter) once sent FUNCTION LOAD
+    const first = l.check({ policy: 'api', key, cost: 1 });
+    await held;
+    let second: ReturnType<typeof l.check> | undefined;
+    try {
+      // the slot, and the key, to master 1
+      await moveSlot(c, slot, 0, 1);
+      // the limiter re-reads the slot map every second (redis.ts slotsRefreshInterval)
+      await sleep(3000);
+      second = l.check({ policy: 'api', key, cost: 1 });
+      // given the time to be decided by master 1 ahead of the first check's resend, had it gone out at once
+      await Promise.race([second, sleep(1000)]);
+    } finally {
+      proxy.release();
+    }
+    expect([brief(await first), brief(await second)]).toEqual(['allow r=998', 'allow r=997']);
+  }, 60_000);
 
   it('a check redirected (MOVED) to a master without the library has it loaded there, not where it was sent', async () => {
     const prefix = 'mrm:';

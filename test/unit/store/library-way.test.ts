@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { failureKind } from '../../../src/store/failure-kind.js';
-import { LibraryWay, ResendTurn, type SentCall } from '../../../src/store/library-way.js';
+import { LibraryWay, SETTLED, type ResendTurn, type SentCall } from '../../../src/store/library-way.js';
 
 /** A reply error as ioredis rejects with it (its name is what failureKind reads). */
 function reply(message: string): Error {
@@ -165,10 +165,10 @@ describe('LibraryWay.resend', () => {
     await expect(way.resend(NOSCRIPT, byEvalsha, send('E'))).resolves.toBe('eval');
   });
 
-  it('orders the resends per turn (one per server): a turn waiting for a load that hangs holds up only its own', async () => {
+  it('orders the resends per turn (one per connection or Cluster slot): a turn waiting for a load that hangs holds up only its own', async () => {
     // the load of the call on turn `a` never settles (its server froze mid-reload); the others' are taken
     const way: LibraryWay<SentCall & { hangs: boolean }> = new LibraryWay(true, (sent) => (sent.hangs ? new Promise(() => undefined) : Promise.resolve(undefined)));
-    const a = new ResendTurn(), b = new ResendTurn();
+    const a: ResendTurn = { last: SETTLED }, b: ResendTurn = { last: SETTLED };
     const made: string[] = [];
     const send = (name: string) => (how: string): Promise<string> => {
       made.push(`${name} by ${how}`);
