@@ -4,7 +4,6 @@
  * is killed while holding checks.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 
 // The shard-queue test runs a stalling shard worker (test/fault/fixtures/faulty-worker.mjs): src/shard/pool.ts
@@ -18,7 +17,7 @@ vi.mock('../../src/util/paths.js', async (importOriginal) => {
 import { createLimiter, isSluiceError, type Decision, type Limiter, type PolicySpec } from '../../src/index.js';
 import { createMetrics, LATENCY_BUCKETS } from '../../src/metrics/registry.js';
 import { postJson, send, ServerPool, type TestServer } from '../helpers/server.js';
-import { faultyRoot, keysByShard, parseMetrics, poolOf, settleWithin, tally, until } from './support.js';
+import { stallingRoot, keysByShard, parseMetrics, poolOf, settleWithin, tally, until } from './support.js';
 
 const servers = new ServerPool();
 let limiters: Limiter[] = [];
@@ -195,13 +194,7 @@ describe('shard queues', () => {
   const STALL_COST = 999;
 
   it('sluice_shard_queue_depth counts exactly the checks a stalled shard holds, and 0 once it answers; the other shard reads 0 throughout', async () => {
-    let stalled = '';
-    let release = '';
-    const root = faultyRoot((dir) => {
-      stalled = path.join(dir, 'stalled');
-      release = path.join(dir, 'release');
-      return { stallCost: STALL_COST, stalledFlag: stalled, releaseFlag: release };
-    });
+    const { root, stalled, release } = stallingRoot(STALL_COST);
     roots.push(root);
     fake.root = root;
     const l = await createLimiter({ policies: SHARDED, shards: 2, maxKeys: 1024 });

@@ -17,7 +17,7 @@ import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { postJson, send, ServerPool, PROJECT_ROOT } from '../helpers/server.js';
-import { faultyRoot, parseMetrics, until } from './support.js';
+import { stallingRoot, parseMetrics, until } from './support.js';
 
 const fake = vi.hoisted(() => ({ root: '' }));
 vi.mock('../../src/util/paths.js', () => ({ packageRoot: () => fake.root }));
@@ -39,10 +39,8 @@ afterAll(() => {
 
 describe('past maxPending: 503 + Retry-After, at once', () => {
   it('while the only shard is stalled holding maxPending checks, every new check gets 503 OVERLOADED; released, all is decided', async () => {
-    const root = faultyRoot((dir) => ({ stallCost: STALL_COST, stalledFlag: path.join(dir, 'stalled'), releaseFlag: path.join(dir, 'release') }));
+    const { root, stalled, release } = stallingRoot(STALL_COST);
     roots.push(root);
-    const stalled = path.join(root, 'stalled');
-    const release = path.join(root, 'release');
     fake.root = root;
     const s = await servers.start({ policies: POLICIES, shards: 1, maxPending: 4 });
     expect((await send(`${s.url}/v1/check?policy=p&key=warm`)).status).toBe(200);

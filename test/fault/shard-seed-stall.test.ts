@@ -14,9 +14,8 @@
  * still.
  */
 import { existsSync, rmSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { faultyRoot, keysByShard, poolOf, until } from './support.js';
+import { stallingRoot, keysByShard, poolOf, until } from './support.js';
 
 const fake = vi.hoisted(() => ({ root: '' }));
 vi.mock('../../src/util/paths.js', () => ({ packageRoot: () => fake.root }));
@@ -48,13 +47,7 @@ const brief = (d: Decision): string => `${d.allowed ? 'allow' : 'deny'} r=${d.re
 
 describe('shards: a seed does not wait for a stalled shard', () => {
   it('the front answers other checks while the key\'s shard is stalled; the key\'s local decisions start from the learned state', async () => {
-    let stalled = '';
-    let release = '';
-    const root = faultyRoot((dir) => {
-      stalled = path.join(dir, 'stalled');
-      release = path.join(dir, 'release');
-      return { stallCost: STALL_COST, stalledFlag: stalled, releaseFlag: release };
-    });
+    const { root, stalled, release } = stallingRoot(STALL_COST);
     roots.push(root);
     fake.root = root;
     const { store, fail } = flakyStore(new MemoryStore({ clock: () => T, overLimitCache: false }));

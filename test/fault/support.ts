@@ -120,6 +120,21 @@ export interface Faults {
 }
 
 /**
+ * A {@link faultyRoot} whose worker stalls on a check of `stallCost`: it writes the file `stalled` once it
+ * holds that check, and goes on once the test writes the file `release` (both inside the root).
+ */
+export function stallingRoot(stallCost: number): { root: string; stalled: string; release: string } {
+  let stalled = '';
+  let release = '';
+  const root = faultyRoot((dir) => {
+    stalled = path.join(dir, 'stalled');
+    release = path.join(dir, 'release');
+    return { stallCost, stalledFlag: stalled, releaseFlag: release };
+  });
+  return { root, stalled, release };
+}
+
+/**
  * A temporary package root whose shard worker is the faulty fixture: the real `build/` (the kernel), and as
  * `dist/src/shard/worker.js` the fixture, which wraps the real built worker. A test file mocks `packageRoot`
  * (src/util/paths.ts) to return it; src/shard/pool.ts then starts the fixture under vitest.

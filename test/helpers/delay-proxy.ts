@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { linkUpstream } from './proxy-link.js';
 
 /**
  * A TCP proxy on 127.0.0.1 that delays every chunk, each way, by a delay drawn in [minMs, maxMs] (order kept:
@@ -65,19 +66,7 @@ export async function startDelayProxy(targetPort: number, o: DelayOptions, targe
       return;
     }
     accepted++;
-    const upstream = net.connect(targetPort, targetHost);
-    sockets.add(client);
-    sockets.add(upstream);
-    const drop = (): void => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.setNoDelay(true);
-    upstream.setNoDelay(true);
+    const upstream = linkUpstream(client, targetPort, targetHost, sockets);
     pipe(client, upstream);
     pipe(upstream, client);
   });

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { linkUpstream } from './proxy-link.js';
 
 /**
  * A TCP proxy on 127.0.0.1 in front of one server, standing in for a server that freezes at a chosen command:
@@ -29,19 +30,7 @@ export async function startHoldProxy(targetPort: number, targetHost = '127.0.0.1
   /** The held connection's bytes not forwarded yet, and where they go; null while none is held. */
   let holding: Held | null = null;
   const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, targetHost);
-    sockets.add(client);
-    sockets.add(upstream);
-    const drop = (): void => {
-      client.destroy();
-      upstream.destroy();
-      sockets.delete(client);
-      sockets.delete(upstream);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.setNoDelay(true);
-    upstream.setNoDelay(true);
+    const upstream = linkUpstream(client, targetPort, targetHost, sockets);
     let mine: Held | null = null;
     // the end of the last chunk forwarded: a marker split across two chunks is still found
     let tail: Buffer = Buffer.alloc(0);
