@@ -13,7 +13,7 @@ import { PolicyCounters, type ShadowLogger } from './shadow.js';
 import { ListStep } from './list-step.js';
 import { ShadowStep } from './shadow-step.js';
 import { BatchWait, DirectBatch, isDirect, keyLengthOk, type BatchInput, type BatchOutcomes } from './batch.js';
-import { StrictCache } from './strict-cache.js';
+import { StrictCache } from './strict/cache.js';
 import { DegradedCounts } from './degraded.js';
 import { emptyBatch, push, TurnQueue, type Batch, type Reject, type Resolve } from './queue.js';
 import { checkCost, policyOf, runtimeNamed } from './validate.js';

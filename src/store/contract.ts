@@ -107,11 +107,11 @@ export interface Store extends PubSub {
   readonly useRedisTime: boolean;
   /**
    * Whether every key is decided on one server's clock: true for a single Redis (or Sentinel's master), false
-   * for a Redis Cluster, whose masters' clocks may differ. The over-limit cache (src/engine/strict-cache.ts)
+   * for a Redis Cluster, whose masters' clocks may differ. The over-limit cache (src/engine/strict/redis-clock.ts)
    * follows the store's clock as every call lately measured it only when it is one.
    */
   readonly oneClock: boolean;
-  /** Whether the engine may answer checks the store is known to deny without calling it (src/engine/strict-cache.ts). */
+  /** Whether the engine may answer checks the store is known to deny without calling it (src/engine/strict/over-limit.ts). */
   readonly overLimitCache: boolean;
   /** True once connected. */
   readonly ready: boolean;

@@ -1,7 +1,7 @@
 /**
  * The Lua algorithms of lua/lib.lua (token bucket, GCRA, fixed window, sliding window) and
  * lua/calendar_window.lua, line for line in TypeScript: both run on doubles, so for the same state, limit,
- * cost and time they give the same outputs. The over-limit cache (src/engine/strict-cache.ts) uses them to
+ * cost and time they give the same outputs. The over-limit cache (src/engine/strict/over-limit.ts) uses them to
  * answer, without Redis, a check Redis is known to deny, with the numbers Redis would give. The sliding log
  * (lua/sliding_log.lua) has no twin: its state is the log's entries, which a reply does not carry.
  *

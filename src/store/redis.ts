@@ -84,7 +84,7 @@ export interface RedisOptions {
   holdUnder?: number;
   /**
    * Answer strict checks Redis is known to deny (a denial of a cost at most theirs, not refilled since) without
-   * calling it: src/engine/strict-cache.ts. Default true; false sends every check to Redis.
+   * calling it: src/engine/strict/over-limit.ts. Default true; false sends every check to Redis.
    */
   overLimitCache?: boolean;
 }
@@ -396,7 +396,7 @@ export class RedisStore implements Store {
   /**
    * Calls `fn` each time the connection (re)opens, and on a Cluster each time a master's connection is lost:
    * Redis may have restarted without its data or failed over, so what was learned from it
-   * (src/engine/strict-cache.ts) may no longer hold.
+   * (src/engine/strict/cache.ts) may no longer hold.
    */
   onConnect(fn: () => void): void {
     this.redis.on('ready', fn);

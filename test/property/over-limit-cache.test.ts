@@ -1,5 +1,5 @@
 /**
- * The over-limit cache (src/engine/strict-cache.ts) changes no decision: the same calls, made on three
+ * The over-limit cache (src/engine/strict/over-limit.ts) changes no decision: the same calls, made on three
  * instances sharing one Redis, give row for row the decisions three instances without the cache give
  * (`redis.overLimitCache: false`, another key prefix on the same Redis), on one controlled clock.
  *

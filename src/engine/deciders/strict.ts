@@ -2,7 +2,7 @@
  * The strict decider: atomic script calls (lua/check.lua) decide every strict check of the turn, in
  * calls of at most the store's checksPerCall checks written as they fill (front.ts), split further while fewer
  * than Store.pipelineCalls are in flight ({@link callSize}), but for the checks the over-limit cache answers
- * (src/engine/strict-cache.ts). A call of fewer than Store.holdUnder checks made while another is in flight is
+ * (src/engine/strict/over-limit.ts). A call of fewer than Store.holdUnder checks made while another is in flight is
  * held ({@link StrictDecider.held}) and sent when a call answers or it has grown to that. One connection answers
  * in order, and a held call is sent before any call built after it, so each key's checks reach Redis in the
  * order they were made. When the call fails, or some of its legs come back unanswered (a Cluster slot
@@ -17,7 +17,8 @@ import { scriptBurst, scriptPeriod } from '../calendar-args.js';
 import { GUARD_KEY, writeLegHash, type PolicyRuntime } from '../runtime.js';
 import type { DegradedCounts } from '../degraded.js';
 import type { PolicyCounters } from '../shadow.js';
-import { oneVersion, type StrictCache, type Known } from '../strict-cache.js';
+import type { StrictCache } from '../strict/cache.js';
+import { oneVersion, type Known } from '../strict/table.js';
 import { settle, type Decider, type Flight, type LocalFallback } from '../decider.js';
 import { storeFailure } from '../failure.js';
 import { emptyBatch, push, type Batch } from '../queue.js';

@@ -10,7 +10,7 @@ import type { SyncLeg } from '../../store/sync-deltas.js';
 import { writeLegHash, type PolicyRuntime } from '../runtime.js';
 import type { Batch } from '../queue.js';
 import { legKey } from '../legs.js';
-import type { StrictCache } from '../strict-cache.js';
+import type { StrictCache } from '../strict/cache.js';
 import type { AdmissionLog, StateInstaller } from '../decider.js';
 
 export interface WriteBehindOptions {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RedisOffset } from '../../../src/engine/redis-offset.js';
+import { RedisOffset } from '../../../src/engine/strict/redis-offset.js';
 
 describe('RedisOffset: bounds of Redis time − local time from answered calls', () => {
   it('knows nothing before a sample', () => {

@@ -1,5 +1,5 @@
 /**
- * StrictCache's bookkeeping of entries (src/engine/strict-cache.ts): `peek` only reads (the strict decider's
+ * StrictCache's bookkeeping of entries (src/engine/strict/): `peek` only reads (the strict decider's
  * first loop over a batch, to warm the CPU's cache), and an admission of a one-leg check leaves its numbers on
  * the entry, rebuilt into `states` only when read (`statesOf`), to exactly the state an eager rebuild gives.
  */
@@ -9,8 +9,8 @@ import { buildRuntimes, type PolicyRuntime } from '../../../src/engine/runtime.j
 import { LimitTable } from '../../../src/engine/limits.js';
 import { Hasher } from '../../../src/keys/hasher.js';
 import { Kernel, kernelModule } from '../../../src/shard/kernel.js';
-import { StrictCache } from '../../../src/engine/strict-cache.js';
-import { rebuild } from '../../../src/engine/state-rebuild.js';
+import { StrictCache } from '../../../src/engine/strict/cache.js';
+import { rebuild } from '../../../src/engine/strict/state-rebuild.js';
 import { LEG_WIDE } from '../../../src/store/reply.js';
 
 function runtimes(spec: Parameters<typeof compilePolicies>[0] = {

@@ -1,6 +1,6 @@
 /**
  * The over-limit cache on the wall clock (a limiter with no clock option: the cache reads the wall clock's steps
- * against a monotonic one, src/engine/strict-cache.ts): a step of the wall clock while the call that learned a
+ * against a monotonic one, src/engine/strict/redis-clock.ts): a step of the wall clock while the call that learned a
  * denial was in flight. Date and performance are faked (performance.now stands for the monotonic clock; setting
  * the system time steps Date alone); the store's clock (Redis's) is a controlled one. Token bucket, 1 a 6 s.
  */

@@ -1,6 +1,6 @@
 /**
  * `onStoreError: local` starts a strict calendar-window key from the state last learned from the store
- * (src/engine/deciders/strict.ts seed, src/engine/strict-cache.ts rebuild), not from a fresh window: a
+ * (src/engine/deciders/strict.ts seed, src/engine/strict/state-rebuild.ts rebuild), not from a fresh window: a
  * tenant that spent its month stays denied while the store is down, and one that spent part of it gets only
  * the rest. The count is its window's: past that window's end the local kernel starts the next one. On a
  * MemoryStore whose decisions fail on demand (the over-limit cache off, so denials reach the store), on a

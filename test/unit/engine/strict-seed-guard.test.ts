@@ -1,6 +1,6 @@
 /**
  * `onStoreError: local` starts a strict guard from the state last learned from the store for the guard's
- * key, whichever tenant's check carried it (src/engine/strict-cache.ts SharedState, src/engine/deciders/strict.ts
+ * key, whichever tenant's check carried it (src/engine/strict/table.ts SharedState, src/engine/deciders/strict.ts
  * seed), once per stall: a guard the store had exhausted stays exhausted for a tenant this instance never
  * saw, and a tenant whose own copy of the guard is older does not hand its tokens back. On a MemoryStore whose
  * decisions fail on demand (the over-limit cache off, so denials reach the store), on a controlled clock.
@@ -33,7 +33,7 @@ describe('a strict guard under onStoreError: local', () => {
       fail(true);
       clock.now += 1000;
       // 1 ms longer than the store would say: the state's store time becomes this clock's by the offset's lower
-      // bound (both clocks are read in whole ms), which refills less, never more (StrictCache.toLocal)
+      // bound (both clocks are read in whole ms), which refills less, never more (RedisClock.toLocal)
       for (const t of ['N1', 'N2', 'N3']) {
         expect(await check(l, t)).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: GUARD_MS_PER_TOKEN - 1000 + 1, ...local });
       }

@@ -1,6 +1,6 @@
 /**
  * The `local` rule's seed on the wall clock (a limiter with no clock option: the cache reads the wall clock's
- * steps against a monotonic one, src/engine/strict-cache.ts toLocal): the kernel decides a failed check at the
+ * steps against a monotonic one, src/engine/strict/redis-clock.ts toLocal): the kernel decides a failed check at the
  * time its call was sent, so a state's Redis time must be read on the wall clock as it was then, whatever
  * batches were decided since. Date and performance are faked (performance.now stands for the monotonic clock;
  * setting the system time steps Date alone); the store's clock (Redis's) is a controlled one, which does not

@@ -1,10 +1,10 @@
 /**
- * A strict key's state as the `local` failure rule seeds it (src/engine/strict-cache.ts), rebuilt from the
+ * A strict key's state as the `local` failure rule seeds it (src/engine/strict/cache.ts), rebuilt from the
  * numbers an admitted answer carries (remaining, resetAfterMs), in the state layout of lua/check.lua and the
  * kernel (w0, w1, lastSeen).
  */
-import { CALENDAR_WINDOW_CODE } from '../config/policy-spec.js';
-import type { PolicyRuntime } from './runtime.js';
+import { CALENDAR_WINDOW_CODE } from '../../config/policy-spec.js';
+import type { PolicyRuntime } from '../runtime.js';
 
 /**
  * Leg j's state rebuilt from an admitted (or peeked) answer: remaining r (floor of tokens) and resetAfterMs z
