@@ -27,7 +27,7 @@
 -- decided on: w0, w1, lastSeen (−1: absent). src/store/reply.ts unpackReply gives the caller 4 numbers per
 -- leg again. A denied key's state only shrinks afterwards (other callers only
 -- spend), so the caller can answer the same key's costlier checks without Redis until it refills
--- (src/engine/strict-cache.ts). A check with a
+-- (src/engine/strict/over-limit.ts). A check with a
 -- leg whose state cannot be read (a key of another type or a malformed value) gets UNREADABLE in every leg
 -- and changes nothing; the other checks of the batch are decided as usual.
 --
