@@ -49,6 +49,8 @@ interface MasterLoads {
   node: string;
   count: number;
   loaded: Promise<unknown>;
+  /** `loaded` not answered yet. */
+  pending: boolean;
 }
 
 /** A check call as sent to the Cluster: its slot's lane, and the loads of the master it was written to. */
@@ -150,13 +152,16 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     // no load there since the call was written: one now. A load still unanswered that began before it was
     // written does not do (a newer FUNCTION FLUSH removed the library after that load ran); the other calls
     // written there before this load, which fail alike (the parts of one batch), wait for it
-    if (at !== sent.at || sent.sentAt === at.count) loadOn(at);
+    if (at !== sent.at || sent.sentAt === at.count) {
+      loadOn(at);
+      loadElsewhere(at);
+    }
     return at.loaded;
   });
   const masters = new Map<string, MasterLoads>();
   const loadsOf = (node: string): MasterLoads => {
     let m = masters.get(node);
-    if (m === undefined) masters.set(node, (m = { node, count: 0, loaded: SETTLED }));
+    if (m === undefined) masters.set(node, (m = { node, count: 0, loaded: SETTLED, pending: false }));
     return m;
   };
   /**
@@ -169,9 +174,30 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
    */
   const loadOn = (m: MasterLoads): void => {
     m.count++;
+    m.pending = true;
     const client = clientOf(m.node);
     const load = client === undefined ? Promise.reject(clusterError(`no master ${m.node}`)) : client.call('FUNCTION', 'LOAD', lib.text);
-    m.loaded = load.then(() => undefined, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : undefined));
+    const loaded = load.then(() => undefined, (e: unknown) => (way.loadFailed(e) === 'retry' ? e : undefined));
+    m.loaded = loaded;
+    void loaded.then(() => {
+      if (m.loaded === loaded) m.pending = false;
+    });
+  };
+  /**
+   * Also loads the library, without waiting for it, on every other master whose connection is up and that has
+   * no load under way: a call redirected by ASK (its slot half-way through a migration) was answered "Function
+   * not found" by the master importing the slot, which the slot map does not name yet, and its resend is
+   * redirected there again; its load, written on that master's connection before the resend reaches it, is read
+   * first (test/fault/redis-cluster-moved-reload.test.ts). Not awaited, so a frozen master does not hold the
+   * resend; connections that are up only, so none is opened (see loadOn). A master that has the library answers
+   * "already exists" (loadFailure: loaded).
+   */
+  const loadElsewhere = (own: MasterLoads): void => {
+    for (const node of c.nodes('master')) {
+      if (node.status !== 'ready') continue;
+      const m = loadsOf(nameOf(node));
+      if (m !== own && !m.pending) loadOn(m);
+    }
   };
   // through ioredis's own method, so the call takes the Cluster's auto-pipelining like the EVALSHA below
   const fcallBuffer = (keys: string[], args: Array<number | Buffer>): Promise<Buffer> =>

@@ -75,4 +75,27 @@ describe('Redis Cluster: a slot moved while its master reloads the library', () 
     // "Function not found" by master 2
     expect(brief(await l.check({ policy: 'api', key, cost: 1 }))).toBe('allow r=998');
   }, 60_000);
+
+  it('a check redirected (ASK) mid-migration to a master without the library has it loaded there too', async () => {
+    const prefix = 'mra:';
+    const c = suite.cluster();
+    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 5000 } });
+    const byNode = await keysByMaster(c, l, 'api', prefix);
+    const key = byNode[1][0];
+    const stored = (await c.keysUnder(prefix)).filter((k) => k.key.includes(`:${key}}`));
+    const slot = calculateSlot(stored[0].key);
+    await c.clients[2].call('FUNCTION', 'FLUSH');
+    // the slot half-way from master 1 to master 2 (a resharding under way): the key is on master 2 already, so
+    // master 1, which the slot map still names, answers ASK, and master 2 "Function not found"
+    const [fromId, toId] = await Promise.all([c.clients[1].cluster('MYID'), c.clients[2].cluster('MYID')]) as string[];
+    await c.clients[2].cluster('SETSLOT', slot, 'IMPORTING', fromId);
+    await c.clients[1].cluster('SETSLOT', slot, 'MIGRATING', toId);
+    await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', stored[0].key);
+    try {
+      expect(brief(await l.check({ policy: 'api', key, cost: 1 }))).toBe('allow r=998');
+    } finally {
+      // the migration finished (the slot holds the other tests' keys too: same hash tags)
+      await moveSlot(c, slot, 1, 2);
+    }
+  }, 60_000);
 });
