@@ -11,6 +11,7 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, describe, expect, it } from 'vitest';
+import type { Limiter } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js';
@@ -60,16 +61,24 @@ describe('Redis Cluster: a slot moved while its master reloads the library', () 
     expect([brief(await first), brief(await second)]).toEqual(['allow r=998', 'allow r=997']);
   }, 60_000);
 
-  it('a check redirected (MOVED) to a master without the library has it loaded there, not where it was sent', async () => {
-    const prefix = 'mrm:';
+  /**
+   * A limiter on the suite's Cluster with keys under `prefix` on every master, one of master 1's keys (`key`,
+   * its state `stateKey` in `slot`), and master 2 without the library (a master added to the Cluster, or
+   * restarted without it), where the slot goes next.
+   */
+  async function keyOfMaster1(prefix: string): Promise<{ l: Limiter; key: string; slot: number; stateKey: string }> {
     const c = suite.cluster();
     const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 5000 } });
     const byNode = await keysByMaster(c, l, 'api', prefix);
     const key = byNode[1][0];
     const stored = (await c.keysUnder(prefix)).filter((k) => k.key.includes(`:${key}}`));
-    const slot = calculateSlot(stored[0].key);
-    // the new master has no library (a master added to the Cluster, or restarted without it)
     await c.clients[2].call('FUNCTION', 'FLUSH');
+    return { l, key, slot: calculateSlot(stored[0].key), stateKey: stored[0].key };
+  }
+
+  it('a check redirected (MOVED) to a master without the library has it loaded there, not where it was sent', async () => {
+    const c = suite.cluster();
+    const { l, key, slot } = await keyOfMaster1('mrm:');
     await moveSlot(c, slot, 1, 2);
     // sent to master 1 by the slot map the limiter had (unless it re-read it meanwhile), answered MOVED, then
     // "Function not found" by master 2
@@ -77,20 +86,14 @@ describe('Redis Cluster: a slot moved while its master reloads the library', () 
   }, 60_000);
 
   it('a check redirected (ASK) mid-migration to a master without the library has it loaded there too', async () => {
-    const prefix = 'mra:';
     const c = suite.cluster();
-    const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 5000 } });
-    const byNode = await keysByMaster(c, l, 'api', prefix);
-    const key = byNode[1][0];
-    const stored = (await c.keysUnder(prefix)).filter((k) => k.key.includes(`:${key}}`));
-    const slot = calculateSlot(stored[0].key);
-    await c.clients[2].call('FUNCTION', 'FLUSH');
+    const { l, key, slot, stateKey } = await keyOfMaster1('mra:');
     // the slot half-way from master 1 to master 2 (a resharding under way): the key is on master 2 already, so
     // master 1, which the slot map still names, answers ASK, and master 2 "Function not found"
     const [fromId, toId] = await Promise.all([c.clients[1].cluster('MYID'), c.clients[2].cluster('MYID')]) as string[];
     await c.clients[2].cluster('SETSLOT', slot, 'IMPORTING', fromId);
     await c.clients[1].cluster('SETSLOT', slot, 'MIGRATING', toId);
-    await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', stored[0].key);
+    await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', stateKey);
     try {
       expect(brief(await l.check({ policy: 'api', key, cost: 1 }))).toBe('allow r=998');
     } finally {
