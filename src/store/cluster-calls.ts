@@ -8,7 +8,7 @@ import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, SETTLED, type ResendTurn, type SentCall } from './library-way.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
-import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { deadline, deadlineOrDrop, Liveness } from './deadline.js';
 import { CallGate } from './call-gate.js';
 import { LEG_WIDE, unpackReply, widen } from './reply.js';
 import { hostPorts } from './sentinel.js';
@@ -255,13 +255,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
   // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of a slot it serves.
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
-  const part: Part = (keys, legs, flag, now, slot) => {
-    let gaveUp = false;
-    return deadline(runCheck(keys, legs, flag, now, slot, () => gaveUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0)).catch((e: unknown) => {
-      if (e instanceof StoreTimeoutError) gaveUp = true;
-      throw e;
-    });
-  };
+  const part: Part = (keys, legs, flag, now, slot) =>
+    deadlineOrDrop((givenUp) => runCheck(keys, legs, flag, now, slot, givenUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
   /** A probe key per slot (slots.ts keyInSlot: some thousand CRC16s to find), made once it is needed. */
   const probeKeys = new Map<number, string>();

@@ -44,6 +44,21 @@ export class StoreGivenUpError extends Error {
 }
 
 /**
+ * {@link deadline} for a call that may still wait before it is written (behind a library reload:
+ * src/store/call-gate.ts): `start(givenUp)` makes the call, and `givenUp()` turns true once the deadline has
+ * rejected it with a {@link StoreTimeoutError}, so the call, if still waiting then, is dropped rather than written
+ * (its checks have taken their failure rule). The other parameters are deadline()'s.
+ */
+export function deadlineOrDrop<T>(start: (givenUp: () => boolean) => Promise<T>, ms: number, live: Liveness, late?: (v: T) => void,
+  capMs?: number, issued?: number): Promise<T> {
+  let gaveUp = false;
+  return deadline(start(() => gaveUp), ms, live, late, capMs, issued).catch((e: unknown) => {
+    if (e instanceof StoreTimeoutError) gaveUp = true;
+    throw e;
+  });
+}
+
+/**
  * Resolves or rejects as `p` does, unless Redis sends nothing on `live`'s connection for `ms` after the call
  * was issued (see {@link Liveness}): then it rejects with a {@link StoreTimeoutError}. The check runs after the
  * loop's next poll phase: a timer is run before sockets are read, so after a turn that blocked longer than

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { checkLibrary, checkScript, syncScript } from './scripts.js';
 import { configError } from '../util/errors.js';
 import { createBreaker, probeWrite, type BreakerOptions, type BreakerState } from './breaker.js';
-import { deadline, Liveness, StoreTimeoutError } from './deadline.js';
+import { deadline, deadlineOrDrop, Liveness } from './deadline.js';
 import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
 import { followSwitches, sentinelOptions, type SentinelTarget } from './sentinel.js';
@@ -191,17 +191,10 @@ export class RedisStore implements Store {
       const checkCmd = checkCaller(redis, checkScript(), checkLibrary());
       const syncCmd = (redis as unknown as { sluiceSync: CheckCommand }).sluiceSync.bind(redis);
       check = async (keys, args, flag, now, wire, heldSince) => {
-        // given up on (timed out) while it still waited behind a library reload: not written (check-call.ts)
-        let gaveUp = false;
-        let raw: number[];
-        try {
-          // a held call's deadline counts from when its first check was held (Store.decideWide)
-          raw = await deadline(checkCmd(keys, flag, now, args, 0, wire, () => gaveUp).then((r) => unpackReply(r, args, 0)), timeoutMs, live,
-            (r) => lateSpend(r, args, 0), undefined, heldSince);
-        } catch (e) {
-          if (e instanceof StoreTimeoutError) gaveUp = true;
-          throw e;
-        }
+        // a held call's deadline counts from when its first check was held (Store.decideWide); given up on while
+        // it still waited behind a library reload, it is not written (check-call.ts)
+        const raw = await deadlineOrDrop((givenUp) => checkCmd(keys, flag, now, args, 0, wire, givenUp).then((r) => unpackReply(r, args, 0)),
+          timeoutMs, live, (r) => lateSpend(r, args, 0), undefined, heldSince);
         return widen(raw, args, 0);
       };
       sync = (keys, args, capMs) => deadline(syncCmd(keys.length, ...keys, ...args), Math.min(timeoutMs, capMs), live, undefined, capMs);
