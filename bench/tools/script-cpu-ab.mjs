@@ -6,7 +6,8 @@
 // answer's replacement written at once. Every build's library is loaded on one redis-server started for the run
 // on a free loopback port (no persistence); rounds alternate A B, B A, ...; printed: the median over rounds of
 // Redis's CPU (user + system, /proc) per decision, the median of each round's ratio to the first build's round
-// taken next to it (the host's speed drifts within a run; a pair shares it), and each round's figure. callgrind counts instructions
+// taken next to it (the host's speed drifts within a run; a pair shares it), how often Redis's main thread slept
+// per 1,000 decisions (its voluntary context switches), and each round's figure. callgrind counts instructions
 // (bench/tools/script-instructions.mjs); this is what they cost in time on this host, memory stalls included.
 //
 //   node bench/tools/script-cpu-ab.mjs N K MS ROUNDS ROOT_A ROOT_B ...
@@ -95,21 +96,26 @@ for (const root of roots) {
     const kept = runs.packRuns ? runs.packRuns(f, N) : (runs.markRuns(f, N), f.length);
     return encode(['FCALL', lib.fn, N, ...keys, '1', '0', String(N), Buffer.from(f.buffer, 0, kept * 8)]);
   };
-  builds.push({ root, requests: Array.from({ length: 300 }, request), res: [] });
+  builds.push({ root, requests: Array.from({ length: 300 }, request), res: [], sleeps: [] });
 }
 // every key written before counting
 for (const b of builds) for (let i = 0; i < 20_000 / N; i++) await send(b.requests[i % b.requests.length]);
 
+// Redis's main thread's sleeps so far: its voluntary context switches (an epoll_wait that found nothing to do)
+const sleeps = () => Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${own.pid}/task/${own.pid}/status`, 'utf8'))[1]);
 const round = (b) => new Promise((resolve) => {
   let done = 0, next = 0, inFlight = 0, running = true;
-  const cpu0 = own.cpuMicros();
+  const cpu0 = own.cpuMicros(), s0 = sleeps();
   const go = () => {
     inFlight++;
     void send(b.requests[next++ % b.requests.length]).then(() => {
       inFlight--;
       done += N;
       if (running) go();
-      else if (inFlight === 0) resolve((own.cpuMicros() - cpu0) / done);
+      else if (inFlight === 0) {
+        b.sleeps.push((1000 * (sleeps() - s0)) / done);
+        resolve((own.cpuMicros() - cpu0) / done);
+      }
     });
   };
   for (let i = 0; i < K; i++) go();
@@ -124,7 +130,7 @@ for (const b of builds) {
   const m = median(b.res);
   // round r of this build against round r of the first, taken back to back: the host's slow drifts cancel
   const paired = median(b.res.map((v, r) => v / builds[0].res[r]));
-  console.log(`${b.root}: Redis ${m.toFixed(2)} µs/decision (${(m / base).toFixed(3)}×, paired by round ${paired.toFixed(3)}×); per round ${b.res.map((v) => v.toFixed(2)).join(' ')}`);
+  console.log(`${b.root}: Redis ${m.toFixed(2)} µs/decision (${(m / base).toFixed(3)}×, paired by round ${paired.toFixed(3)}×), Redis asleep ${median(b.sleeps).toFixed(1)} times per 1000 decisions; per round ${b.res.map((v) => v.toFixed(2)).join(' ')}`);
 }
 sock.end();
 await own.stop();

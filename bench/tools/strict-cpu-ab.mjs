@@ -6,8 +6,11 @@
 // 10,000, a token bucket of 1e9 refilled 1/s (every check admitted), each answer's replacement issued in the
 // next turn (setImmediate), all of a turn's together. All children share one redis-server started for the run
 // on a free loopback port (no persistence); rounds alternated A B, B A, ...; medians of µs of process CPU
-// (user + system, the loop included) per decision, of decisions/s, and of Redis CPU per decision (/proc).
-// The first line gives the host's CPU steal over the run (bench/lib/host.ts).
+// (user + system, the loop included) per decision, of decisions/s, and of Redis CPU per decision (/proc), that
+// one also as the median ratio to the first build's round taken next to it (the host's drift cancels), and how
+// often Redis's main thread slept per 1,000 decisions (its voluntary context switches: an epoll_wait that found
+// nothing to do); then each round's figures. The first line gives the host's CPU steal over the run
+// (bench/lib/host.ts).
 //
 //   node bench/tools/strict-cpu-ab.mjs C ROUNDS MS ROOT_A ROOT_B ...
 //
@@ -100,6 +103,9 @@ if (process.argv[2] === '--child') {
   const own = await startRedis();
   const { port } = own;
   const redisCpu = () => own.cpuMicros();
+  // Redis's main thread's sleeps: its voluntary context switches (each an epoll_wait that found nothing to do)
+  const { readFileSync } = await import('node:fs');
+  const redisSleeps = () => Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${own.pid}/task/${own.pid}/status`, 'utf8'))[1]);
   const self = fileURLToPath(import.meta.url);
   const kids = [];
   for (const root of roots) {
@@ -132,9 +138,10 @@ if (process.argv[2] === '--child') {
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? kids : [...kids].reverse();
     for (const k of order) {
-      const r0 = redisCpu();
+      const r0 = redisCpu(), s0 = redisSleeps();
       const res = await ask(k, { c, ms, over });
       res.redis = redisCpu() - r0;
+      res.sleeps = redisSleeps() - s0;
       k.res.push(res);
     }
   }
@@ -150,10 +157,12 @@ if (process.argv[2] === '--child') {
     const rate = med(k.res.map((x) => (x.done * 1000) / x.elapsed));
     const rus = med(k.res.map((x) => x.redis / x.done));
     const bad = k.res.reduce((a, x) => a + x.degraded, 0);
-    base ??= { us, rate };
+    base ??= { us, rate, res: k.res };
+    // Redis CPU per decision against the first build's round taken next to it (the host's drift cancels)
+    const paired = med(k.res.map((x, r) => (x.redis / x.done) / (base.res[r].redis / base.res[r].done)));
     console.log(`${k.root}: client ${us.toFixed(2)} µs/decision (${(us / base.us).toFixed(3)}×), ${(rate / 1000).toFixed(1)} k/s (${(rate / base.rate).toFixed(3)}×), ` +
-      `Redis ${rus.toFixed(2)} µs/decision; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')} (client), ` +
-      `${k.res.map((x) => (x.redis / x.done).toFixed(2)).join(' ')} (Redis)${bad ? `; ${bad} degraded` : ''}`);
+      `Redis ${rus.toFixed(2)} µs/decision (paired by round ${paired.toFixed(3)}×), ${med(k.res.map((x) => (1000 * x.sleeps) / x.done)).toFixed(1)} sleeps per 1000; per round ${k.res.map((x) => (x.cpu / x.done).toFixed(2)).join(' ')} (client), ` +
+      `${k.res.map((x) => (x.redis / x.done).toFixed(2)).join(' ')} (Redis), ${k.res.map((x) => (1000 * x.sleeps / x.done).toFixed(1)).join(' ')} (sleeps)${bad ? `; ${bad} degraded` : ''}`);
   }
   for (const k of kids) {
     k.ch.off('exit', k.early);
