@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
-import { LibraryWay, SETTLED, type ResendTurn, type SentCall } from './library-way.js';
+import { LibraryWay, resendInTurn, SETTLED, type Resend, type ResendTurn, type SentCall } from './library-way.js';
+import { redirectOf, sendRedirected, type Redirect } from './cluster-redirect.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, deadlineOrDrop, Liveness } from './deadline.js';
 import { CallGate } from './call-gate.js';
@@ -57,6 +58,8 @@ interface MasterLoads {
 interface LaneCall extends SentCall {
   lane: Lane;
   at: MasterLoads;
+  /** The redirection it was sent by (src/store/cluster-redirect.ts), or null: by the slot map. */
+  to: Redirect | null;
 }
 
 /** A script as EVALSHA needs it. */
@@ -76,8 +79,14 @@ export function clusterNodes(nodes: readonly string[]): Array<{ host: string; po
 
 /** A reply sending a command to another master (MOVED, ASK): it says nothing of the health of the one asked. */
 function redirected(e: unknown): boolean {
-  return /^(MOVED|ASK) /.test(String((e as Error | null)?.message));
+  return redirectOf(e) !== null;
 }
+
+/**
+ * The most redirections a check call follows itself (src/store/cluster-redirect.ts), beyond ioredis's own: a
+ * slot moved on again while its call was redirected, say. One more fails the call by its rule.
+ */
+const MAX_HOPS = 3;
 
 /** The Cluster's own state keeps a call from being made (not ready, a master unknown): a connection fault. */
 function clusterError(what: string): Error {
@@ -93,7 +102,9 @@ function clusterError(what: string): Error {
  * script's arguments. A "Function not found" (a new Cluster, a restart, FUNCTION FLUSH) loads the library on
  * that call's master and resends the call (or fails it with that master's refusal of the load, when that says
  * Redis is unwell: OOM, READONLY...); an FCALL refused as a command (unknown, NOPERM) goes by EVALSHA for good; a NOSCRIPT (restart, failover, SCRIPT FLUSH) is answered by resending
- * that call as EVAL, which also caches the script on that master again. Each master has its own {@link Liveness}: a frozen
+ * that call as EVAL, which also caches the script on that master again. A MOVED or ASK that ioredis's
+ * auto-pipelining left unfollowed is followed here, to the master it names (src/store/cluster-redirect.ts), in
+ * the slot's resend order. Each master has its own {@link Liveness}: a frozen
  * master fails its slots' calls while the others keep answering.
  */
 export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, partFailed: (e: unknown) => void,
@@ -123,12 +134,20 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (l === undefined) lives.set(node, (l = new Liveness()));
     return l;
   };
-  const run = async (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => {
+  // a merge: EVALSHA, EVAL after a NOSCRIPT; a redirection ioredis did not follow is followed here, up to
+  // MAX_HOPS times (src/store/cluster-redirect.ts), `to` where it sends the merge
+  const run = async (s: Script, keys: string[], args: Array<number | Buffer>, to: Redirect | null = null, hops = 0): Promise<number[]> => {
     try {
-      return (await c.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
+      try {
+        return (await (to === null ? c.evalsha(s.sha, keys.length, ...keys, ...args) : sendRedirected(c, to, (n) => n.evalsha(s.sha, keys.length, ...keys, ...args)))) as number[];
+      } catch (e) {
+        if (!scriptMissing(e)) throw e;
+        return (await (to === null ? c.eval(s.lua, keys.length, ...keys, ...args) : sendRedirected(c, to, (n) => n.eval(s.lua, keys.length, ...keys, ...args)))) as number[];
+      }
     } catch (e) {
-      if (!scriptMissing(e)) throw e;
-      return (await c.eval(s.lua, keys.length, ...keys, ...args)) as number[];
+      const r = redirectOf(e);
+      if (r === null || hops >= MAX_HOPS) throw e;
+      return run(s, keys, args, r, hops + 1);
     }
   };
   // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
@@ -146,9 +165,10 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   // shared with one connection's calls; the loads, one master at a time, are these (loadOn).
   const lib = checkLibrary();
   const way: LibraryWay<LaneCall> = new LibraryWay(true, (sent) => {
-    // where its resend goes: the master serving its slot now, which is the one it was written to unless the
-    // slot moved or the call was redirected (MOVED; then the master that answered, as the slot map says now)
-    const at = loadsOf(masterOf(sent.lane.slot));
+    // where its resend goes: where a redirection sent it (src/store/cluster-redirect.ts), else the master
+    // serving its slot now, which is the one it was written to unless the slot moved or ioredis followed a
+    // redirection (MOVED; then the master that answered, as the slot map says now)
+    const at = sent.to !== null ? sent.at : loadsOf(masterOf(sent.lane.slot));
     // no load there since the call was written: one now. A load still unanswered that began before it was
     // written does not do (a newer FUNCTION FLUSH removed the library after that load ran); the other calls
     // written there before this load, which fail alike (the parts of one batch), wait for it
@@ -224,25 +244,43 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
       // every call of this slot written so far answered, and the resends made (src/store/call-gate.ts)
-      if (LibraryWay.asksResend(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
+      if (LibraryWay.asksResend(e) || redirected(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
     };
-    // the loads of the master it goes to: that changes only when the slot moves (a string compare per call)
-    const node = masterOf(lane.slot);
-    if (lane.at.node !== node) lane.at = loadsOf(node);
-    const at = lane.at;
-    // NOSCRIPT: resent as EVAL (the one resend of an EVALSHA), else failed with its error; resends go in the
-    // order the slot's calls failed (LibraryWay.resend, the lane's turn)
-    const viaEvalsha = (): Promise<number[]> => written(lane, bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args)).then(unpack, (e: unknown) => {
-      failed(e);
-      return way.resend(e, { fcall: false, resent: false, sentAt: at.count, lane, at }, () => written(lane, bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args)).then(unpack), lane);
-    });
-    if (!way.fcall) return viaEvalsha();
-    const sent: LaneCall = { fcall: true, resent: false, sentAt: at.count, lane, at };
-    // resent by FCALL once, and that call's failure is the check's; else on by EVALSHA
-    return written(lane, fcallBuffer(keys, args)).then(unpack, (e: unknown) => {
-      failed(e);
-      return way.resend(e, sent, (h) => (h === 'fcall' ? written(lane, fcallBuffer(keys, args)).then(unpack) : viaEvalsha()), lane);
-    });
+    // A call failed with a redirection ioredis did not follow (src/store/cluster-redirect.ts) is sent where it
+    // names, up to MAX_HOPS times, in the slot's resend order; a library failure ("Function not found", NOSCRIPT,
+    // FCALL refused) is answered by the way (one resend: LibraryWay), sent where the failed call went; any other
+    // failure, and a resend's, is the call's. `to`: where the call goes (null: by the slot map).
+    const send = (how: Resend, to: Redirect | null): Promise<Buffer> => {
+      if (to === null) {
+        if (how === 'fcall') return fcallBuffer(keys, args);
+        return how === 'evalsha' ? bytes.evalshaBuffer(checkLua.sha, keys.length, ...keys, ...args) : bytes.evalBuffer(checkLua.lua, keys.length, ...keys, ...args);
+      }
+      return sendRedirected(c, to, (n) => (how === 'fcall' ? n.callBuffer('FCALL', lib.fn, keys.length, ...keys, ...args)
+        : how === 'evalsha' ? n.callBuffer('EVALSHA', checkLua.sha, keys.length, ...keys, ...args)
+          : n.callBuffer('EVAL', checkLua.lua, keys.length, ...keys, ...args)) as Promise<Buffer>);
+    };
+    const attempt = (how: Resend, resent: boolean, to: Redirect | null, hops: number): Promise<number[]> => {
+      // the loads of the master it is written to: the slot's (which changes only when the slot moves: a string
+      // compare per call), or the one a redirection named
+      if (to === null) {
+        const node = masterOf(lane.slot);
+        if (lane.at.node !== node) lane.at = loadsOf(node);
+      }
+      const at = to === null ? lane.at : loadsOf(to.node);
+      const sent: LaneCall = { fcall: how === 'fcall', resent, sentAt: at.count, lane, at, to };
+      return written(lane, send(how, to)).then(unpack, (e: unknown) => {
+        failed(e);
+        const r = redirectOf(e);
+        if (r !== null) {
+          if (hops >= MAX_HOPS) throw e;
+          return resendInTurn(lane, () => attempt(how, resent, r, hops + 1));
+        }
+        if (resent) throw e;
+        // FCALL refused: by EVALSHA for good, a first EVALSHA (its NOSCRIPT gets an EVAL)
+        return way.resend(e, sent, (h) => attempt(h, h !== 'evalsha', to, hops), lane);
+      });
+    };
+    return attempt(way.fcall ? 'fcall' : 'evalsha', false, null, 0);
   };
   const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {
     const lane = laneOf(slot);

@@ -232,3 +232,51 @@ export async function moveSlot(c: TestCluster, slot: number, from: number, to: n
   }
   for (const x of c.clients) await x.cluster('SETSLOT', slot, 'NODE', toId);
 }
+
+/** A master joined to a {@link TestCluster} after it started ({@link addMaster}). */
+export interface AddedMaster {
+  port: number;
+  /** A plain client of it. */
+  client: Redis;
+  /** Makes every node of the cluster forget it (CLUSTER FORGET), then kills it and removes its directory. */
+  remove(): Promise<void>;
+}
+
+/**
+ * Starts one more cluster-enabled redis-server and joins it to `c` (CLUSTER MEET) as a master that serves no
+ * slot yet, as an operator adds a node before resharding onto it, then waits (up to 20 s) until every node sees
+ * it connected and it sees every slot served (`cluster_state:ok`). A client that read the slot map before knows
+ * nothing of it until a redirection names it.
+ */
+export async function addMaster(c: TestCluster): Promise<AddedMaster> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-cluster-add-'));
+  const port = await freeClusterPort(new Set(c.ports));
+  const child = await launch(port, dir);
+  const client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  client.on('error', () => undefined);
+  const remove = async (): Promise<void> => {
+    const id = await client.cluster('MYID') as string;
+    client.disconnect();
+    child.kill('SIGKILL');
+    await exited(child);
+    for (const x of c.clients) await x.cluster('FORGET', id);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await client.cluster('MEET', '127.0.0.1', String(c.ports[0]));
+    const id = await client.cluster('MYID') as string;
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const views = await Promise.all([...c.clients, client].map((x) => x.cluster('NODES') as Promise<string>));
+      if (views.every((v) => v.split('\n').some((l) => l.startsWith(id) && / connected\b/.test(l)))
+        && views.every((v) => v.split('\n').filter((l) => / connected\b/.test(l)).length === c.ports.length + 1)
+        && (await client.cluster('INFO') as string).includes('cluster_state:ok')) break;
+      if (Date.now() > deadline) throw new Error('addMaster: the new node not seen by every node within 20 s');
+      await pause(50);
+    }
+    return { port, client, remove };
+  } catch (e) {
+    await remove();
+    throw e;
+  }
+}
