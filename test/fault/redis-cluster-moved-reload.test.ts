@@ -15,7 +15,7 @@ import type { Limiter } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js';
-import { announcePort, clusterSuite, keysByMaster, moveSlot } from '../helpers/redis-cluster.js';
+import { announcePort, clusterSuite, keysByMaster, migrateHalfWay, moveSlot } from '../helpers/redis-cluster.js';
 
 // a bucket that refills one token in 86 s: each check of cost 1 takes exactly one from what the set-up left
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1d', consistency: 'strict', onStoreError: 'closed' } } as const;
@@ -90,10 +90,7 @@ describe('Redis Cluster: a slot moved while its master reloads the library', () 
     const { l, key, slot, stateKey } = await keyOfMaster1('mra:');
     // the slot half-way from master 1 to master 2 (a resharding under way): the key is on master 2 already, so
     // master 1, which the slot map still names, answers ASK, and master 2 "Function not found"
-    const [fromId, toId] = await Promise.all([c.clients[1].cluster('MYID'), c.clients[2].cluster('MYID')]) as string[];
-    await c.clients[2].cluster('SETSLOT', slot, 'IMPORTING', fromId);
-    await c.clients[1].cluster('SETSLOT', slot, 'MIGRATING', toId);
-    await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', stateKey);
+    await migrateHalfWay(c.clients[1], { client: c.clients[2], port: c.ports[2] }, slot, [stateKey]);
     try {
       expect(brief(await l.check({ policy: 'api', key, cost: 1 }))).toBe('allow r=998');
     } finally {

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import type { Limiter } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
-import { addMaster, clusterSuite, keysByMaster, moveSlot } from '../helpers/redis-cluster.js';
+import { addMaster, clusterSuite, keysByMaster, migrateHalfWay, moveSlot } from '../helpers/redis-cluster.js';
 
 // a bucket that refills one token in 86 s: each check of cost 1 takes exactly one from what the set-up left
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1d', consistency: 'strict', onStoreError: 'closed' } } as const;
@@ -20,26 +20,22 @@ const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1d', 
 describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
   const suite = clusterSuite();
 
-  /** A limiter with keys under `prefix` on every master (one spent of each), and one key of master `i` (`key`, its state `stateKey` in `slot`). */
-  async function keyOf(i: number, prefix: string): Promise<{ l: Limiter; key: string; slot: number; stateKey: string }> {
+  /**
+   * A limiter with keys under `prefix` on every master (one spent of each), and two keys of master `i`: `key`,
+   * its state `stateKey` in `slot`, and `other`, in another slot.
+   */
+  async function keyOf(i: number, prefix: string): Promise<{ l: Limiter; key: string; other: string; slot: number; stateKey: string }> {
     const c = suite.cluster();
     const l = await suite.limiter({ policies, redis: { prefix, timeoutMs: 5000 } });
-    const key = (await keysByMaster(c, l, 'api', prefix))[i][0];
+    const [key, other] = (await keysByMaster(c, l, 'api', prefix))[i];
     const stored = (await c.keysUnder(prefix)).filter((k) => k.key.includes(`:${key}}`));
-    return { l, key, slot: calculateSlot(stored[0].key), stateKey: stored[0].key };
+    return { l, key, other, slot: calculateSlot(stored[0].key), stateKey: stored[0].key };
   }
 
   it('a check answered ASK in a pipeline whose other calls were decided is followed to where the key went', async () => {
     const c = suite.cluster();
-    const l = await suite.limiter({ policies, redis: { prefix: 'rdp:', timeoutMs: 5000 } });
-    const byNode = await keysByMaster(c, l, 'api', 'rdp:');
-    const [moved, stays] = byNode[1];
-    const stored = (await c.keysUnder('rdp:')).filter((k) => k.key.includes(`:${moved}}`));
-    const slot = calculateSlot(stored[0].key);
-    const [fromId, toId] = await Promise.all([c.clients[1].cluster('MYID'), c.clients[2].cluster('MYID')]) as string[];
-    await c.clients[2].cluster('SETSLOT', slot, 'IMPORTING', fromId);
-    await c.clients[1].cluster('SETSLOT', slot, 'MIGRATING', toId);
-    await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', stored[0].key);
+    const { l, key: moved, other: stays, slot, stateKey } = await keyOf(1, 'rdp:');
+    await migrateHalfWay(c.clients[1], { client: c.clients[2], port: c.ports[2] }, slot, [stateKey]);
     try {
       // one turn: a call per slot, both to master 1 in one pipeline; one answered ASK, the other decided
       const both = await Promise.all([l.check({ policy: 'api', key: moved, cost: 1 }), l.check({ policy: 'api', key: stays, cost: 1 })]);
@@ -51,12 +47,9 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
 
   it('a check answered MOVED in a pipeline whose other calls were decided is sent to the slot\'s new master', async () => {
     const c = suite.cluster();
-    const l = await suite.limiter({ policies, redis: { prefix: 'rdv:', timeoutMs: 5000 } });
-    const byNode = await keysByMaster(c, l, 'api', 'rdv:');
-    const [moved, stays] = byNode[1];
-    const stored = (await c.keysUnder('rdv:')).filter((k) => k.key.includes(`:${moved}}`));
+    const { l, key: moved, other: stays, slot } = await keyOf(1, 'rdv:');
     // the slot to master 2 for good; the limiter's slot map names master 1 until it is next read (1 s)
-    await moveSlot(c, calculateSlot(stored[0].key), 1, 2);
+    await moveSlot(c, slot, 1, 2);
     const both = await Promise.all([l.check({ policy: 'api', key: moved, cost: 1 }), l.check({ policy: 'api', key: stays, cost: 1 })]);
     expect(both.map(brief)).toEqual(['allow r=998', 'allow r=998']);
   }, 60_000);
@@ -94,10 +87,7 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
     // ASK names it; its "Function not found" comes on that new connection, and the resend is redirected there again
     const added = await addMaster(c);
     try {
-      const [fromId, toId] = await Promise.all([c.clients[1].cluster('MYID'), added.client.cluster('MYID')]) as string[];
-      await added.client.cluster('SETSLOT', slot, 'IMPORTING', fromId);
-      await c.clients[1].cluster('SETSLOT', slot, 'MIGRATING', toId);
-      await c.clients[1].call('MIGRATE', '127.0.0.1', String(added.port), '', '0', '5000', 'KEYS', stateKey);
+      await migrateHalfWay(c.clients[1], added, slot, [stateKey]);
       expect(brief(await l.check({ policy: 'api', key, cost: 1 }))).toBe('allow r=998');
     } finally {
       // the migration called off (the key goes with the node; no other test names it): the slot master 1's alone

@@ -220,6 +220,17 @@ export async function announcePort(c: TestCluster, i: number, port: number): Pro
  * MIGRATING, MIGRATE of every key in it, then SETSLOT NODE on every master). A client learns it from a MOVED
  * or its next read of the slot map.
  */
+/**
+ * A resharding half-way: `slot` set migrating from `src` and importing into `dst` (CLUSTER SETSLOT), and `keys`
+ * moved (MIGRATE); the slot's other keys stay on `src`, which answers ASK for those moved.
+ */
+export async function migrateHalfWay(src: Redis, dst: { client: Redis; port: number }, slot: number, keys: string[]): Promise<void> {
+  const [fromId, toId] = await Promise.all([src.cluster('MYID'), dst.client.cluster('MYID')]) as string[];
+  await dst.client.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+  await src.cluster('SETSLOT', slot, 'MIGRATING', toId);
+  await src.call('MIGRATE', '127.0.0.1', String(dst.port), '', '0', '5000', 'KEYS', ...keys);
+}
+
 export async function moveSlot(c: TestCluster, slot: number, from: number, to: number): Promise<void> {
   const [src, dst] = [c.clients[from], c.clients[to]];
   const [fromId, toId] = await Promise.all([src.cluster('MYID'), dst.cluster('MYID')]) as string[];
