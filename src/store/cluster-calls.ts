@@ -31,11 +31,15 @@ export type CheckCall = (keys: string[], args: number[], flag: number, now: numb
  * A key's calls all go to its slot, so that is where their order is kept: kept per master, a slot that moved to
  * another master while its gate was closed (resharding, failover) sent the key's next check to the new master
  * at once, ahead of the resend of the earlier one (test/fault/redis-cluster-moved-reload.test.ts); and the slots
- * of a master do not wait for each other.
+ * of a master do not wait for each other. The gate also closes when the slot map names a new master while calls
+ * written to the old one are unsettled (`pending`): they are on their way there by MOVED
+ * (test/fault/redis-cluster-redirect.test.ts).
  */
 interface Lane extends ResendTurn {
   slot: number;
   unanswered: Set<Promise<unknown>>;
+  /** Its checks' calls not settled yet, each settled by its answer (resends included) or its deadline. */
+  pending: Set<Promise<unknown>>;
   gate: CallGate;
   /** The loads of the master its calls went to last (the slot's master then). */
   at: MasterLoads;
@@ -226,7 +230,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   const lanes = new Array<Lane | undefined>(16384).fill(undefined);
   const laneOf = (slot: number): Lane => {
     let l = lanes[slot];
-    if (l === undefined) lanes[slot] = l = { slot, unanswered: new Set(), gate: new CallGate(), last: SETTLED, at: loadsOf(masterOf(slot)) };
+    if (l === undefined) lanes[slot] = l = { slot, unanswered: new Set(), pending: new Set(), gate: new CallGate(), last: SETTLED, at: loadsOf(masterOf(slot)) };
     return l;
   };
   const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
@@ -238,7 +242,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     return p;
   };
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; lane: its keys' slot's
-  const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, lane: Lane): Promise<number[]> => {
+  const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, lane: Lane, givenUp: () => boolean): Promise<number[]> => {
     // a copy of packLegs's scratch: ioredis writes it later (auto-pipelining), and the call may be resent
     const args = [flag, now, keys.length, Buffer.from(packLegs(legs, 0, legs.length / 6))];
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
@@ -272,7 +276,8 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
         failed(e);
         const r = redirectOf(e);
         if (r !== null) {
-          if (hops >= MAX_HOPS) throw e;
+          // given up on (its deadline) meanwhile: its checks took their failure rule, so it goes nowhere
+          if (hops >= MAX_HOPS || givenUp()) throw e;
           return resendInTurn(lane, () => attempt(how, resent, r, hops + 1));
         }
         if (resent) throw e;
@@ -284,17 +289,32 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   };
   const runCheck = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number, givenUp: () => boolean): Promise<number[]> => {
     const lane = laneOf(slot);
-    if (lane.gate.open) return sendCheck(keys, legs, flag, now, lane);
+    // The slot moved (the slot map names another master) while calls written to the old one are unsettled:
+    // those will be redirected (MOVED) to the new master, or fail, and a check made now must not reach the new
+    // master ahead of them (test/fault/redis-cluster-redirect.test.ts). It waits, as behind a reload, until each
+    // is decided (its redirection followed) or given up: an old master frozen holds the slot one deadline at most.
+    if (lane.gate.open && lane.pending.size > 0 && lane.at.node !== masterOf(slot)) {
+      lane.gate.close(Promise.allSettled([...lane.pending]), () => way.settled(lane));
+    }
+    if (lane.gate.open) return sendCheck(keys, legs, flag, now, lane, givenUp);
     // given up on (its deadline) while it waited: not written (src/store/call-gate.ts)
-    return lane.gate.wait(() => sendCheck(keys, legs, flag, now, lane), givenUp);
+    return lane.gate.wait(() => sendCheck(keys, legs, flag, now, lane, givenUp), givenUp);
   };
   // One circuit breaker per master, as it has its own liveness: a master lost opens its own, so its slots'
   // checks take their failure rule at once while the other masters' keep being decided (one breaker for the
   // Cluster opened on a single master's timeouts, and failed the healthy masters' checks with it). Its idle
   // probe is a write that master refuses while unwell (breaker.ts probeWrite), on a key of a slot it serves.
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
-  const part: Part = (keys, legs, flag, now, slot) =>
-    deadlineOrDrop((givenUp) => runCheck(keys, legs, flag, now, slot, givenUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
+  const part: Part = (keys, legs, flag, now, slot) => {
+    const p = deadlineOrDrop((givenUp) => runCheck(keys, legs, flag, now, slot, givenUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
+    const { pending } = laneOf(slot);
+    pending.add(p);
+    const done = (): void => {
+      pending.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  };
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
   /** A probe key per slot (slots.ts keyInSlot: some thousand CRC16s to find), made once it is needed. */
   const probeKeys = new Map<number, string>();

@@ -8,17 +8,31 @@
  * pool it built from the slot map).
  */
 import calculateSlot from 'cluster-key-slot';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Limiter } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
-import { addMaster, clusterSuite, keysByMaster, migrateHalfWay, moveSlot } from '../helpers/redis-cluster.js';
+import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js';
+import { addMaster, announcePort, checksAcrossMove, clusterSuite, keysByMaster, migrateHalfWay, moveSlot } from '../helpers/redis-cluster.js';
 
 // a bucket that refills one token in 86 s: each check of cost 1 takes exactly one from what the set-up left
 const policies = { api: { algorithm: 'token_bucket', limit: 1000, period: '1d', consistency: 'strict', onStoreError: 'closed' } } as const;
 
 describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
-  const suite = clusterSuite();
+  let proxy: HoldProxy | undefined;
+  const suite = clusterSuite(() => proxy?.release());
+  afterAll(async () => {
+    await proxy?.close();
+  });
+  /** The proxy master 0 is reached through from the first call on (test/helpers/hold-proxy.ts). */
+  async function proxied(): Promise<HoldProxy> {
+    if (proxy === undefined) {
+      const c = suite.cluster();
+      proxy = await startHoldProxy(c.ports[0]);
+      await announcePort(c, 0, proxy.port);
+    }
+    return proxy;
+  }
 
   /**
    * A limiter with keys under `prefix` on every master (one spent of each), and two keys of master `i`: `key`,
@@ -94,5 +108,48 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
       await c.clients[1].cluster('SETSLOT', slot, 'STABLE');
       await added.remove();
     }
+  }, 60_000);
+
+  // from here on, master 0 is reached through a proxy
+  it('a check made after its slot moved waits for the earlier check still on its way to the old master', async () => {
+    const c = suite.cluster();
+    const proxy = await proxied();
+    const { l, key, slot, stateKey } = await keyOf(0, 'rdo:');
+    // the first check reaches master 0's connection and is held there (master 0 frozen to this limiter, just
+    // before reading it); meanwhile the slot moves to master 1 and the limiter reads the slot map again
+    const held = proxy.holdAt(stateKey);
+    const both = await checksAcrossMove(c, proxy, held, l.check({ policy: 'api', key, cost: 1 }), slot, 0, 1, () => l.check({ policy: 'api', key, cost: 1 }));
+    // the first is answered MOVED by master 0 and sent to master 1; the second must come after it
+    expect(both.map(brief)).toEqual(['allow r=998', 'allow r=997']);
+  }, 60_000);
+
+  it('a check made after its slot moved away from a master that does not answer waits one deadline at most', async () => {
+    const c = suite.cluster();
+    const proxy = await proxied();
+    // a deadline long enough for the slot map to be read again while the first check waits, short enough for
+    // the test
+    const { key, slot, stateKey } = await keyOf(0, 'rdf:');
+    const l = await suite.limiter({ policies, redis: { prefix: 'rdf:', timeoutMs: 4000 } });
+    const held = proxy.holdAt(stateKey);
+    const first = l.check({ policy: 'api', key, cost: 1 });
+    await held;
+    let second: ReturnType<typeof l.check> | undefined;
+    try {
+      await moveSlot(c, slot, 0, 1);
+      await sleep(2500);
+      // made while the first waits on master 0, which sends nothing: it goes to master 1 once the first is given
+      // up (4 s after it was made), not when ioredis gives the command up (60 s)
+      second = l.check({ policy: 'api', key, cost: 1 });
+      expect(brief(await first)).toBe('deny r=0 degraded:closed');
+      expect(brief(await second)).toBe('allow r=998');
+    } finally {
+      proxy.release();
+    }
+    // the first, read by master 0 once released, is answered MOVED and sent on to master 1 by ioredis (a
+    // pipeline of one command: ioredis's own redirection), where it spends after its check took its rule: a
+    // late spend, counted as one
+    await sleep(500);
+    expect(brief(await l.check({ policy: 'api', key, cost: 0 }))).toBe('allow r=997');
+    expect((await l.stats()).store).toMatchObject({ lateCalls: 1, lateSpentTokens: 1 });
   }, 60_000);
 });

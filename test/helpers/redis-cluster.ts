@@ -291,3 +291,24 @@ export async function addMaster(c: TestCluster): Promise<AddedMaster> {
     throw e;
   }
 }
+
+/**
+ * A key's next check made while its slot moves: `first` (made already) is held on master `from`'s connection
+ * (`held` settles once it is), the slot moves to master `to` (moveSlot), and once the limiter has read the slot
+ * map again (it does every second: 3 s allowed) `second()` is made and given 1 s to be decided, as it would be
+ * had it gone out at once, before `proxy` lets the first go. Gives both outcomes, in the order made.
+ */
+export async function checksAcrossMove<T>(c: TestCluster, proxy: { release(): void }, held: Promise<void>, first: Promise<T>, slot: number,
+  from: number, to: number, second: () => Promise<T>): Promise<[T, T]> {
+  await held;
+  let next: Promise<T> | undefined;
+  try {
+    await moveSlot(c, slot, from, to);
+    await pause(3000);
+    next = second();
+    await Promise.race([next, pause(1000)]);
+  } finally {
+    proxy.release();
+  }
+  return [await first, await next];
+}
