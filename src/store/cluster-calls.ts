@@ -7,7 +7,7 @@ import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, resendInTurn, SETTLED, type Resend, type ResendTurn, type SentCall } from './library-way.js';
-import { redirectOf, sendRedirected, type Redirect } from './cluster-redirect.js';
+import { followed, redirectOf, sendRedirected, type Redirect } from './cluster-redirect.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, deadlineOrDrop, Liveness } from './deadline.js';
 import { CallGate } from './call-gate.js';
@@ -138,22 +138,17 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (l === undefined) lives.set(node, (l = new Liveness()));
     return l;
   };
-  // a merge: EVALSHA, EVAL after a NOSCRIPT; a redirection ioredis did not follow is followed here, up to
-  // MAX_HOPS times (src/store/cluster-redirect.ts), `to` where it sends the merge
-  const run = async (s: Script, keys: string[], args: Array<number | Buffer>, to: Redirect | null = null, hops = 0): Promise<number[]> => {
+  // a merge: EVALSHA, EVAL after a NOSCRIPT (on the master it went to); a redirection ioredis did not follow is
+  // followed, up to MAX_HOPS times (src/store/cluster-redirect.ts)
+  const run = (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => followed(c, async (n) => {
+    const to = n ?? c;
     try {
-      try {
-        return (await (to === null ? c.evalsha(s.sha, keys.length, ...keys, ...args) : sendRedirected(c, to, (n) => n.evalsha(s.sha, keys.length, ...keys, ...args)))) as number[];
-      } catch (e) {
-        if (!scriptMissing(e)) throw e;
-        return (await (to === null ? c.eval(s.lua, keys.length, ...keys, ...args) : sendRedirected(c, to, (n) => n.eval(s.lua, keys.length, ...keys, ...args)))) as number[];
-      }
+      return (await to.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
     } catch (e) {
-      const r = redirectOf(e);
-      if (r === null || hops >= MAX_HOPS) throw e;
-      return run(s, keys, args, r, hops + 1);
+      if (!scriptMissing(e)) throw e;
+      return (await to.eval(s.lua, keys.length, ...keys, ...args)) as number[];
     }
-  };
+  }, MAX_HOPS);
   // the check script answers one string of packed doubles (src/store/reply.ts unpackReply): read as bytes
   // (ioredis has evalshaBuffer and evalBuffer on a Cluster, untyped; its callBuffer drops the command name there)
   const bytes = c as unknown as {

@@ -16,6 +16,7 @@ import { reconnectBackoff } from './backoff.js';
 import { LatencyHistogram } from './latency.js';
 import { clusterCalls, clusterNodes, type CheckCall } from './cluster-calls.js';
 import { failureKind } from './failure-kind.js';
+import { followed } from './cluster-redirect.js';
 
 export { deadline, Liveness, StoreTimeoutError } from './deadline.js';
 export type { MergeOptions, StoreFailures, StoreLatency } from './contract.js';
@@ -422,15 +423,24 @@ export class RedisStore implements Store {
     return keys.map((k) => (hashTag(k) === tag ? k : placedKey(this.prefix, tag, k)));
   }
 
+  /**
+   * A command on one key (an admin read or delete): on a Cluster, a redirection ioredis leaves unfollowed (a
+   * pipeline with other slots' commands, a master added for a resharding) is followed (src/store/cluster-redirect.ts).
+   */
+  private command<T>(send: (r: Redis | Cluster) => Promise<T>): Promise<T> {
+    const r = this.redis;
+    return r instanceof Cluster ? followed(r, (n) => send(n ?? r)) : send(r);
+  }
+
   read(keys: readonly string[], guardKey: string | null): Promise<StoredValues> {
-    return Promise.all(this.placed(keys, guardKey).map((k) => this.bounded(this.redis.getBuffer(k), k)));
+    return Promise.all(this.placed(keys, guardKey).map((k) => this.bounded(this.command((r) => r.getBuffer(k)), k)));
   }
 
   async remove(keys: readonly string[], guardKey: string | null): Promise<number> {
     // in a Cluster, a guarded policy's keys may be held under both names (before and after placement): delete both
     const names = this.redis instanceof Cluster && guardKey !== null ? [...keys, ...this.placed(keys, guardKey)] : keys;
     // (a delete given up on may still run when a frozen Redis resumes: the reset then takes effect late)
-    const counts = await Promise.all(names.map((k) => this.bounded(this.redis.del(k), k)));
+    const counts = await Promise.all(names.map((k) => this.bounded(this.command((r) => r.del(k)), k)));
     return counts.reduce((a, c) => a + c, 0);
   }
 

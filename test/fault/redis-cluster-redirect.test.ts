@@ -46,7 +46,7 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
     return { l, key, other, slot: calculateSlot(stored[0].key), stateKey: stored[0].key };
   }
 
-  it('a check answered ASK in a pipeline whose other calls were decided is followed to where the key went', async () => {
+  it('a check, an admin read and a reset answered ASK in a pipeline whose other calls were decided are followed to where the key went', async () => {
     const c = suite.cluster();
     const { l, key: moved, other: stays, slot, stateKey } = await keyOf(1, 'rdp:');
     await migrateHalfWay(c.clients[1], { client: c.clients[2], port: c.ports[2] }, slot, [stateKey]);
@@ -54,6 +54,10 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
       // one turn: a call per slot, both to master 1 in one pipeline; one answered ASK, the other decided
       const both = await Promise.all([l.check({ policy: 'api', key: moved, cost: 1 }), l.check({ policy: 'api', key: stays, cost: 1 })]);
       expect(both.map(brief)).toEqual(['allow r=998', 'allow r=998']);
+      // an admin read and reset of each (a GET, a DEL per key: one pipeline to master 1 again)
+      const seen = await Promise.all([l.inspect({ policy: 'api', key: moved }), l.inspect({ policy: 'api', key: stays })]);
+      expect(seen.map((k) => k.limits[0].remaining)).toEqual([998, 998]);
+      expect(await Promise.all([l.reset({ policy: 'api', key: moved }), l.reset({ policy: 'api', key: stays })])).toEqual([{ removed: 1 }, { removed: 1 }]);
     } finally {
       await moveSlot(c, slot, 1, 2);
     }

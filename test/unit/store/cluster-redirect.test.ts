@@ -6,7 +6,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { redirectOf, sendRedirected } from '../../../src/store/cluster-redirect.js';
+import { followed, redirectOf, sendRedirected } from '../../../src/store/cluster-redirect.js';
 import { resendInTurn, SETTLED, type ResendTurn } from '../../../src/store/library-way.js';
 
 /** A Cluster stand-in: what it was asked, in order. */
@@ -73,5 +73,22 @@ describe('cluster-redirect', () => {
     loaded();
     expect(await Promise.all([first, second, third])).toEqual([1, 2, 3]);
     expect(order).toEqual(['first', 'second', 'third']);
+  });
+
+  it('follows a command\'s redirections up to the hops given, and passes any other failure on', async () => {
+    const { c, log } = fakeCluster();
+    const name = (n: Redis | null): string => (n === null ? 'cluster' : (n as unknown as { name: string }).name);
+    // by the slot map: MOVED to 7002; there: ASK to 7003; there: decided
+    const answers: Record<string, () => Promise<string>> = {
+      cluster: () => Promise.reject(new Error('MOVED 5 127.0.0.1:7002')),
+      '127.0.0.1:7002': () => Promise.reject(new Error('ASK 5 127.0.0.1:7003')),
+      '127.0.0.1:7003': () => Promise.resolve('value'),
+    };
+    expect(await followed(c, (n) => answers[name(n)]())).toBe('value');
+    expect(log).toEqual(['pool+ 127.0.0.1:7002', 'refresh slots', 'pool+ 127.0.0.1:7003', 'ASKING 127.0.0.1:7003']);
+    // one hop allowed: the second redirection is the failure
+    await expect(followed(c, (n) => answers[name(n)](), 1)).rejects.toThrow('ASK 5 127.0.0.1:7003');
+    // not a redirection: as it came
+    await expect(followed(c, () => Promise.reject(new Error('OOM command not allowed')))).rejects.toThrow('OOM command not allowed');
   });
 });
