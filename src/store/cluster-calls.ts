@@ -7,7 +7,7 @@ import type { Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { checkLibrary, checkScript, scriptMissing, syncScript } from './scripts.js';
 import { LibraryWay, resendInTurn, SETTLED, type Resend, type ResendTurn, type SentCall } from './library-way.js';
-import { followed, redirectOf, sendRedirected, type Redirect } from './cluster-redirect.js';
+import { followed, redirectOf, sendRedirected, splitByMigration, type Redirect } from './cluster-redirect.js';
 import { keyInSlot, splitChecks, splitKeys } from './slots.js';
 import { deadline, deadlineOrDrop, Liveness } from './deadline.js';
 import { CallGate } from './call-gate.js';
@@ -243,12 +243,14 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
       // every call of this slot written so far answered, and the resends made (src/store/call-gate.ts)
-      if (LibraryWay.asksResend(e) || redirected(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
+      if (LibraryWay.asksResend(e) || redirected(e) || splitByMigration(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
     };
     // A call failed with a redirection ioredis did not follow (src/store/cluster-redirect.ts) is sent where it
-    // names, up to MAX_HOPS times, in the slot's resend order; a library failure ("Function not found", NOSCRIPT,
-    // FCALL refused) is answered by the way (one resend: LibraryWay), sent where the failed call went; any other
-    // failure, and a resend's, is the call's. `to`: where the call goes (null: by the slot map).
+    // names, up to MAX_HOPS times, in the slot's resend order; one refused TRYAGAIN (its keys split by a
+    // migration under way) is sent again where it went, after a pause, until its deadline; a library failure
+    // ("Function not found", NOSCRIPT, FCALL refused) is answered by the way (one resend: LibraryWay), sent where
+    // the failed call went; any other failure, and a resend's, is the call's. `to`: where the call goes (null:
+    // by the slot map).
     const send = (how: Resend, to: Redirect | null): Promise<Buffer> => {
       if (to === null) {
         if (how === 'fcall') return fcallBuffer(keys, args);
@@ -258,7 +260,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
         : how === 'evalsha' ? n.callBuffer('EVALSHA', checkLua.sha, keys.length, ...keys, ...args)
           : n.callBuffer('EVAL', checkLua.lua, keys.length, ...keys, ...args)) as Promise<Buffer>);
     };
-    const attempt = (how: Resend, resent: boolean, to: Redirect | null, hops: number): Promise<number[]> => {
+    const attempt = (how: Resend, resent: boolean, to: Redirect | null, hops: number, tries = 0): Promise<number[]> => {
       // the loads of the master it is written to: the slot's (which changes only when the slot moves: a string
       // compare per call), or the one a redirection named
       if (to === null) {
@@ -274,6 +276,12 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
           // given up on (its deadline) meanwhile: its checks took their failure rule, so it goes nowhere
           if (hops >= MAX_HOPS || givenUp()) throw e;
           return resendInTurn(lane, () => attempt(how, resent, r, hops + 1));
+        }
+        if (splitByMigration(e)) {
+          // the migration moves the call's other keys within milliseconds (a MIGRATE of the next keys): sent
+          // again where it went after 5, 10, 20... ms (up to 100), until its deadline gives it up
+          if (givenUp()) throw e;
+          return resendInTurn(lane, () => attempt(how, resent, to, hops, tries + 1), Math.min(100, 5 * 2 ** tries));
         }
         if (resent) throw e;
         // FCALL refused: by EVALSHA for good, a first EVALSHA (its NOSCRIPT gets an EVAL)

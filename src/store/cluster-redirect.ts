@@ -26,6 +26,15 @@ export interface Redirect {
   node: string;
 }
 
+/**
+ * Whether `e` is Redis's TRYAGAIN: a command of several keys in a slot being migrated, some of them moved and
+ * some not yet (a check of several limits, a guarded check, a merge with its marker), refused until the rest
+ * have moved. ioredis retries it, like a redirection, only for a pipeline whose commands all got it.
+ */
+export function splitByMigration(e: unknown): boolean {
+  return String((e as Error | null)?.message).startsWith('TRYAGAIN ');
+}
+
 /** `MOVED|ASK <slot> <host:port>` */
 const REDIRECT = /^(MOVED|ASK) (\d+) (\S+)$/;
 

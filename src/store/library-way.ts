@@ -59,12 +59,12 @@ export interface ResendTurn {
 export const SETTLED: Promise<unknown> = Promise.resolve();
 
 /**
- * Makes a resend that is not the way's (a Cluster's redirection: src/store/cluster-redirect.ts) on `turn`, after
- * those of the calls that failed before it there: `send` is called (and writes the resend) once they are made,
- * and the next failure's resend is made after this one. Its promise is the resend's.
+ * Makes a resend that is not the way's (a Cluster's redirection, or a retry: src/store/cluster-redirect.ts) on
+ * `turn`, after those of the calls that failed before it there and `afterMs` ms more: `send` is called (and
+ * writes the resend) then, and the next failure's resend is made after this one. Its promise is the resend's.
  */
-export function resendInTurn<T>(turn: ResendTurn, send: () => Promise<T>): Promise<T> {
-  const mine = turn.last.then(() => undefined);
+export function resendInTurn<T>(turn: ResendTurn, send: () => Promise<T>, afterMs = 0): Promise<T> {
+  const mine = turn.last.then(() => (afterMs > 0 ? new Promise<void>((r) => setTimeout(r, afterMs)) : undefined));
   const again = mine.then(send);
   // registered after `again`'s reaction: the next failed call's resend is written after this one
   turn.last = mine;

@@ -9,7 +9,7 @@
  */
 import calculateSlot from 'cluster-key-slot';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Limiter } from '../../src/index.js';
+import type { Limiter, PolicySpec } from '../../src/index.js';
 import { brief } from '../helpers/assert.js';
 import { sleep } from '../helpers/clock.js';
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js';
@@ -96,6 +96,29 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
     await back.check({ policy: 'sy', key: moved, cost: 1 });
     await sleep(300);
     expect(brief(await back.check({ policy: 'sy', key: moved, cost: 0 }))).toBe('allow r=996');
+  }, 60_000);
+
+  it('a check of two limits whose keys a migration has split is sent again until they have all moved', async () => {
+    const c = suite.cluster();
+    const two: Record<string, PolicySpec> = {
+      two: { limits: [{ algorithm: 'token_bucket', limit: 1000, period: '1d' }, { algorithm: 'gcra', limit: 500, period: '1d' }], consistency: 'strict', onStoreError: 'closed' },
+    };
+    const l = await suite.limiter({ policies: two, redis: { prefix: 'rdt:', timeoutMs: 2000 } });
+    const [key, other] = (await keysByMaster(c, l, 'two', 'rdt:'))[1];
+    const states = (await c.keysUnder('rdt:')).filter((k) => k.key.includes(`:${key}}`)).map((k) => k.key);
+    expect(states).toHaveLength(2);
+    const slot = calculateSlot(states[0]);
+    // half of the key's states moved: master 1 and master 2 each refuse the check TRYAGAIN
+    await migrateHalfWay(c.clients[1], { client: c.clients[2], port: c.ports[2] }, slot, [states[0]]);
+    try {
+      // one turn: the key's call and another slot's, both to master 1 in one pipeline; the other state moves 50 ms on
+      const checks = Promise.all([l.check({ policy: 'two', key, cost: 1 }), l.check({ policy: 'two', key: other, cost: 1 })]);
+      await sleep(50);
+      await c.clients[1].call('MIGRATE', '127.0.0.1', String(c.ports[2]), '', '0', '5000', 'KEYS', states[1]);
+      expect((await checks).map(brief)).toEqual(['allow r=498', 'allow r=498']);
+    } finally {
+      await moveSlot(c, slot, 1, 2);
+    }
   }, 60_000);
 
   it('a check redirected (ASK) to a master added after the limiter started, which it never called, is decided by Redis', async () => {

@@ -5,8 +5,8 @@
  * the resends of calls that failed before it. The Cluster is a stand-in with the members sendRedirected uses.
  */
 import type { Cluster, Redis } from 'ioredis';
-import { describe, expect, it } from 'vitest';
-import { followed, redirectOf, sendRedirected } from '../../../src/store/cluster-redirect.js';
+import { describe, expect, it, vi } from 'vitest';
+import { followed, redirectOf, sendRedirected, splitByMigration } from '../../../src/store/cluster-redirect.js';
 import { resendInTurn, SETTLED, type ResendTurn } from '../../../src/store/library-way.js';
 
 /** A Cluster stand-in: what it was asked, in order. */
@@ -40,6 +40,9 @@ describe('cluster-redirect', () => {
     expect(redirectOf(new Error('TRYAGAIN Multiple keys request during rehashing of slot'))).toBeNull();
     expect(redirectOf(new Error('MOVED 9182'))).toBeNull();
     expect(redirectOf(undefined)).toBeNull();
+    expect(splitByMigration(new Error('TRYAGAIN Multiple keys request during rehashing of slot'))).toBe(true);
+    expect(splitByMigration(new Error('ASK 12 10.0.0.5:6380'))).toBe(false);
+    expect(splitByMigration(null)).toBe(false);
   });
 
   it('sends an ASK\'s command to the node it names after ASKING, on the same client; a MOVED\'s after reading the slot map', async () => {
@@ -90,5 +93,22 @@ describe('cluster-redirect', () => {
     await expect(followed(c, (n) => answers[name(n)](), 1)).rejects.toThrow('ASK 5 127.0.0.1:7003');
     // not a redirection: as it came
     await expect(followed(c, () => Promise.reject(new Error('OOM command not allowed')))).rejects.toThrow('OOM command not allowed');
+  });
+
+  it('makes a retry after the pause asked for, and the next failure\'s resend after it', async () => {
+    vi.useFakeTimers();
+    try {
+      const turn: ResendTurn = { last: SETTLED };
+      const order: string[] = [];
+      const retry = resendInTurn(turn, () => (order.push('retry'), Promise.resolve(1)), 30);
+      const next = resendInTurn(turn, () => (order.push('next'), Promise.resolve(2)));
+      await vi.advanceTimersByTimeAsync(29);
+      expect(order).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await Promise.all([retry, next])).toEqual([1, 2]);
+      expect(order).toEqual(['retry', 'next']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
