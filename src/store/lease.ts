@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
+import { followed } from './cluster-redirect.js';
 import { quotaLeaseScript, scriptMissing } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
 import { createBreaker } from './breaker.js';
@@ -89,14 +90,16 @@ export class LeaseStore {
 
   private async run(args: Array<string | number>): Promise<number[]> {
     const c = this.client;
-    const call = (async () => {
+    const once = async (to: Redis | Cluster): Promise<number[]> => {
       try {
-        return (await c.evalsha(this.sha, 2, ...args)) as number[];
+        return (await to.evalsha(this.sha, 2, ...args)) as number[];
       } catch (e) {
         if (!scriptMissing(e)) throw e;
-        return (await c.eval(this.lua, 2, ...args)) as number[];
+        return (await to.eval(this.lua, 2, ...args)) as number[];
       }
-    })();
+    };
+    // on a Cluster, a redirection ioredis's auto-pipelining leaves unfollowed is followed (src/store/cluster-redirect.ts)
+    const call = c instanceof Cluster ? followed(c, (n) => once(n ?? c)) : once(c);
     return deadline(call, this.timeoutMs, this.live);
   }
 

@@ -98,6 +98,23 @@ describe('Redis Cluster: redirections ioredis leaves unfollowed', () => {
     expect(brief(await back.check({ policy: 'sy', key: moved, cost: 0 }))).toBe('allow r=996');
   }, 60_000);
 
+  it('a lease call answered MOVED in a pipeline whose other calls were decided is sent to the slot\'s new master', async () => {
+    const c = suite.cluster();
+    const lease: Record<string, PolicySpec> = {
+      ls: { algorithm: 'token_bucket', limit: 1000, period: '1d', consistency: 'lease', onStoreError: 'closed', lease: { ttlMs: 60_000, idleMs: 60_000 } },
+    };
+    const l = await suite.limiter({ policies: lease, redis: { prefix: 'rdl:', timeoutMs: 5000 } });
+    const [moved, stays] = (await keysByMaster(c, l, 'ls', 'rdl:'))[1];
+    const stored = (await c.keysUnder('rdl:')).filter((k) => k.key.includes(`:${moved}}`));
+    // another instance, holding no lease yet: its first check of each key is a lease call
+    const other = await suite.limiter({ policies: lease, redis: { prefix: 'rdl:', timeoutMs: 5000 } });
+    // the slot to master 2 for good; that instance's slot map names master 1 until it is next read (1 s)
+    await moveSlot(c, calculateSlot(stored[0].key), 1, 2);
+    const both = await Promise.all([other.check({ policy: 'ls', key: moved, cost: 1 }), other.check({ policy: 'ls', key: stays, cost: 1 })]);
+    expect(both.map((d) => [d.allowed, d.degraded])).toEqual([[true, undefined], [true, undefined]]);
+    expect((await other.stats()).lease?.failedCalls).toBe(0);
+  }, 60_000);
+
   it('a check of two limits whose keys a migration has split is sent again until they have all moved', async () => {
     const c = suite.cluster();
     const two: Record<string, PolicySpec> = {
