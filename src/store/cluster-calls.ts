@@ -140,8 +140,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   };
   // a merge: EVALSHA, EVAL after a NOSCRIPT (on the master it went to); a redirection ioredis did not follow is
   // followed, up to MAX_HOPS times (src/store/cluster-redirect.ts)
-  const run = (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => followed(c, async (n) => {
-    const to = n ?? c;
+  const run = (s: Script, keys: string[], args: Array<number | Buffer>): Promise<number[]> => followed(c, async (to) => {
     try {
       return (await to.evalsha(s.sha, keys.length, ...keys, ...args)) as number[];
     } catch (e) {
@@ -228,13 +227,19 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     if (l === undefined) lanes[slot] = l = { slot, unanswered: new Set(), pending: new Set(), gate: new CallGate(), last: SETTLED, at: loadsOf(masterOf(slot)) };
     return l;
   };
-  const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => {
-    lane.unanswered.add(p);
+  /** `p`, kept in `set` until it settles. */
+  const tracked = <T>(set: Set<Promise<unknown>>, p: Promise<T>): Promise<T> => {
+    set.add(p);
     const done = (): void => {
-      lane.unanswered.delete(p);
+      set.delete(p);
     };
     p.then(done, done);
     return p;
+  };
+  const written = <T>(lane: Lane, p: Promise<T>): Promise<T> => tracked(lane.unanswered, p);
+  /** Closes `lane`'s gate until the calls in `set` now have settled and the resends of the failures read so far are made. */
+  const hold = (lane: Lane, set: Set<Promise<unknown>>): void => {
+    lane.gate.close(Promise.allSettled([...set]), () => way.settled(lane));
   };
   // legs: the call's 6 numbers per leg, as unpackReply reads the reply by them; lane: its keys' slot's
   const sendCheck = (keys: string[], legs: readonly number[], flag: number, now: number, lane: Lane, givenUp: () => boolean): Promise<number[]> => {
@@ -243,7 +248,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     const unpack = (b: Buffer): number[] => unpackReply(b, legs, 0);
     const failed = (e: unknown): void => {
       // every call of this slot written so far answered, and the resends made (src/store/call-gate.ts)
-      if (LibraryWay.asksResend(e) || redirected(e) || splitByMigration(e)) lane.gate.close(Promise.allSettled([...lane.unanswered]), () => way.settled(lane));
+      if (LibraryWay.asksResend(e) || redirected(e) || splitByMigration(e)) hold(lane, lane.unanswered);
     };
     // A call failed with a redirection ioredis did not follow (src/store/cluster-redirect.ts) is sent where it
     // names, up to MAX_HOPS times, in the slot's resend order; one refused TRYAGAIN (its keys split by a
@@ -275,13 +280,14 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
         if (r !== null) {
           // given up on (its deadline) meanwhile: its checks took their failure rule, so it goes nowhere
           if (hops >= MAX_HOPS || givenUp()) throw e;
-          return resendInTurn(lane, () => attempt(how, resent, r, hops + 1));
+          return resendInTurn(lane, () => undefined, () => attempt(how, resent, r, hops + 1));
         }
         if (splitByMigration(e)) {
           // the migration moves the call's other keys within milliseconds (a MIGRATE of the next keys): sent
           // again where it went after 5, 10, 20... ms (up to 100), until its deadline gives it up
           if (givenUp()) throw e;
-          return resendInTurn(lane, () => attempt(how, resent, to, hops, tries + 1), Math.min(100, 5 * 2 ** tries));
+          const ms = Math.min(100, 5 * 2 ** tries);
+          return resendInTurn(lane, () => new Promise<void>((r) => setTimeout(r, ms)), () => attempt(how, resent, to, hops, tries + 1));
         }
         if (resent) throw e;
         // FCALL refused: by EVALSHA for good, a first EVALSHA (its NOSCRIPT gets an EVAL)
@@ -296,9 +302,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
     // those will be redirected (MOVED) to the new master, or fail, and a check made now must not reach the new
     // master ahead of them (test/fault/redis-cluster-redirect.test.ts). It waits, as behind a reload, until each
     // is decided (its redirection followed) or given up: an old master frozen holds the slot one deadline at most.
-    if (lane.gate.open && lane.pending.size > 0 && lane.at.node !== masterOf(slot)) {
-      lane.gate.close(Promise.allSettled([...lane.pending]), () => way.settled(lane));
-    }
+    if (lane.gate.open && lane.pending.size > 0 && lane.at.node !== masterOf(slot)) hold(lane, lane.pending);
     if (lane.gate.open) return sendCheck(keys, legs, flag, now, lane, givenUp);
     // given up on (its deadline) while it waited: not written (src/store/call-gate.ts)
     return lane.gate.wait(() => sendCheck(keys, legs, flag, now, lane, givenUp), givenUp);
@@ -310,13 +314,7 @@ export function clusterCalls(c: Cluster, prefix: string, timeoutMs: number, part
   type Part = (keys: string[], legs: readonly number[], flag: number, now: number, slot: number) => Promise<number[]>;
   const part: Part = (keys, legs, flag, now, slot) => {
     const p = deadlineOrDrop((givenUp) => runCheck(keys, legs, flag, now, slot, givenUp), timeoutMs, liveOf(slot), (r) => lateSpend(r, legs, 0));
-    const { pending } = laneOf(slot);
-    pending.add(p);
-    const done = (): void => {
-      pending.delete(p);
-    };
-    p.then(done, done);
-    return p;
+    return tracked(laneOf(slot).pending, p);
   };
   const breakers = new Map<string, ReturnType<typeof createBreaker<Parameters<Part>, number[]>>>();
   /** A probe key per slot (slots.ts keyInSlot: some thousand CRC16s to find), made once it is needed. */

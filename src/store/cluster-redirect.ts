@@ -71,20 +71,29 @@ export function sendRedirected<T>(c: Cluster, r: Redirect, command: (node: Redis
 }
 
 /**
- * `send(null)`, a command through the Cluster (by its slot map); when it fails with a redirection ioredis left
- * unfollowed, `send(node)` on the master that redirection names ({@link sendRedirected}), up to `hops` times.
- * For commands whose order nothing else keeps (an admin read or delete, a sync merge): a check's redirections
- * go in its slot's order (src/store/cluster-calls.ts). Rejects with the last failure.
+ * `send(r)`: a command on `r`. On a Cluster, when it fails with a redirection ioredis left unfollowed,
+ * `send(node)` on the master that redirection names ({@link sendRedirected}), up to `hops` times. For commands
+ * whose order nothing else keeps (an admin read or delete, a sync merge, a lease call): a check's redirections go
+ * in its slot's order (src/store/cluster-calls.ts). Rejects with the last failure.
  */
-export async function followed<T>(c: Cluster, send: (node: Redis | null) => Promise<T>, hops = 3): Promise<T> {
-  let to: Redirect | null = null;
-  for (let hop = 0; ; hop++) {
-    try {
-      return await (to === null ? send(null) : sendRedirected(c, to, send));
-    } catch (e) {
-      const r = redirectOf(e);
-      if (r === null || hop >= hops) throw e;
-      to = r;
+export function followed<T>(r: Redis | Cluster, send: (to: Redis | Cluster) => Promise<T>, hops = 3): Promise<T> {
+  if (!isCluster(r)) return send(r);
+  const go = async (c: Cluster): Promise<T> => {
+    let to: Redirect | null = null;
+    for (let hop = 0; ; hop++) {
+      try {
+        return await (to === null ? send(c) : sendRedirected(c, to, send));
+      } catch (e) {
+        const next = redirectOf(e);
+        if (next === null || hop >= hops) throw e;
+        to = next;
+      }
     }
-  }
+  };
+  return go(r);
+}
+
+/** Whether `r` is a Cluster (ioredis marks its Cluster with `isCluster`; its Redis has it false). */
+function isCluster(r: Redis | Cluster): r is Cluster {
+  return (r as { isCluster?: boolean }).isCluster === true;
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { followed } from './cluster-redirect.js';
 import { quotaLeaseScript, scriptMissing } from './scripts.js';
 import { deadline, Liveness } from './deadline.js';
@@ -99,7 +99,7 @@ export class LeaseStore {
       }
     };
     // on a Cluster, a redirection ioredis's auto-pipelining leaves unfollowed is followed (src/store/cluster-redirect.ts)
-    const call = c instanceof Cluster ? followed(c, (n) => once(n ?? c)) : once(c);
+    const call = followed(c, once);
     return deadline(call, this.timeoutMs, this.live);
   }
 

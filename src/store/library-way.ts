@@ -59,15 +59,17 @@ export interface ResendTurn {
 export const SETTLED: Promise<unknown> = Promise.resolve();
 
 /**
- * Makes a resend that is not the way's (a Cluster's redirection, or a retry: src/store/cluster-redirect.ts) on
- * `turn`, after those of the calls that failed before it there and `afterMs` ms more: `send` is called (and
- * writes the resend) then, and the next failure's resend is made after this one. Its promise is the resend's.
+ * Makes a resend on `turn` after those of the calls that failed before it there: once they are made, `ready` is
+ * called and awaited (the way a failed call goes again, a pause before a retry), then `send` with its value
+ * writes the resend; the next failure's resend is made after this one, whether `ready` settled or failed. Its
+ * promise is the resend's (rejected with `ready`'s error, when that failed). {@link LibraryWay.resend} makes a
+ * library failure's resend by it; a Cluster's redirections and retries (src/store/cluster-calls.ts) too.
  */
-export function resendInTurn<T>(turn: ResendTurn, send: () => Promise<T>, afterMs = 0): Promise<T> {
-  const mine = turn.last.then(() => (afterMs > 0 ? new Promise<void>((r) => setTimeout(r, afterMs)) : undefined));
+export function resendInTurn<V, T>(turn: ResendTurn, ready: () => V | PromiseLike<V>, send: (v: V) => Promise<T>): Promise<T> {
+  const mine = turn.last.then(ready);
   const again = mine.then(send);
-  // registered after `again`'s reaction: the next failed call's resend is written after this one
-  turn.last = mine;
+  // registered after `again`'s reaction, so the next failed call's resend is made after this one's
+  turn.last = mine.then(() => undefined, () => undefined);
   return again;
 }
 
@@ -138,12 +140,9 @@ export class LibraryWay<S extends SentCall> {
    * never waits here.
    */
   resend<T>(e: unknown, sent: S, send: (how: Resend) => Promise<T>, turn: ResendTurn = this.turn): Promise<T> {
+    // decided now: a load it asks for begins in the order the failures came
     const how = this.resendAs(e, sent);
-    const mine = turn.last.then(() => how);
-    const again = mine.then(send);
-    // registered after `again`'s reaction, so the next failed call's resend is made after this one's
-    turn.last = mine.then(() => undefined, () => undefined);
-    return again;
+    return resendInTurn(turn, () => how, send);
   }
 
   /**

@@ -423,24 +423,16 @@ export class RedisStore implements Store {
     return keys.map((k) => (hashTag(k) === tag ? k : placedKey(this.prefix, tag, k)));
   }
 
-  /**
-   * A command on one key (an admin read or delete): on a Cluster, a redirection ioredis leaves unfollowed (a
-   * pipeline with other slots' commands, a master added for a resharding) is followed (src/store/cluster-redirect.ts).
-   */
-  private command<T>(send: (r: Redis | Cluster) => Promise<T>): Promise<T> {
-    const r = this.redis;
-    return r instanceof Cluster ? followed(r, (n) => send(n ?? r)) : send(r);
-  }
-
+  // an admin read or delete on a Cluster follows the redirections ioredis leaves unfollowed (src/store/cluster-redirect.ts)
   read(keys: readonly string[], guardKey: string | null): Promise<StoredValues> {
-    return Promise.all(this.placed(keys, guardKey).map((k) => this.bounded(this.command((r) => r.getBuffer(k)), k)));
+    return Promise.all(this.placed(keys, guardKey).map((k) => this.bounded(followed(this.redis, (r) => r.getBuffer(k)), k)));
   }
 
   async remove(keys: readonly string[], guardKey: string | null): Promise<number> {
     // in a Cluster, a guarded policy's keys may be held under both names (before and after placement): delete both
     const names = this.redis instanceof Cluster && guardKey !== null ? [...keys, ...this.placed(keys, guardKey)] : keys;
     // (a delete given up on may still run when a frozen Redis resumes: the reset then takes effect late)
-    const counts = await Promise.all(names.map((k) => this.bounded(this.command((r) => r.del(k)), k)));
+    const counts = await Promise.all(names.map((k) => this.bounded(followed(this.redis, (r) => r.del(k)), k)));
     return counts.reduce((a, c) => a + c, 0);
   }
 

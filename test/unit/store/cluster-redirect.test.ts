@@ -14,6 +14,7 @@ function fakeCluster(): { c: Cluster; log: string[] } {
   const log: string[] = [];
   const nodes = new Map<string, Redis>();
   const c = {
+    isCluster: true,
     natMapper: (key: string) => ({ host: key.slice(0, key.lastIndexOf(':')), port: Number(key.slice(key.lastIndexOf(':') + 1)) }),
     connectionPool: {
       findOrCreate: (o: { host: string; port: number }) => {
@@ -66,11 +67,9 @@ describe('cluster-redirect', () => {
     let loaded!: () => void;
     const load = new Promise<void>((r) => (loaded = r));
     // the first failure's resend waits for a library load (LibraryWay.resend's way); the second's is a redirection
-    const mine = turn.last.then(() => load);
-    const first = mine.then(() => (order.push('first'), 1));
-    turn.last = mine;
-    const second = resendInTurn(turn, () => (order.push('second'), Promise.resolve(2)));
-    const third = resendInTurn(turn, () => (order.push('third'), Promise.resolve(3)));
+    const first = resendInTurn(turn, () => load, () => (order.push('first'), Promise.resolve(1)));
+    const second = resendInTurn(turn, () => undefined, () => (order.push('second'), Promise.resolve(2)));
+    const third = resendInTurn(turn, () => undefined, () => (order.push('third'), Promise.resolve(3)));
     await Promise.resolve();
     expect(order).toEqual([]);
     loaded();
@@ -80,7 +79,7 @@ describe('cluster-redirect', () => {
 
   it('follows a command\'s redirections up to the hops given, and passes any other failure on', async () => {
     const { c, log } = fakeCluster();
-    const name = (n: Redis | null): string => (n === null ? 'cluster' : (n as unknown as { name: string }).name);
+    const name = (n: Redis | Cluster): string => (n === c ? 'cluster' : (n as unknown as { name: string }).name);
     // by the slot map: MOVED to 7002; there: ASK to 7003; there: decided
     const answers: Record<string, () => Promise<string>> = {
       cluster: () => Promise.reject(new Error('MOVED 5 127.0.0.1:7002')),
@@ -100,8 +99,8 @@ describe('cluster-redirect', () => {
     try {
       const turn: ResendTurn = { last: SETTLED };
       const order: string[] = [];
-      const retry = resendInTurn(turn, () => (order.push('retry'), Promise.resolve(1)), 30);
-      const next = resendInTurn(turn, () => (order.push('next'), Promise.resolve(2)));
+      const retry = resendInTurn(turn, () => new Promise<void>((r) => setTimeout(r, 30)), () => (order.push('retry'), Promise.resolve(1)));
+      const next = resendInTurn(turn, () => undefined, () => (order.push('next'), Promise.resolve(2)));
       await vi.advanceTimersByTimeAsync(29);
       expect(order).toEqual([]);
       await vi.advanceTimersByTimeAsync(1);
