@@ -16,6 +16,9 @@
 // checks a call the script was 96 % of it). Also printed: the commands the script ran per decision (INFO commandstats).
 // REDIS_SERVER=path runs another redis-server binary (one built with symbols, for a per-function profile);
 // KEEP=file keeps callgrind's output for callgrind_annotate.
+// MODE=envoy counts the redis bench's envoy-style baseline instead (bench/scenarios/redis.ts): per check an INCRBY
+// and an EXPIRE of its fixed window's key, a call's LEGS checks written together by ioredis's auto-pipelining, no
+// script; always the whole server (its commands arrive one by one), so compare it with WHOLE=1 MODE=fcall.
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +30,8 @@ const [, , luaDir = 'lua', LEGS = '64', CALLS = '100'] = process.argv;
 const { checkSourceIn, checkChunkOf, checkLibraryOf } = await import(new URL('../../dist/src/store/scripts.js', import.meta.url).href);
 const src = checkSourceIn(luaDir);
 const FCALL = process.env.MODE === 'fcall';
+const ENVOY = process.env.MODE === 'envoy';
+const WHOLE = ENVOY || process.env.WHOLE === '1';
 const lua = checkChunkOf(src);
 const library = checkLibraryOf(src);
 const { freePort } = await import(new URL('../../dist/bench/lib/redis-server.js', import.meta.url).href);
@@ -34,21 +39,22 @@ const port = await freePort();
 const out = join(tmpdir(), `sluice-callgrind.${port}.out`);
 // WHOLE=1: everything the server runs while the calls are made (reading requests, writing replies, its event
 // loop), not only the script
-const toggle = process.env.WHOLE === '1' ? [] : [`--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`];
+const toggle = WHOLE ? [] : [`--toggle-collect=${FCALL ? 'fcallCommand' : 'evalShaCommand'}`];
 // in an empty directory of its own: a dump.rdb in this one (a replica's full sync writes one) would be loaded,
 // and a master's keeps its replication backlog, which every write of the script then feeds (~11 % more)
 const dir = mkdtempSync(join(tmpdir(), 'sluice-callgrind-redis-'));
 const rs = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', ...toggle, `--callgrind-out-file=${out}`,
   process.env.REDIS_SERVER ?? 'redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
 rs.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-const redis = new Redis({ port, retryStrategy: () => 200 });
+const redis = new Redis({ port, retryStrategy: () => 200, enableAutoPipelining: ENVOY });
 redis.on('error', () => {});
 await new Promise((resolve) => redis.once('ready', resolve));
-const sha = FCALL ? '' : await redis.script('LOAD', lua);
+const sha = FCALL || ENVOY ? '' : await redis.script('LOAD', lua);
 if (FCALL) await redis.call('FUNCTION', 'LOAD', 'REPLACE', library.text);
 const NKEYS = Number(process.env.NKEYS ?? 2000);
 const FRESH = process.env.FRESH === '1';
-const keys = Array.from({ length: NKEYS }, (_, i) => `bench:strict:{bench:6f1c2a9e:k${i}}:0`);
+// the bench's keys: strict's as src/keys/store-key.ts makes them, the envoy-style baseline's `<key>_<window>`
+const keys = Array.from({ length: NKEYS }, (_, i) => (ENVOY ? `bench:envoy:k${i}_29473` : `bench:strict:{bench:6f1c2a9e:k${i}}:0`));
 let x = 12345;
 const rnd = () => {
   x ^= x << 13; x >>>= 0; x ^= x >>> 17; x ^= x << 5; x >>>= 0;
@@ -72,12 +78,12 @@ const packedFor = (ks) => {
   for (let i = 0; i < kept; i++) b.writeDoubleLE(f[i], i * 8);
   return b;
 };
-const call = (ks) => (FCALL ? redis.call('FCALL', library.fn, n, ...ks, '1', '0', String(n), packedFor(ks))
+const call = (ks) => (ENVOY ? Promise.all(ks.flatMap((k) => [redis.incrby(k, 1), redis.expire(k, 60)])) : FCALL ? redis.call('FCALL', library.fn, n, ...ks, '1', '0', String(n), packedFor(ks))
   : redis.evalsha(sha, n, ...ks, '1', '0', String(n), packedFor(ks)));
 // every key written twice before counting
 for (let i = 0; i * n < NKEYS * 2; i++) await call(Array.from({ length: n }, (_, j) => keys[(i * n + j) % NKEYS]));
 let fresh = 0;
-const pick = () => (FRESH ? `bench:strict:{bench:6f1c2a9e:f${fresh++}}:0` : keys[rnd() % NKEYS]);
+const pick = () => (FRESH ? (ENVOY ? `bench:envoy:f${fresh++}_29473` : `bench:strict:{bench:6f1c2a9e:f${fresh++}}:0`) : keys[rnd() % NKEYS]);
 const stats = async () => {
   const m = new Map();
   for (const [, name, calls] of (await redis.info('commandstats')).matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) m.set(name, Number(calls));
@@ -104,6 +110,6 @@ for (const f of readdirSync(tmpdir()).filter((f) => f.startsWith(`sluice-callgri
 const decisions = Number(CALLS) * n;
 const perDecision = [...after].filter(([c]) => !['evalsha', 'fcall', 'function', 'info', 'script'].includes(c) && after.get(c) > (before.get(c) ?? 0))
   .map(([c, v]) => `${c} ${((v - (before.get(c) ?? 0)) / decisions).toFixed(3)}`).join(', ');
-console.log(`${luaDir}: ${Math.round(total / decisions)} Redis instructions per decision ${process.env.WHOLE === '1' ? 'in the whole server' : `inside ${FCALL ? 'FCALL' : 'EVALSHA'}`} ` +
-  `(${CALLS} calls of ${n} token-bucket checks on ${FRESH ? 'keys never written' : `${NKEYS} written keys`}; ` +
+console.log(`${ENVOY ? 'envoy-style' : luaDir}: ${Math.round(total / decisions)} Redis instructions per decision ${WHOLE ? 'in the whole server' : `inside ${FCALL ? 'FCALL' : 'EVALSHA'}`} ` +
+  `(${CALLS} ${ENVOY ? 'pipelines' : 'calls'} of ${n} ${ENVOY ? 'INCRBY + EXPIRE' : 'token-bucket'} checks on ${FRESH ? 'keys never written' : `${NKEYS} written keys`}; ` +
   `commands per decision: ${perDecision})`);
