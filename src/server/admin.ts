@@ -21,7 +21,8 @@ import type { Logger } from 'pino';
 import type { KeyRequest } from '../types/keys.js';
 import type { Limiter } from '../types.js';
 import type { ReloadResult } from '../types/reload.js';
-import type { CompiledPolicy, PolicySpec } from '../config/policy-spec.js';
+import type { PolicySpec } from '../config/policy-spec.js';
+import { policySpecOf } from '../config/spec-of.js';
 import { parseConfig } from '../config/load.js';
 import { configFromDocument } from '../config/schema.js';
 import { problemOf, type Problem } from './problem.js';
@@ -300,39 +301,6 @@ function expectVersion(doc: unknown, inForce: string): unknown {
     throw conflict('version', `the policies in force are version ${inForce}, not ${version}: someone changed them since you read them; GET them again and reapply your change`);
   }
   return rest;
-}
-
-/**
- * A compiled policy as a spec a policies document (or `PUT /v1/policies`) takes back: the same numbers, the
- * same names, `version` only when the original gave one (a derived version stays derived), periods in ms.
- */
-export function policySpecOf(p: CompiledPolicy): PolicySpec {
-  const spec: PolicySpec = {};
-  const inline = p.limits.length === 1 && p.limits[0].name === p.name;
-  if (inline && p.limits[0].algorithm === 'concurrency') {
-    const l = p.limits[0];
-    Object.assign(spec, { algorithm: l.algorithm, limit: l.limit, leaseTtl: l.periodMs });
-  } else if (inline) {
-    const l = p.limits[0];
-    Object.assign(spec, { algorithm: l.algorithm, limit: l.limit, period: l.periodMs, burst: l.burst });
-  } else {
-    spec.limits = p.limits.map((l, i) => ({
-      algorithm: l.algorithm, limit: l.limit, period: l.periodMs, burst: l.burst,
-      ...(l.name === `${p.name}#${i}` ? {} : { name: l.name }),
-    }));
-  }
-  if (p.descriptors.length > 0) spec.descriptors = p.descriptors.map((d) => (d.header === null ? d.name : { name: d.name, header: d.header }));
-  if (p.versionGiven) spec.version = p.version;
-  if (p.guard !== null) spec.guard = p.guard;
-  if (p.consistency !== 'local') spec.consistency = p.consistency;
-  if (p.lease !== null) spec.lease = { ...p.lease };
-  if (p.onStoreError !== 'local') spec.onStoreError = p.onStoreError;
-  if (p.carryOver) spec.carryOver = true;
-  if (p.shadow) spec.shadow = true;
-  if (p.shadowOf !== null) spec.shadowOf = p.shadowOf;
-  if (p.allow.length > 0) spec.allow = [...p.allow];
-  if (p.deny.length > 0) spec.deny = [...p.deny];
-  return spec;
 }
 
 function decode(part: string, field: 'policy' | 'key'): string {

@@ -199,6 +199,22 @@ describe('admin API: policies', () => {
     expect(again.json).toStrictEqual({ version: after.version, added: [], removed: [], changed: [] });
   });
 
+  it('GET then PUT of a set using every kind of field changes nothing (delay, path descriptors, calendars, auth cost, RLS routes)', async () => {
+    const { call } = await serveAdmin(`
+policies:
+  jobs: { algorithm: token_bucket, limit: 10, period: 1s, onLimit: delay, maxDelayMs: 2s, descriptors: [tenant], authCost: query }
+  per-route: { algorithm: gcra, limit: 5, period: 1s, descriptors: [{ name: path, from: path }] }
+  plan:
+    limits:
+      - { algorithm: fixed_window, limit: 1000, period: 1mo, timeZone: Asia/Tokyo, name: monthly }
+      - { algorithm: fixed_window, limit: 100, period: 1d, timeZone: UTC, name: daily }
+  edge: { algorithm: token_bucket, limit: 20, period: 1m, authCost: 2, rls: { domain: edge, entries: [{ key: remote_address }] } }
+`);
+    const read = (await call('GET', '/v1/policies')).json;
+    const same = await call('PUT', '/v1/policies', JSON.stringify(read));
+    expect({ status: same.status, json: same.json }).toStrictEqual({ status: 200, json: { version: read.version, added: [], removed: [], changed: [] } });
+  });
+
   it('PUT with the version GET returned is a compare-and-set: the same version applies, a stale one is 409', async () => {
     const { call } = await serveAdmin();
     const read = (await call('GET', '/v1/policies')).json;
