@@ -28,7 +28,11 @@
 -- Returns: granted, the lease's outstanding count now, its time to live from now (ms), remaining (tokens
 -- left in Redis), retryAfterMs (when nothing was granted although `need` > 0: the time until `need` could
 -- be; −1 never), resetAfterMs, leases of other instances found expired (reaped: counted all used), the
--- script's time (ms), tokens returned.
+-- script's time (ms), tokens returned; then, for a bucket, B·P − x (tokens·P: what the bucket lacks with
+-- every outstanding token counted as spent) and the L it refills at (a region's share's L), else 0, 0. The
+-- resetAfterMs above counts outstanding tokens as still in the bucket (the virtual level), so it does not
+-- move when an instance spends what it holds; the caller works out a decision's reset from the deficit
+-- less the tokens it still holds (src/engine/lease/holding.ts resetAfterMs).
 local now = clockMs(ARGV)
 local op = ARGV[3]
 local alg, L, P, B = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -219,4 +223,6 @@ else
 end
 if shared and settled + lapsed > 0 then redis.call('HINCRBY', KEYS[2], 'used', settled + lapsed) end
 
-return { granted, cnt, ends - now, remaining, retry, reset, expired, now, returned }
+local deficit, rate = 0, 0
+if bucket then deficit, rate = BP - x, L end
+return { granted, cnt, ends - now, remaining, retry, reset, expired, now, returned, deficit, rate }

@@ -46,6 +46,13 @@ export interface LeaseReply {
   /** The script's time (Unix ms). */
   now: number;
   returned: number;
+  /**
+   * A bucket's B·P − x after the call, in tokens·P: what it lacks with every outstanding lease token counted
+   * as spent (0 for a window).
+   */
+  deficit: number;
+  /** The bucket's refill rate L (tokens·P per ms; a region's share's when shared), 0 for a window. */
+  rate: number;
 }
 
 /** One lease as it is stored (inspect). */
@@ -113,6 +120,7 @@ export class LeaseStore {
       ]);
       return {
         granted: r[0], count: r[1], ttlMs: r[2], remaining: r[3], retryAfterMs: r[4], resetAfterMs: r[5], expired: r[6], now: r[7], returned: r[8],
+        deficit: r[9], rate: r[10],
       };
     } catch (e) {
       this.failed++;

@@ -72,6 +72,35 @@ describe('lease mode', () => {
     }
   });
 
+  it('with one instance whose spends reach Redis before time moves, every decision equals strict\'s (remaining, resetAfterMs, retryAfterMs)', async () => {
+    const clock = manualClock();
+    for (const algorithm of ['token_bucket', 'gcra'] as const) {
+      const spec: PolicySpec = { algorithm, limit: 50, period: 3_600_000, burst: 5 };
+      const lease = await instance({ p: { ...spec, consistency: 'lease' } }, `l9${algorithm}:`, clock.now);
+      const strict = await instance({ p: { ...spec, consistency: 'strict' } }, `s9${algorithm}:`, clock.now);
+      try {
+        // The burst of 5 spent at one instant (resetAfterMs 72 s more a token: 72 k, 144 k ... 360 k), the 6th
+        // denied; a token refilled (72 s) and spent, the next denied; half a token, then a check of 2 denied
+        // (108 s to wait), then admitted. Each leased token is reported in Redis by the next lease call, made
+        // at the same instant (the lease holds 1 token: maxShare 0.25 of 5), so Redis refills from the spend,
+        // as an exact bucket does. (A spend reported later refills later: lease's reset is then later than
+        // strict's, never earlier; the next test.)
+        const steps: Array<[advanceMs: number, cost: number]> = [[0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [0, 1], [72_000, 1], [0, 1], [36_000, 2], [108_000, 2], [0, 1]];
+        const resets: number[] = [];
+        for (const [i, [advance, cost]] of steps.entries()) {
+          clock.advance(advance);
+          const [a, b] = [await lease.check({ policy: 'p', key: 'k', cost }), await strict.check({ policy: 'p', key: 'k', cost })];
+          expect({ i, algorithm, ...a }).toStrictEqual({ i, algorithm, ...b });
+          resets.push(a.resetAfterMs);
+        }
+        expect(resets).toStrictEqual([72_000, 144_000, 216_000, 288_000, 360_000, 360_000, 360_000, 360_000, 324_000, 360_000, 360_000]);
+      } finally {
+        await lease.close();
+        await strict.close();
+      }
+    }
+  });
+
   it('several instances on one key admit exactly the limit', async () => {
     const clock = manualClock();
     const policies: Record<string, PolicySpec> = { p: { algorithm: 'gcra', limit: 50, period: 3_600_000, consistency: 'lease' } };

@@ -158,7 +158,11 @@ export class LeaseDecider implements Decider {
       const h = legs[j];
       if (cost > capacityOf(h.limit)) return this.finish(rt, this.never(h.limit), now);
       if (h.spendable(now) < cost) {
+        // Redis's last denial answers a check that lacks exactly what it was asked for (its retryAfterMs is
+        // that need's); a check lacking more or less is Redis's to decide (an exact wait for another need
+        // takes the bucket's state, and a smaller need may be admitted sooner)
         if (h.inFlight || h.waiters.length > 0 || h.deniedUntil <= now) return undefined;
+        if (h.deniedUntil !== Infinity && cost - h.spendable(now) !== h.deniedNeed) return undefined;
         return this.finish(rt, this.denied(legs, j, now), now);
       }
     }
@@ -206,12 +210,12 @@ export class LeaseDecider implements Decider {
       }
       // hot: renew ahead of need (a quarter of the lease left; a bucket's lease also past half its life: a
       // window's cannot outlive its window, so it is renewed for tokens only)
-      if (!h.inFlight && !this.closing && h.rate > 0 && (h.held * 4 < h.size || (h.limit.algorithmCode <= 1 && 2 * (h.deadline - now) < h.settings.ttlMs))) {
+      if (!h.inFlight && !this.closing && h.spendRate > 0 && (h.held * 4 < h.size || (h.limit.algorithmCode <= 1 && 2 * (h.deadline - now) < h.settings.ttlMs))) {
         this.renew(h, now);
       }
     }
     const l = legs[bind].limit;
-    return { allowed: true, limit: l.limit, remaining: bindLeft, resetAfterMs: Math.max(0, legs[bind].resetAt - now), retryAfterMs: 0, policy: l.name };
+    return { allowed: true, limit: l.limit, remaining: bindLeft, resetAfterMs: legs[bind].resetAfterMs(now), retryAfterMs: 0, policy: l.name };
   }
 
   private denied(legs: Holding[], j: number, now: number): Decision {
@@ -220,7 +224,7 @@ export class LeaseDecider implements Decider {
     for (const x of legs) x.lastUse = now;
     const l = h.limit;
     return {
-      allowed: false, limit: l.limit, remaining: h.spendable(now) + h.remote, resetAfterMs: Math.max(0, h.resetAt - now),
+      allowed: false, limit: l.limit, remaining: h.spendable(now) + h.remote, resetAfterMs: h.resetAfterMs(now),
       retryAfterMs: Math.max(1, h.deniedUntil - now), policy: l.name,
     };
   }
@@ -286,9 +290,13 @@ export class LeaseDecider implements Decider {
       // a renewal Redis had nothing for: no more until this lease runs out (a check then asks, and waits)
       else if (need === 0) h.size = 0;
       h.deniedUntil = r.granted === 0 && need > 0 ? (r.retryAfterMs < 0 ? Infinity : now + Math.max(1, r.retryAfterMs)) : 0;
+      h.deniedNeed = need;
     }
     h.remote = r.remaining;
     h.resetAt = now + r.resetAfterMs;
+    h.deficit = r.deficit;
+    h.deficitAt = now;
+    h.rate = r.rate;
     this.drain(h, now, false);
   }
 

@@ -1,5 +1,6 @@
 import { capacityOf, type CompiledLimit, type LeaseSettings } from '../../config/policy-spec.js';
 import type { PolicyRuntime } from '../runtime.js';
+import { cdiv } from '../../store/memory-algorithms.js';
 
 /** A check waiting for a lease call (its tokens were not held here). */
 export interface Waiter {
@@ -32,15 +33,24 @@ export class Holding {
   readonly waiters: Waiter[] = [];
   /** Redis had nothing to grant: checks that need more than {@link held} are denied until this local time. */
   deniedUntil = 0;
+  /** The tokens the call that set {@link deniedUntil} asked for (its retryAfterMs is for that many). */
+  deniedNeed = 0;
   /** Tokens Redis had left at the last call, and the local time the key was to be full again. */
   remote = 0;
   resetAt = 0;
+  /**
+   * A bucket's: what it lacked at the last call with every outstanding token counted as spent (tokens·P,
+   * lua/lease.lua), the local time of that answer, and its refill rate L (tokens·P per ms). 0 rate: a window.
+   */
+  deficit = 0;
+  deficitAt = 0;
+  rate = 0;
   /** Local time of the last check that touched this leg. */
   lastUse = 0;
   /** Adaptive size: tokens spent since {@link sizedAt}, the spend rate (tokens per ms, smoothed), the last target. */
   spent = 0;
   sizedAt = -1;
-  rate = 0;
+  spendRate = 0;
   size = 0;
 
   /** Forgotten by the decider (idle, nothing held): a check's legs holding it are looked up again. */
@@ -62,6 +72,26 @@ export class Holding {
     return Math.max(1, Math.floor(capacityOf(this.limit) * this.settings.maxShare));
   }
 
+  /**
+   * A decision's resetAfterMs at `now` (ms until the key's limit would be whole again if nothing more were
+   * spent). A window's is its end as Redis reported it (a grant counts in its window from the start). A
+   * bucket's is its deficit at this instance's last lease call, refilled since, plus what was spent here
+   * since, less the tokens still held here: with one instance whose spends reach Redis before time moves,
+   * exactly strict's figure (a spend reported later refills later in Redis: a later reset, never an earlier
+   * one). With several instances it is Redis's state as of this instance's last call: other instances'
+   * outstanding tokens count as spent, and what they did since is not seen (as `remaining`).
+   */
+  resetAfterMs(now: number): number {
+    if (this.rate === 0) return Math.max(0, this.resetAt - now);
+    const P = this.limit.periodMs;
+    // held tokens past the lease's end count as spent (Redis counts an expired lease as all used)
+    const held = this.spendable(now);
+    // the bucket refills only up to B·P less what is outstanding, and this instance's own part of that is known
+    const deficit = Math.max(this.deficit - Math.max(0, now - this.deficitAt) * this.rate, (held + this.unreported) * P);
+    const lacking = deficit - held * P;
+    return lacking <= 0 ? 0 : cdiv(lacking, this.rate);
+  }
+
   /** Tokens spendable at `now`: none past the deadline (the lease may have expired in Redis). */
   spendable(now: number): number {
     return now < this.deadline ? this.held : 0;
@@ -76,11 +106,11 @@ export class Holding {
     // spends within the same ms count as over 1 ms (a rate is never measured as infinite)
     if (this.sizedAt >= 0 && (now > this.sizedAt || this.spent > 0)) {
       const inst = this.spent / Math.max(1, now - this.sizedAt);
-      this.rate = this.rate === 0 ? inst : (this.rate + inst) / 2;
+      this.spendRate = this.spendRate === 0 ? inst : (this.spendRate + inst) / 2;
     }
     this.spent = 0;
     this.sizedAt = now;
-    const target = Math.ceil(this.rate * this.settings.ttlMs / 2);
+    const target = Math.ceil(this.spendRate * this.settings.ttlMs / 2);
     this.size = Math.min(this.maxLease, Math.max(need, target));
     return Math.max(need, Math.min(this.maxLease, target) - this.spendable(now));
   }
