@@ -19,7 +19,7 @@ import { closed, invalidArgument, isSluiceError, overloaded, storeFailed, unknow
 import { readClock } from './clock.js';
 import { CLOSED_RETRY_MS, type DegradedCounts } from './degraded.js';
 import { LeaseTable } from './lease-table.js';
-import type { Store } from '../store/contract.js';
+import { CONCURRENCY_ACQUIRE, CONCURRENCY_RELEASE, type Store } from '../store/contract.js';
 
 /** What the leases need of the store (src/store/contract.ts Store.concurrency). */
 export type LeaseStore = Pick<Store, 'prefix' | 'concurrency'>;
@@ -61,7 +61,7 @@ export class Leases {
     if (policy.consistency === 'strict') {
       let r: number[];
       try {
-        r = await this.call(this.storeKey(policy.name, key), [1, hex(id), l.limit, l.periodMs], now);
+        r = await this.call(this.storeKey(policy.name, key), [CONCURRENCY_ACQUIRE, hex(id), l.limit, l.periodMs], now);
       } catch {
         const rule = policy.onStoreError === 'open' ? 'open' : 'closed';
         this.o.degraded?.count(policy.name, rule);
@@ -87,7 +87,7 @@ export class Leases {
     if (policy.consistency === 'strict') {
       let r: number[];
       try {
-        r = await this.call(this.storeKey(policy.name, key), [2, raw, l.limit, l.periodMs], now);
+        r = await this.call(this.storeKey(policy.name, key), [CONCURRENCY_RELEASE, raw, l.limit, l.periodMs], now);
       } catch (e) {
         throw isSluiceError(e) ? e : storeFailed(e);
       }

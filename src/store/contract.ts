@@ -93,6 +93,10 @@ export type StoredValues = Array<Buffer | null>;
  */
 export const UNIQUE_KEY = 16;
 
+/** lua/concurrency.lua's ops (Store.concurrency `args[0]`): acquire a lease, release one. */
+export const CONCURRENCY_ACQUIRE = 1;
+export const CONCURRENCY_RELEASE = 2;
+
 /**
  * Shared state of the limiter's `strict` and `sync` policies.
  *
@@ -192,7 +196,8 @@ export interface Store extends PubSub {
 
   /**
    * Concurrency policies (`algorithm: concurrency`, strict; src/engine/leases.ts): runs lua/concurrency.lua on
-   * one key, a sorted set of lease ids scored by expiry. `args` = op (1 acquire, 2 release), lease id (12 hex
+   * one key, a sorted set of lease ids scored by expiry. `args` = op ({@link CONCURRENCY_ACQUIRE} or
+   * {@link CONCURRENCY_RELEASE}), lease id (12 hex
    * digits), limit, TTL ms. Resolves to acquire: code (0 allowed, 1 denied, 2 never), remaining,
    * retryAfterMs, time; release: 1 held (removed) / 0 not, remaining, time. Optional: a store without it
    * answers every strict acquire by the policy's onStoreError, and every release with STORE_FAILED.

@@ -9,7 +9,7 @@ import { LEG_WIDE, spentBy, unpackReply, widen } from './reply.js';
 import { checkCaller } from './check-call.js';
 import { followSwitches, sentinelOptions, type SentinelTarget } from './sentinel.js';
 import { leaseCaller } from './lease-call.js';
-import type { MergeOptions, Store, StoreChannel, StoreFailures, StoreStats, StoredValues } from './contract.js';
+import { CONCURRENCY_ACQUIRE, CONCURRENCY_RELEASE, type MergeOptions, type Store, type StoreChannel, type StoreFailures, type StoreStats, type StoredValues } from './contract.js';
 import { hashTag, placedKey } from './slots.js';
 import { openChannel, type ChannelTarget } from './pubsub.js';
 import { reconnectBackoff } from './backoff.js';
@@ -220,7 +220,17 @@ export class RedisStore implements Store {
       this.breakerState = state;
       this.stopBreakers = () => breaker.shutdown();
     }
-    this.leaseCall = leaseCaller(redis, timeoutMs);
+    // An acquire given up on at its deadline took its failure rule (closed: denied; open: admitted without a
+    // lease), but Redis may still run it when it resumes and add the lease: a place nobody holds, kept for its
+    // whole TTL. Such a lease is released at once; the call counts as a late call.
+    const lateLease = (key: string, args: Array<string | number>, r: number[]): void => {
+      this.late.calls++;
+      if (args[2] === CONCURRENCY_ACQUIRE && r[0] === 0) {
+        const release = [args[0], args[1], CONCURRENCY_RELEASE, ...args.slice(3)];
+        this.leaseCall(key, release).catch((e: unknown) => this.failed(e));
+      }
+    };
+    this.leaseCall = leaseCaller(redis, timeoutMs, lateLease);
   }
 
   /**
