@@ -129,8 +129,11 @@ export class LeaseStore {
     }
   }
 
-  /** A lease state HASH as stored (inspect): its fields, empty when absent. */
+  /**
+   * A lease state HASH as stored (inspect): its fields, empty when absent. Under the calls' deadline (a frozen
+   * Redis fails it after `timeoutMs` of silence, not after ioredis's 60 s), redirections followed on a Cluster.
+   */
   async read(stateKey: string): Promise<Record<string, string>> {
-    return this.client.hgetall(stateKey);
+    return deadline(followed(this.client, (to) => to.hgetall(stateKey)), this.timeoutMs, this.live);
   }
 }

@@ -9,7 +9,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../src/index.js';
 import { connected, startRedis, type TestRedis } from '../helpers/redis.js';
 
-const policies = { api: { algorithm: 'token_bucket', limit: 5, period: '1h', consistency: 'strict', onStoreError: 'closed' } } as const;
+const policies = {
+  api: { algorithm: 'token_bucket', limit: 5, period: '1h', consistency: 'strict', onStoreError: 'closed' },
+  leased: { algorithm: 'token_bucket', limit: 5, period: '1h', consistency: 'lease', onStoreError: 'closed' },
+} as const;
 
 /** The code and message a rejection carries, or 'resolved'. */
 async function failure(p: Promise<unknown>): Promise<string> {
@@ -49,6 +52,8 @@ describe('admin calls on a frozen Redis', () => {
       expect((await l.stats()).store?.breaker).toBe('open');
       expect(await failure(l.reset({ policy: 'api', key: 'k' }))).toBe('STORE_FAILED redis: no reply on the connection for 200 ms');
       expect(await failure(l.inspect({ policy: 'api', key: 'k' }))).toMatch(/^STORE_FAILED redis: /);
+      // a lease key's inspection reads its lease HASH: under the same deadline (it waited for the whole freeze)
+      expect(await failure(l.inspect({ policy: 'leased', key: 'k' }))).toBe('STORE_FAILED redis: no reply on the connection for 200 ms');
     } finally {
       r.resume();
     }
