@@ -18,7 +18,7 @@
  */
 import type { CheckRequest, Decision } from '../types/decision.js';
 import type { CompiledLimit, CompiledPolicy } from '../config/policy-spec.js';
-import { escapePart } from '../keys/derive.js';
+import { boundedKey, escapePart } from '../keys/derive.js';
 import { UNIT_SECONDS } from '../config/envoy-ratelimit.js';
 import { invalidArgument } from '../util/errors.js';
 import { rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
@@ -157,7 +157,7 @@ function planOne(entries: RlsRequest['descriptors'][0]['entries'], domain: strin
     const p = n?.policy;
     if (p != null) {
       if (p.rls!.unlimited) return { kind: 'unlimited' };
-      return { kind: 'check', policy: p, check: { policy: p.name, key: entries.map((e) => escapePart(e.value)).join(':'), cost } };
+      return { kind: 'check', policy: p, check: { policy: p.name, key: boundedKey(entries.map((e) => escapePart(e.value)).join(':')), cost } };
     }
     return { kind: 'unmatched' };
   }
@@ -168,7 +168,10 @@ function planOne(entries: RlsRequest['descriptors'][0]['entries'], domain: strin
     if (!p.descriptors.some((x) => x.name === e.key) || Object.hasOwn(descriptors, e.key)) return { kind: 'unmatched' };
     descriptors[e.key] = e.value;
   }
-  return { kind: 'check', policy: p, check: { policy: p.name, descriptors, cost } };
+  // the key the descriptors join to (keyOf's, in the policy's order), as its digest when it is too long
+  const joined = p.descriptors.map((x) => escapePart(descriptors[x.name])).join(':');
+  const key = boundedKey(joined);
+  return { kind: 'check', policy: p, check: key === joined ? { policy: p.name, descriptors, cost } : { policy: p.name, key, cost } };
 }
 
 /** A period in ms as an RLS unit, when it is exactly one; else UNKNOWN (requests_per_unit is then per period). */

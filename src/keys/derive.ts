@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { invalidArgument } from '../util/errors.js';
 import { MAX_KEY_BYTES } from './bounds.js';
 
@@ -33,6 +34,18 @@ export function escapePart(v: string): string {
 export interface KeyedPolicy {
   readonly name: string;
   readonly descriptors: readonly { readonly name: string }[];
+}
+
+/**
+ * A joined descriptor key (escaped parts joined by `:`) that fits {@link MAX_KEY_BYTES}: itself, or when longer
+ * `%sha256:` and the SHA-256 of its UTF-8 in hex (72 bytes). For a transport whose failure lets the request
+ * through (Envoy's rate limit service, `failure_mode_deny: false` by default), a value the client controls
+ * must not turn the request into an error: the long key is limited as its digest, one key per value. The
+ * digest form cannot be a joined key: there every `%` is escaped as `%25`.
+ */
+export function boundedKey(joined: string): string {
+  if (joined.length * 3 <= MAX_KEY_BYTES || Buffer.byteLength(joined, 'utf8') <= MAX_KEY_BYTES) return joined;
+  return `%sha256:${createHash('sha256').update(joined, 'utf8').digest('hex')}`;
 }
 
 /**

@@ -109,10 +109,20 @@ describe('native policies: domain = policy, entries = its descriptors', () => {
     ['an empty value', { domain: 'api', descriptors: [{ entries: [{ key: 'tenant', value: '' }] }] }, 'descriptors[0].entries[0].value: must not be empty'],
     ['a limit override', { domain: 'api', descriptors: [{ entries: entries({ tenant: 'a' }), limit: { requests_per_unit: 5, unit: 'SECOND' } }] },
       'descriptors[0].limit: limit overrides are not supported: the limit is the one sluice is configured with (remove the route\'s limit override)'],
-    ['a key over 1 KiB', one('api', { tenant: 'k'.repeat(1025), action: 'x' }), 'descriptors.tenant+action: must be at most 1024 bytes of UTF-8'],
   ] as Array<[string, RlsCall, string]>)('%s → INVALID_ARGUMENT naming the field', async (_name, req, details) => {
     const r = await rig({ policies: API });
     expect(await r.client.failure(req)).toStrictEqual({ code: grpc.status.INVALID_ARGUMENT, details });
+  });
+
+  it('a descriptor whose values join to a key over 1 KiB is decided as its digest, one key per value; the others are still checked', async () => {
+    const r = await rig({ policies: API });
+    const long = (c: string) => ({ entries: entries({ tenant: c.repeat(1025), action: 'x' }) });
+    const req = (c: string) => ({ domain: 'api', descriptors: [long(c), { entries: entries({ tenant: 'short', action: 'x' }) }] });
+    const codes = async (c: string) => (await r.client.shouldRateLimit(req(c))).statuses.map((s: { code: string }) => s.code);
+    // limit 2 a minute: the long value's key and the short one's each spent twice, then both denied
+    expect([await codes('k'), await codes('k'), await codes('k')]).toStrictEqual([['OK', 'OK'], ['OK', 'OK'], ['OVER_LIMIT', 'OVER_LIMIT']]);
+    // another long value is another key (its digest), the short one still denied
+    expect(await codes('j')).toStrictEqual(['OK', 'OVER_LIMIT']);
   });
 
   it('a message over maxMessageBytes → RESOURCE_EXHAUSTED; more descriptors than maxDescriptors → INVALID_ARGUMENT', async () => {
