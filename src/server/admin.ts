@@ -178,8 +178,9 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
   app.get('/v1/policies', (res, req) => {
     const x = begin(res);
     if (!authorized(x, req.getHeader('authorization'))) return;
-    const policies: Record<string, PolicySpec> = {};
-    for (const [name, p] of limiter.policies) policies[name] = policySpecOf(p);
+    // own properties whatever the names (an assignment of "__proto__" would set the object's prototype, and
+    // that policy would be left out of the document, then dropped by a PUT of it)
+    const policies: Record<string, PolicySpec> = Object.fromEntries([...limiter.policies].map(([name, p]) => [name, policySpecOf(p)]));
     send(x, 200, JSON.stringify({ version: limiter.version, policies }));
   });
 

@@ -213,6 +213,14 @@ policies:
     const read = (await call('GET', '/v1/policies')).json;
     const same = await call('PUT', '/v1/policies', JSON.stringify(read));
     expect({ status: same.status, json: same.json }).toStrictEqual({ status: 200, json: { version: read.version, added: [], removed: [], changed: [] } });
+    // a policy named __proto__ (a valid name) is listed like any other, so a GET-edit-PUT keeps it
+    const proto = await call('PUT', '/v1/policies', `{"policies":{"a":{"algorithm":"token_bucket","limit":5,"period":1000},"__proto__":{"algorithm":"token_bucket","limit":7,"period":1000}}}`);
+    expect({ status: proto.status, added: proto.json.added }).toStrictEqual({ status: 200, added: ['a', '__proto__'] });
+    const listed = (await call('GET', '/v1/policies')).json;
+    expect(Object.keys(listed.policies)).toStrictEqual(['a', '__proto__']);
+    expect(listed.policies.__proto__).toStrictEqual({ algorithm: 'token_bucket', limit: 7, period: 1000, burst: 7 });
+    const again = await call('PUT', '/v1/policies', JSON.stringify(listed));
+    expect(again.json).toMatchObject({ added: [], removed: [], changed: [] });
   });
 
   it('PUT with the version GET returned is a compare-and-set: the same version applies, a stale one is 409', async () => {
