@@ -141,11 +141,17 @@ describe('README: Calendar periods', () => {
     expect(readFileSync(path.resolve(process.cwd(), 'README.md'), 'utf8')).toContain('```yaml\n' + file + '```');
   });
 
-  it('its numbers: 60 000 ms left at 31 January 23:59 in Tokyo, then a 28-day February', async () => {
+  it('its numbers: a check answers the daily cap (60000 ms at 31 January 23:59 in Tokyo, 86400000 a minute later); inspect shows a 28-day February', async () => {
+    const readme = readFileSync(path.resolve(process.cwd(), 'README.md'), 'utf8').replace(/\s+/g, ' ');
+    expect(readme).toContain('a first check of `plan` answers `policy: "daily"` with `resetAfterMs: 60000`');
+    expect(readme).toContain('the next check answers `policy: "daily"` with `resetAfterMs: 86400000`');
+    expect(readme).toContain("`inspect` shows the monthly window's `resetAfterMs: 2419200000` (28 days)");
     let t = Date.parse('2026-01-31T14:59:00Z');
     const limiter = await createLimiter({ policies: parseConfig(file, 'calendar-quotas.yaml').policies, shards: 0, clock: () => t });
     try {
       expect(await limiter.check({ policy: 'plan', key: 'acme', cost: 1 })).toMatchObject({ allowed: true, remaining: 4999, resetAfterMs: 60_000, policy: 'daily' });
+      expect((await limiter.inspect({ policy: 'plan', key: 'acme' })).limits.map((l) => [l.name, l.resetAfterMs]))
+        .toStrictEqual([['monthly', 60_000], ['daily', 60_000]]);
       t += 60_000;
       expect(await limiter.check({ policy: 'plan', key: 'acme', cost: 1 })).toMatchObject({ allowed: true, remaining: 4999, resetAfterMs: D, policy: 'daily' });
       expect((await limiter.inspect({ policy: 'plan', key: 'acme' })).limits.map((l) => [l.name, l.count, l.resetAfterMs]))
