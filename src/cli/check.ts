@@ -1,5 +1,5 @@
 import { usage } from '../util/errors.js';
-import { parseArgs } from 'node:util';
+import { parseCommand } from './usage.js';
 import { intArg } from './args.js';
 
 /** Exit code of `sluice check` when the check is denied (0: admitted, 1: error, 2: usage). */
@@ -10,16 +10,7 @@ export const EXIT_DENIED = 3;
  * Prints the decision as JSON; exits 0 if admitted, 3 if denied, 1 on an error answer.
  */
 export async function check(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      policy: { type: 'string' },
-      key: { type: 'string' },
-      cost: { type: 'string' },
-      descriptor: { type: 'string', multiple: true },
-      url: { type: 'string' },
-    },
-  });
+  const { values } = parseCommand('check', argv);
   if (values.policy === undefined) throw usage('needs --policy', '--policy');
   const params = new URLSearchParams({ policy: values.policy });
   if (values.key !== undefined) params.set('key', values.key);

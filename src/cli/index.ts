@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { loadConfigFile } from '../config/load.js';
 import { formatCompare, formatReplay, replayCompare, replayFile } from './replay.js';
 import { ProgressLine, type ReplayProgress } from './progress.js';
@@ -9,7 +8,7 @@ import { join } from 'node:path';
 import { isSluiceError, usage } from '../util/errors.js';
 import { configFrom, intArg } from './args.js';
 import { packageRoot } from '../util/paths.js';
-import { EXIT_USAGE, USAGE, commandUsage, type CommandName } from './usage.js';
+import { EXIT_USAGE, USAGE, commandHelp, commandUsage, parseCommand, type CommandName } from './usage.js';
 
 type Command = (argv: string[]) => Promise<number | void>;
 
@@ -45,7 +44,7 @@ export async function main(argv: string[]): Promise<number | void> {
   }
   const command = name as CommandName;
   if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(commandUsage(command) + '\n');
+    process.stdout.write(commandHelp(command) + '\n');
     return 0;
   }
   try {
@@ -65,21 +64,7 @@ function isUsage(e: unknown): boolean {
 }
 
 async function replayCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      config: { type: 'string' },
-      policy: { type: 'string', multiple: true },
-      'key-column': { type: 'string' },
-      top: { type: 'string' },
-      shards: { type: 'string' },
-      'max-keys': { type: 'string' },
-      json: { type: 'boolean' },
-      quiet: { type: 'boolean', short: 'q' },
-      compare: { type: 'string' },
-    },
-  });
+  const { values, positionals } = parseCommand('replay', argv);
   if (positionals.length !== 1) throw usage(`takes one trace file (got ${positionals.length})`);
   const file = positionals[0];
   const shards = intArg(values.shards, '--shards', 0, 64) ?? 0;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { usage } from '../util/errors.js';
 import { availableParallelism } from 'node:os';
-import { parseArgs } from 'node:util';
+import { parseCommand } from './usage.js';
 import { checkSecret } from '../reload/announce.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
@@ -11,9 +11,8 @@ import { regionFromSources, regionSpec } from '../config/regions.js';
 
 /**
  * `sluice serve`: the decision service on the config file (or the built-in default). Flags win over the
- * environment (SLUICE_CONFIG, SLUICE_PORT, SLUICE_HOST, SLUICE_SHARDS, REDIS_URL, REDIS_CLUSTER_NODES,
- * REDIS_TIMEOUT_MS, SLUICE_SYNC_INTERVAL_MS, SLUICE_REDIS_PREFIX, REDIS_SENTINELS, REDIS_MASTER), which wins over
- * the file. `--redis URL`, `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) and `--redis-sentinel
+ * environment (each flag's variable is in its row of src/cli/usage.ts, which the parser and the help read),
+ * which wins over the file. `--redis URL`, `--redis-cluster host:port,...` (a Redis Cluster's seed nodes) and `--redis-sentinel
  * host:port,...` with `--redis-master NAME` (Redis Sentinel; also `redis.sentinels` and `redis.master` in the
  * file) exclude each other. The status page and `/v1/status` are served on the admin port when there is one,
  * else on the public port; `server.statusPage: false` turns them off.
@@ -32,22 +31,7 @@ import { regionFromSources, regionSpec } from '../config/regions.js';
  * (src/engine/regions/), never used on a check; `--redis` stays the region's own Redis.
  */
 export async function serve(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string' }, port: { type: 'string' }, host: { type: 'string' }, shards: { type: 'string' },
-      redis: { type: 'string' }, 'redis-cluster': { type: 'string' }, 'redis-timeout': { type: 'string' },
-      'redis-sentinel': { type: 'string' }, 'redis-master': { type: 'string' },
-      'redis-prefix': { type: 'string' },
-      'sync-interval': { type: 'string' },
-      'admin-port': { type: 'string' }, 'admin-host': { type: 'string' }, 'admin-token': { type: 'string' },
-      'announce-secret': { type: 'string' }, 'announce-secret-file': { type: 'string' },
-      'drain-timeout': { type: 'string' },
-      'grpc-port': { type: 'string' },
-      region: { type: 'string' }, 'global-redis': { type: 'string' },
-      threads: { type: 'string' },
-    },
-  });
+  const { values } = parseCommand('serve', argv);
   const log = createLogger();
   const config = await configFrom(values.config);
   const env = process.env;

@@ -3,7 +3,7 @@
  * per good file and exits 0; otherwise prints every error found, one a line as `FILE: PATH: reason` (the
  * same messages `serve` and `replay` stop at), and exits 1.
  */
-import { parseArgs } from 'node:util';
+import { parseCommand } from './usage.js';
 import { parseYaml, readConfigText } from '../config/load.js';
 import { configFromDocument, policyPath } from '../config/schema.js';
 import { isEnvoyRateLimitDocument } from '../config/envoy-ratelimit.js';
@@ -22,7 +22,7 @@ const MAX_ERRORS = 1000;
 const STAND_IN = Object.freeze({ algorithm: 'token_bucket', limit: 1, period: 1000 });
 
 export async function validate(argv: string[]): Promise<number> {
-  const { positionals } = parseArgs({ args: argv, allowPositionals: true, options: {} });
+  const { positionals } = parseCommand('validate', argv);
   if (positionals.length === 0) throw usage('takes one or more policies files');
   let failed = false;
   for (const file of positionals) {

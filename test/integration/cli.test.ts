@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PROJECT_ROOT, runSluice, send, spawnServe, type ServeProcess } from '../helpers/server.js';
 import { sharedFileFromRoot } from '../helpers/shared.js';
+import { commandHelp } from '../../src/cli/usage.js';
 
 /** The shared access trace as `sluice replay` is given it, from the project root (the CLI's cwd here). */
 const TRACE = sharedFileFromRoot('data/access-trace.csv');
@@ -46,7 +47,17 @@ describe('sluice --help, --version and usage errors', () => {
   it('--help prints every command\'s usage and exits 0', async () => {
     const r = await runSluice(['--help']);
     expect({ code: r.code, stderr: r.stderr }).toStrictEqual({ code: 0, stderr: '' });
-    expect(r.stdout).toMatch(/^usage:\n  sluice serve .*\n.*\n  sluice check .*\n  sluice replay .*\n  sluice validate .*\n  sluice --version\n/);
+    expect(r.stdout).toMatch(/^usage:\n  sluice serve .*\n(?: {16}.*\n)*  sluice check .*\n  sluice replay .*\n  sluice validate .*\n  sluice --version\n/);
+    expect(/^environment: (.*)$/m.exec(r.stdout)?.[1].split(', ')).toEqual(expect.arrayContaining([
+      'SLUICE_THREADS', 'SLUICE_DRAIN_TIMEOUT_MS', 'SLUICE_ANNOUNCE_SECRET', 'SLUICE_ANNOUNCE_SECRET_FILE', 'SLUICE_GRPC_PORT', 'REDIS_SENTINELS', 'REDIS_MASTER',
+    ]));
+  });
+
+  it('serve --help lists every flag serve accepts, each with its environment variable (the table in src/cli/usage.ts)', async () => {
+    const r = await runSluice(['serve', '--help']);
+    expect(r.stdout).toBe(commandHelp('serve') + '\n');
+    for (const line of ['--drain-timeout MS', '--announce-secret S', '--announce-secret-file FILE', '[env SLUICE_THREADS]', '[env SLUICE_DRAIN_TIMEOUT_MS]',
+      '[env SLUICE_ANNOUNCE_SECRET]', '[env SLUICE_ANNOUNCE_SECRET_FILE]']) expect(r.stdout).toContain(line);
   });
 
   it.each([['check', '--help'], ['serve', '-h'], ['replay', '--help'], ['validate', '--help']])('%s %s prints that command\'s usage only', async (cmd, flag) => {
