@@ -8,6 +8,7 @@
  * argument or environment variable), 3 `check` denied.
  */
 import { parseArgs } from 'node:util';
+import { usage } from '../util/errors.js';
 
 /** Exit code of a usage error. */
 export const EXIT_USAGE = 2;
@@ -140,17 +141,42 @@ export type ParsedFlags<F extends Readonly<Record<string, FlagSpec>>> = {
 };
 
 /**
- * Parses `argv` with the flags of command `name` (node:util parseArgs, strict).
- * @throws parseArgs's errors (code ERR_PARSE_ARGS_*) for an unknown flag, a missing value, or a positional
- *   argument to a command that takes none.
+ * Parses `argv` with the flags of command `name` (node:util parseArgs, strict). A value that looks like a
+ * negative number (`--cost -1`) is taken as the flag's value, as `--cost=-1` is, so the flag's own check names
+ * it; no flag's name starts with a digit.
+ * @throws SluiceError USAGE naming the flag for a single-valued flag given more than once; parseArgs's errors
+ *   (code ERR_PARSE_ARGS_*) for an unknown flag, a missing value, or a positional argument to a command that
+ *   takes none.
  */
 export function parseCommand<N extends CommandName>(name: N, argv: string[]): { values: ParsedFlags<(typeof COMMANDS)[N]['flags']>; positionals: string[] } {
   const c: CommandSpec = COMMANDS[name];
+  const valued = new Set(Object.entries(c.flags).flatMap(([flag, f]) => (f.arg === undefined ? [] : [`--${flag}`, ...(f.short ? [`-${f.short}`] : [])])));
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--') {
+      args.push(...argv.slice(i));
+      break;
+    }
+    if (valued.has(a) && i + 1 < argv.length && /^-\.?\d/.test(argv[i + 1])) args.push(`${a}=${argv[++i]}`);
+    else args.push(a);
+  }
+  // every value flag is parsed as a list, so a repeated single-valued one is refused rather than the last kept
   const options = Object.fromEntries(Object.entries(c.flags).map(([flag, f]) => [flag, {
     type: f.arg === undefined ? 'boolean' as const : 'string' as const,
-    ...(f.multiple ? { multiple: true } : {}),
+    ...(f.arg !== undefined ? { multiple: true } : {}),
     ...(f.short ? { short: f.short } : {}),
   }]));
-  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: name === 'replay' || name === 'validate' });
-  return { values: values as ParsedFlags<(typeof COMMANDS)[N]['flags']>, positionals };
+  const { values, positionals } = parseArgs({ args, options, allowPositionals: name === 'replay' || name === 'validate' });
+  const out: Record<string, unknown> = {};
+  for (const [flag, v] of Object.entries(values)) {
+    const f = c.flags[flag];
+    if (Array.isArray(v) && !f.multiple) {
+      if (v.length > 1) throw usage(`--${flag} given ${v.length} times (${v.map((x) => JSON.stringify(x)).join(', ')}): give it once`, `--${flag}`);
+      out[flag] = v[0];
+    } else {
+      out[flag] = v;
+    }
+  }
+  return { values: out as ParsedFlags<(typeof COMMANDS)[N]['flags']>, positionals };
 }

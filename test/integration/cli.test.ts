@@ -79,7 +79,15 @@ describe('sluice --help, --version and usage errors', () => {
       [['check', '--bogus'], "sluice check: Unknown option '--bogus'"],
       [['check', '--key', 'k'], 'sluice check: needs --policy\n'],
       [['check', '--policy', 'free', '--cost', '1.5'], 'sluice check: --cost must be an integer'],
-      [['check', '--policy', 'free', '--cost', '-1'], "sluice check: Option '--cost' argument is ambiguous."],
+      [['check', '--policy', 'free', '--cost', '-1'], 'sluice check: --cost must be an integer in [0, 9007199254740991] (got "-1")\n'],
+      [['check', '--policy', 'free', '--cost=-1'], 'sluice check: --cost must be an integer in [0, 9007199254740991] (got "-1")\n'],
+      [['check', '--policy', 'free', '--key', 'k', '--url', 'notaurl'], 'sluice check: --url must be an http:// or https:// URL (got "notaurl")\n'],
+      [['check', '--policy', 'free', '--key', 'a', '--key', 'b'], 'sluice check: --key given 2 times ("a", "b"): give it once\n'],
+      [['check', '--policy', 'free', '--key', 'k', '--url', 'http://127.0.0.1:1', '--url', 'http://127.0.0.1:2'],
+        'sluice check: --url given 2 times ("http://127.0.0.1:1", "http://127.0.0.1:2"): give it once\n'],
+      [['check', '--policy', 'free', '--descriptor', 'tenant=a', '--descriptor', 'tenant=b'],
+        'sluice check: --descriptor: tenant given twice ("a", "b"): give each descriptor name once\n'],
+      [['serve', '--port', '1', '--port', '2'], 'sluice serve: --port given 2 times ("1", "2"): give it once\n'],
       [['check', '--policy', 'free', '--descriptor', 'x'], 'sluice check: --descriptor must be name=value (got "x")\n'],
       [['replay'], 'sluice replay: takes one trace file (got 0)\n'],
       [['replay', 'a.csv', '--top', 'x'], 'sluice replay: --top must be an integer'],
@@ -94,6 +102,12 @@ describe('sluice --help, --version and usage errors', () => {
       expect({ args, code: r.code, stdout: r.stdout, start: r.stderr.startsWith(start), usage: r.stderr.includes('usage:\n') })
         .toStrictEqual({ args, code: 2, stdout: '', start: true, usage: true });
     });
+  });
+
+  it('a malformed SLUICE_URL is a usage error naming the variable', async () => {
+    const r = await runSluice(['check', '--policy', 'free', '--key', 'k'], { env: { SLUICE_URL: 'notaurl' } });
+    expect({ code: r.code, stdout: r.stdout, first: r.stderr.split('\n')[0] })
+      .toStrictEqual({ code: 2, stdout: '', first: 'sluice check: SLUICE_URL must be an http:// or https:// URL (got "notaurl")' });
   });
 });
 
