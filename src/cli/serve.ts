@@ -6,6 +6,7 @@ import { checkSecret } from '../reload/announce.js';
 import { createLogger } from '../util/log.js';
 import { configFrom, intArg } from './args.js';
 import { compose } from './compose.js';
+import { refuseStorePolicies } from '../server/threads.js';
 import { adminTokenProblem } from '../server/admin.js';
 import { regionFromSources, regionSpec } from '../config/regions.js';
 
@@ -42,6 +43,11 @@ export async function serve(argv: string[]): Promise<number> {
   const host = values.host ?? env.SLUICE_HOST ?? config.server.host ?? '0.0.0.0';
   const threadsGiven = intArg(values.threads, '--threads', 1, 256) ?? intArg(env.SLUICE_THREADS, 'SLUICE_THREADS', 1, 256)
     ?? config.server.threads;
+  if (threadsGiven !== undefined && threadsGiven > 1) {
+    // checked here, before anything starts, to name where the threads were asked for
+    const source = values.threads !== undefined ? '--threads' : env.SLUICE_THREADS ? 'SLUICE_THREADS' : 'server.threads';
+    refuseStorePolicies(config.policies, 'sluice serve', `${source} ${threadsGiven}`);
+  }
   const redis = sentinelTarget(values['redis-sentinel'], values['redis-master'], env, config.redis, values.redis !== undefined || values['redis-cluster'] !== undefined)
     ?? redisTarget(values.redis, values['redis-cluster'], env);
   const timeoutMs = intArg(values['redis-timeout'], '--redis-timeout', 1, 60_000)

@@ -82,13 +82,15 @@ export interface FrontThreads {
  * fails (the previous set put back) when one does not within {@link FRONT_THREAD_REPLY_MS}.
  * `scrape`: the main thread's `/metrics` text (every thread's counters summed), for a scrape that lands on a
  * front thread.
- * @throws SluiceError CONFIG when the limiter has no shards, has a clock of its own, or a thread cannot fit a channel; the error of a
- *   thread that fails to start (its policies, its port).
+ * @throws SluiceError CONFIG when the limiter has no shards, has a clock of its own, has a policy that is not
+ *   `consistency: local` (a reload to such a set fails the same way), or a thread cannot fit a channel; the
+ *   error of a thread that fails to start (its policies, its port).
  */
 export async function startFrontThreads(limiter: Limiter, count: number, server: FrontThreadServer, scrape: () => Promise<string>): Promise<FrontThreads> {
   const src = engineOf(limiter)?.frontThreads ?? null;
   if (src === null) throw configError('server', 'threads', 'more than 1 front thread needs shards (engine.shards >= 1): the shards hold the keys\' state every thread decides on');
   if (!src.wallClock) throw configError('server', 'threads', 'more than 1 front thread needs a limiter on the wall clock (no clock option): each thread reads Date.now and the shard decides at that reading; a clock of your own cannot be shared with other threads');
+  refuseStorePolicies(src.current().policies, 'server', 'threads');
   const room = src.channels.byShard[0]?.length ?? 0;
   if (count + 1 > room) throw configError('server', 'threads', `must be at most ${room} (the cores of this machine: one channel per thread and shard)`);
   const filename = import.meta.url.endsWith('.ts')
@@ -140,6 +142,7 @@ export async function startFrontThreads(limiter: Limiter, count: number, server:
   // Registered before the threads start: a reload meanwhile reaches them too (a thread started from the older
   // set adopts the newer one when it is up).
   const unfollow = src.follow(async (set) => {
+    refuseStorePolicies(set.policies, 'server', 'threads');
     await Promise.all(workers.map((w, i) => ask(w, i + 1, { kind: 'policies', set })));
   });
   const close = async (): Promise<void> => {
@@ -164,4 +167,18 @@ export async function startFrontThreads(limiter: Limiter, count: number, server:
     metrics: () => Promise.all(workers.map((w, i) => ask(w, i + 1, { kind: 'metrics' }))),
     close,
   };
+}
+
+/**
+ * Refuses a policy set with a policy decided with Redis (any consistency but `local`) for extra front threads:
+ * the store is reached from the main thread only. `where` and `field` name the setting that asks for the
+ * threads (`server` `threads`, or `sluice serve` `--threads`).
+ * @throws SluiceError CONFIG naming `field` and the first such policy.
+ */
+export function refuseStorePolicies(policies: ReadonlyMap<string, CompiledPolicy>, where: string, field: string): void {
+  for (const p of policies.values()) {
+    if (p.consistency !== 'local') {
+      throw configError(where, field, `more than 1 front thread needs local policies only (consistency: local; Redis is reached from the main thread only), and policy "${p.name}" has consistency ${p.consistency}: run 1 thread or make the policy local`);
+    }
+  }
 }

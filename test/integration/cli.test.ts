@@ -345,6 +345,16 @@ describe('bad config files', () => {
     expect(bad).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: 'sluice: sluice serve: SLUICE_REGION: must be one of the region names eu, us (got "ap")\n' });
   });
 
+  it('serve --threads 2 with a policy decided in Redis exits 1 before starting, naming --threads and the policy (not "give the redis option")', async () => {
+    const file = writeTmp('strict.yaml', 'policies:\n  tb: { algorithm: token_bucket, limit: 10, period: 1s, consistency: strict }\n');
+    const why = 'more than 1 front thread needs local policies only (consistency: local; Redis is reached from the main thread only), and policy "tb" has consistency strict: run 1 thread or make the policy local';
+    // nothing listens on port 1: the refusal comes before any connection
+    const args = ['serve', '--config', file, '--host', '127.0.0.1', '--port', '0', '--redis', 'redis://127.0.0.1:1', '--shards', '2'];
+    const [flag, viaEnv] = await Promise.all([runSluice([...args, '--threads', '2']), runSluice(args, { env: { SLUICE_THREADS: '3' } })]);
+    expect(flag).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: `sluice: sluice serve: --threads 2: ${why}\n` });
+    expect(viaEnv).toStrictEqual({ code: 1, signal: null, stdout: '', stderr: `sluice: sluice serve: SLUICE_THREADS 3: ${why}\n` });
+  });
+
   it('replay exits 1 naming the file and the path; SLUICE_CONFIG is read the same way', async () => {
     const file = writeTmp('bad-burst.yaml', 'policies:\n  w:\n    algorithm: fixed_window\n    limit: 5\n    period: 1m\n    burst: 9\n');
     const r = await runSluice(['replay', TRACE, '--config', file]);

@@ -6,6 +6,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter } from '../../src/index.js';
+import { MemoryStore } from '../../src/store/memory.js';
 import { startServer, type SluiceServer } from '../../src/server/http.js';
 import type { Limiter } from '../../src/types.js';
 import { insideLocalWindow } from '../helpers/redis.js';
@@ -131,6 +132,30 @@ describe('HTTP front threads', () => {
     } finally {
       await limiter.close();
     }
+  });
+
+  it('more than one front thread with a policy decided in a store is refused before any thread starts, naming threads and the policy', async () => {
+    const limiter = await createLimiter({
+      policies: { ...policies, tb: { algorithm: 'token_bucket', limit: 10, period: '1s', consistency: 'strict' } }, shards: 2, maxKeys: 64, store: new MemoryStore(),
+    });
+    try {
+      await expect(startServer({ limiter, host: '127.0.0.1', port: 0, threads: 2 })).rejects.toMatchObject({
+        code: 'CONFIG', field: 'threads',
+        message: 'server: threads: more than 1 front thread needs local policies only (consistency: local; Redis is reached from the main thread only), and policy "tb" has consistency strict: run 1 thread or make the policy local',
+      });
+    } finally {
+      await limiter.close();
+    }
+  });
+
+  it('with front threads, a reload adding a policy decided in a store fails naming threads and the policy; the set in force stays', async () => {
+    const limiter = await createLimiter({ policies, shards: 2, maxKeys: 64, store: new MemoryStore() });
+    const server = await startServer({ limiter, host: '127.0.0.1', port: 0, threads: 2, activity: false });
+    open.push({ server, limiter });
+    const version = limiter.version;
+    await expect(limiter.reload({ ...policies, tb: { algorithm: 'token_bucket', limit: 10, period: '1s', consistency: 'strict' } }))
+      .rejects.toMatchObject({ code: 'CONFIG', field: 'threads', message: expect.stringContaining('policy "tb" has consistency strict') });
+    expect({ version: limiter.version, tb: limiter.policies.has('tb') }).toStrictEqual({ version, tb: false });
   });
 
   it('more than one front thread without shards is refused, naming threads', async () => {
