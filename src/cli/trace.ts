@@ -31,12 +31,13 @@ export interface TraceSource {
 
 /**
  * The rows of a CSV trace with a header row, in the file's order (empty lines skipped, fields trimmed).
- * @throws SluiceError INVALID_ARGUMENT naming the file (and the row and column of a bad `ts_ms`), for a CSV
- *   syntax error, or `<file>: cannot read: <reason>` when the file cannot be read.
+ * @throws SluiceError INVALID_ARGUMENT naming the file: a header without a `ts_ms` column (naming the columns it
+ *   has), a bad `ts_ms` (its row), a CSV syntax error, or `<file>: cannot read: <reason>` when the file cannot be
+ *   read.
  */
 export async function* readTrace(src: TraceSource): AsyncGenerator<TraceRow> {
   const input = src.csv !== undefined ? Readable.from([src.csv]) : createReadStream(src.file, { highWaterMark: READ_CHUNK_BYTES });
-  const parser = parse({ columns: true, skip_empty_lines: true, trim: true });
+  const parser = parse({ columns: (header: string[]) => checkedHeader(src.file, header), skip_empty_lines: true, trim: true });
   let readError: Error | null = null;
   input.on('error', (e: Error) => {
     readError = e;
@@ -65,4 +66,12 @@ export async function* readTrace(src: TraceSource): AsyncGenerator<TraceRow> {
     input.destroy();
     parser.destroy();
   }
+}
+
+/** The header row, as the parser's column names. @throws SluiceError INVALID_ARGUMENT when it lacks `ts_ms`. */
+function checkedHeader(file: string, header: string[]): string[] {
+  if (!header.includes('ts_ms')) {
+    throw traceError(file, `the header row has no ts_ms column (each row's time, integer Unix ms); its columns: ${header.map((h) => JSON.stringify(h)).join(', ')}`, 'ts_ms');
+  }
+  return header;
 }

@@ -71,6 +71,13 @@ describe('sluice replay on the shared access trace (token bucket 10/min, burst 1
     expect([r.admitted, r.denied]).toStrictEqual([30, 2970]);
   });
 
+  it('refuses a header without a ts_ms column, naming the columns it has', async () => {
+    const why = 'the header row has no ts_ms column (each row\'s time, integer Unix ms); its columns: "time", "client"';
+    await expect(replay({ csv: 'time,client\n12,a\n', file: 'no-ts.csv', policies: config.policies })).rejects.toThrow(`no-ts.csv: ${why}`);
+    // a header alone too: nothing to replay, but not a trace
+    await expect(replay({ csv: 'time,client\n', file: 'no-ts.csv', policies: config.policies })).rejects.toThrow(`no-ts.csv: ${why}`);
+  });
+
   it('refuses a row whose ts_ms is not integer ms, naming the row', async () => {
     await expect(replay({ csv: 'ts_ms,client\n12,a\n1.5,b\n', file: 'bad.csv', policies: config.policies }))
       .rejects.toThrow('bad.csv: row 3: ts_ms must be integer Unix ms (got "1.5")');
