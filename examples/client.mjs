@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { createClient } from 'sluice/client';
 
-const client = createClient({ url: process.env.SLUICE_URL ?? 'ws://127.0.0.1:8080' }); // or http://...
+// ws:// (or wss://): onReady below needs the WebSocket; an http:// client checks but rejects onReady
+const client = createClient({ url: process.env.SLUICE_URL ?? 'ws://127.0.0.1:8080' });
 const check = { policy: 'free', descriptors: { tenant: 'acme', action: 'read' } };
 assert.equal((await client.check({ ...check, cost: 100 })).allowed, true); // the whole burst of 100
 const ready = new Promise((resolve, reject) => {
