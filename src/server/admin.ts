@@ -246,14 +246,23 @@ export async function startAdminServer(o: AdminServerOptions): Promise<AdminServ
   const status = o.status;
   if (status !== undefined) {
     const page = (res: HttpResponse): void => send(begin(res), 200, STATUS_PAGE_HTML, STATUS_PAGE_HEADERS, STATUS_PAGE_TYPE);
-    app.get('/', page);
-    app.get('/status', page);
-    app.get('/v1/status', (res, req) => {
+    // GET-only routes answer any other method 405 with `Allow: GET` (the API's after the token, as above)
+    const getOnly = (path: string, authed: boolean, handler: (res: HttpResponse, req: uWS.HttpRequest) => void): void => {
+      app.get(path, handler);
+      app.any(path, (res, req) => {
+        const x = begin(res);
+        if (authed && !authorized(x, req.getHeader('authorization'))) return;
+        sendProblem(x, problemOf(methodNotAllowed(req.getMethod().toUpperCase(), path, 'GET')), { Allow: 'GET' });
+      });
+    };
+    getOnly('/', false, page);
+    getOnly('/status', false, page);
+    getOnly('/v1/status', true, (res, req) => {
       const x = begin(res);
       if (!authorized(x, req.getHeader('authorization'))) return;
       status.statusJson().then((text) => send(x, 200, text), (e) => fail(x, e));
     });
-    app.get('/v1/hot', (res, req) => {
+    getOnly('/v1/hot', true, (res, req) => {
       const x = begin(res);
       if (!authorized(x, req.getHeader('authorization'))) return;
       let text: string;

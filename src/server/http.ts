@@ -4,7 +4,7 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import type { Logger } from 'pino';
 import type { Limiter } from '../types.js';
 import { createMetrics, type ServerMetrics } from '../metrics/registry.js';
-import { invalidArgument, notFound, listenFailed } from '../util/errors.js';
+import { invalidArgument, methodNotAllowed, notFound, listenFailed } from '../util/errors.js';
 import { Activity, type ActivityOptions } from '../metrics/activity.js';
 import { registerStream, type StreamEndpoint, type StreamOptions } from './ws.js';
 import { registerLeaseRoutes } from './leases.js';
@@ -105,18 +105,24 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
     refuseDraining: (x) => ex.refuseDraining(x.res, x),
   });
 
-  app.get('/healthz', (res) => {
+  // a GET-only route answers any other method 405 with `Allow: GET`, as /v1/check and the lease routes do
+  const getOnly = (path: string, handler: (res: HttpResponse, req: HttpRequest) => void): void => {
+    app.get(path, handler);
+    app.any(path, (res, req) => ex.fail(ex.begin(res), methodNotAllowed(req.getMethod().toUpperCase(), path, 'GET'), { allow: 'GET' }));
+  };
+
+  getOnly('/healthz', (res) => {
     const x = ex.begin(res);
     ex.reply(x, (r) => r.writeHeader('Content-Type', 'application/json').end('{"status":"ok"}'));
   });
 
-  app.get('/metrics', (res) => {
+  getOnly('/metrics', (res) => {
     const x = ex.begin(res);
     // with front threads, every thread's counters (its decisions, its responses) summed here
     (o.scrape?.() ?? metrics.render(fronts === null ? undefined : fronts.metrics)).then((text) => ex.reply(x, (r) => r.writeHeader('Content-Type', metrics.contentType).end(text)), (e) => ex.fail(x, e));
   });
 
-  app.get('/readyz', (res) => {
+  getOnly('/readyz', (res) => {
     const x = ex.begin(res);
     ex.reply(x, (r) => {
       if (ex.draining) r.writeStatus(statusLine(503)).writeHeader('Content-Type', 'application/json').end('{"status":"draining"}');
@@ -140,9 +146,9 @@ export async function startServer(o: ServerOptions): Promise<SluiceServer> {
         r.end(STATUS_PAGE_HTML);
       });
     };
-    app.get('/', page);
-    app.get('/status', page);
-    app.get('/v1/status', (res) => {
+    getOnly('/', page);
+    getOnly('/status', page);
+    getOnly('/v1/status', (res) => {
       const x = ex.begin(res);
       status.statusJson().then((text) => ex.reply(x, (r) => r.writeHeader('Content-Type', 'application/json').writeHeader('Cache-Control', 'no-store').end(text)), (e) => ex.fail(x, e));
     });

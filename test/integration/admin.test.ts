@@ -160,6 +160,10 @@ describe('admin API: authentication and separation', () => {
     expect({ status: post.status, allow: post.headers.get('allow'), code: post.json.code }).toStrictEqual({ status: 405, allow: 'GET, PUT', code: 'METHOD_NOT_ALLOWED' });
     const patch = await call('PATCH', '/v1/keys/free/acme', '{}');
     expect({ status: patch.status, allow: patch.headers.get('allow') }).toStrictEqual({ status: 405, allow: 'GET, DELETE' });
+    for (const path of ['/', '/status', '/v1/status', '/v1/hot']) {
+      const a = await call('PATCH', path, '{}');
+      expect({ path, status: a.status, allow: a.headers.get('allow'), code: a.json.code }).toStrictEqual({ path, status: 405, allow: 'GET', code: 'METHOD_NOT_ALLOWED' });
+    }
   });
 });
 

@@ -178,6 +178,19 @@ describe('error answers: application/problem+json naming the field', () => {
     expect(a.json.detail).toBe(`method: ${method} is not allowed on /v1/check (GET or POST)`);
   });
 
+  it('the GET-only routes answer another method 405 with Allow: GET, like /v1/check; an unknown path stays 404', async () => {
+    const s = await pool.start({ policies: defaultConfig().policies, statusPage: true });
+    for (const path of ['/healthz', '/readyz', '/metrics', '/', '/status', '/v1/status']) {
+      for (const method of ['PATCH', 'POST', 'DELETE']) {
+        const a = await send(`${s.url}${path}`, { method });
+        expect({ path, method, status: a.status, allow: a.headers.get('allow'), detail: a.json.detail, code: a.json.code })
+          .toStrictEqual({ path, method, status: 405, allow: 'GET', detail: `method: ${method} is not allowed on ${path} (GET)`, code: 'METHOD_NOT_ALLOWED' });
+      }
+      expect((await send(`${s.url}${path}`)).status, path).toBe(200);
+    }
+    expect((await send(`${s.url}/nope`, { method: 'PATCH' })).status).toBe(404);
+  });
+
   it('a body of exactly maxBodyBytes is accepted; content type with parameters is accepted', async () => {
     const body = '{"policy":"free","key":"edge"}';
     const padded = body + ' '.repeat(64 - body.length);
