@@ -89,7 +89,7 @@ export class LeaseStore {
   /** `timeoutMs`: the store's call deadline (RedisOptions.timeoutMs). */
   constructor(store: RedisStore, private readonly timeoutMs = DEFAULT_TIMEOUT_MS) {
     // the store's connection: one socket, and its reconnects, for every mode (inspect reads it the same way)
-    this.client = (store as unknown as { redis: Redis | Cluster }).redis;
+    this.client = store.connection;
     this.useRedisTime = store.useRedisTime;
     const { breaker } = createBreaker((args: Array<string | number>) => this.run(args), undefined, (e) => failureKind(e) === 'scriptErrors');
     this.fire = (args) => breaker.fire(args);

@@ -114,6 +114,11 @@ type CheckCommand = (numKeys: number, ...keysAndArgs: Array<string | number | Bu
 export class RedisStore implements Store {
   readonly prefix: string;
   readonly useRedisTime: boolean;
+
+  /** The store's connection (one Redis, or a Cluster), shared by the lease calls (src/store/lease.ts). */
+  get connection(): Redis | Cluster {
+    return this.redis;
+  }
   /** False on a Redis Cluster: its masters' clocks may differ. */
   readonly oneClock: boolean;
   /** {@link RedisOptions.overLimitCache}. */
