@@ -108,11 +108,24 @@ function sourceOf(d: CompiledDescriptor): string {
   return d.from === 'header' ? `header ${d.header}` : 'the path';
 }
 
-/** A header descriptor's value; of `X-Forwarded-For`, the first hop. Empty counts as missing. */
+/**
+ * A header descriptor's value; of `X-Forwarded-For`, the first hop. Empty counts as missing. A header sent on
+ * more than one field line is refused, X-Forwarded-For excepted (a list, whose lines join in order: its first
+ * hop is the first line's): uWS reads the first line, so a gateway that added its own line after the client's
+ * would have let the client choose the key.
+ */
 function headerValue(req: HttpRequest, d: CompiledDescriptor): string {
-  let v = req.getHeader(d.header!);
-  if (d.header === 'x-forwarded-for') v = v.split(',')[0].trim();
-  if (v === '') throw invalidArgument(d.header!, `header is required (descriptor "${d.name}")`);
+  const name = d.header!;
+  let v = req.getHeader(name);
+  if (name === 'x-forwarded-for') v = v.split(',')[0].trim();
+  else if (v !== '') {
+    let lines = 0;
+    req.forEach((k) => {
+      if (k === name) lines++;
+    });
+    if (lines > 1) throw invalidArgument(name, `header is given ${lines} times (descriptor "${d.name}"): send it once`);
+  }
+  if (v === '') throw invalidArgument(name, `header is required (descriptor "${d.name}")`);
   return v;
 }
 

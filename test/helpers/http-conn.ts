@@ -63,9 +63,10 @@ export class HttpConn {
     });
   }
 
-  /** GET `path` (with its query string). */
-  get(path: string): Promise<ConnAnswer> {
-    return this.request(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  /** GET `path` (with its query string), with `headers` as field lines in order (a name may repeat). */
+  get(path: string, headers: Array<[name: string, value: string]> = []): Promise<ConnAnswer> {
+    const lines = headers.map(([n, v]) => `${n}: ${v}\r\n`).join('');
+    return this.request(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${lines}\r\n`);
   }
 
   /** POST `body` (a string as is, anything else JSON.stringified) as application/json. */

@@ -4,6 +4,7 @@
  * body when admitted; the configured deny status (429, or 403 for nginx) + Retry-After + RateLimit when denied;
  * the key from `key=`, descriptor query parameters, or the headers the policy names.
  */
+import { HttpConn } from '../helpers/http-conn.js';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { defaultConfig } from '../../src/config/default.js';
 import type { PolicySpec } from '../../src/config/policy-spec.js';
@@ -184,6 +185,23 @@ describe('keys from descriptor headers', () => {
     // The IPv6 client's key is the same through /v1/check descriptors.
     expect((await send(`${s.url}/v1/check?policy=client&client=${encodeURIComponent('2001:db8::1')}`)).json)
       .toMatchObject({ allowed: false, remaining: 0, policy: 'client' });
+  });
+
+  it('a header descriptor sent on two field lines → 400 naming the header; X-Forwarded-For\'s lines join (its first hop is the first line\'s)', async () => {
+    const s = await pool.start({ policies });
+    const conn = await HttpConn.open(Number(new URL(s.url).port));
+    try {
+      const twice = await conn.get('/v1/auth?policy=tenant', [['X-Tenant-Id', 'client-picked'], ['x-tenant-id', 'gateway-set']]);
+      expect({ status: twice.status, field: twice.json.field, detail: twice.json.detail }).toStrictEqual({
+        status: 400, field: 'x-tenant-id', detail: 'x-tenant-id: header is given 2 times (descriptor "tenant"): send it once',
+      });
+      const once = await conn.get('/v1/auth?policy=tenant', [['X-Tenant-Id', 'gateway-set']]);
+      expect(once.status).toBe(200);
+      const xff = await conn.get('/v1/auth?policy=client', [['X-Forwarded-For', '203.0.113.9'], ['X-Forwarded-For', '10.0.0.1']]);
+      expect({ status: xff.status, ratelimit: xff.headers['ratelimit'] }).toStrictEqual({ status: 200, ratelimit: '"client";r=1;t=60' });
+    } finally {
+      conn.close();
+    }
   });
 
   it('a missing header → 400 naming the header', async () => {
