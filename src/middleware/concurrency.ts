@@ -12,7 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
 import { retryAfterSeconds } from '../wire/headers.js';
-import { QUOTA_EXCEEDED_TYPE } from './core.js';
+import { QUOTA_EXCEEDED_TYPE, keyRefused } from './core.js';
 
 /** Anything that hands out leases: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Leaser {
@@ -86,6 +86,8 @@ export function createLeaser<Req>(o: ConcurrencyLimitOptions<Req>, defaultKey: (
     try {
       d = await limiter.acquire(target);
     } catch (e) {
+      const body = keyRefused(e);
+      if (body !== null) return { action: 'reply', status: 400, headers: [], body, decision: null, release: NOTHING };
       return failed(e, req);
     }
     if (d.allowed) {

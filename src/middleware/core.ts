@@ -6,6 +6,7 @@
 import type { CheckRequest, Decision } from '../types/decision.js';
 import type { CompiledPolicy } from '../config/policy-spec.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
+import { isSluiceError } from '../util/errors.js';
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {
@@ -34,8 +35,10 @@ export interface RateLimitOptions<Req> {
   /** Tokens the request spends (a non-negative integer), or a function of the request. Default 1. */
   cost?: number | ((req: Req) => number);
   /**
-   * When the limiter fails (unreachable, timed out, overloaded, a bad key): `allow` lets the request through
-   * without headers (fail open, the default), `deny` answers 503 with `Retry-After: 1`.
+   * When the limiter fails (unreachable, timed out, overloaded, a policy or cost it refuses): `allow` lets the
+   * request through without headers (fail open, the default), `deny` answers 503 with `Retry-After: 1`. A key
+   * or descriptor value the limiter refuses (empty, over 1,024 bytes: the request's own) is not a failure:
+   * the request gets 400, whatever this says, so a client cannot skip the limit by sending a bad key.
    */
   onError?: 'allow' | 'deny';
   /** Told about every limiter failure (to log it). */
@@ -61,6 +64,18 @@ export interface Outcome {
 export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
 
 /**
+ * The body of a 400 when the limiter refused the request's key or descriptor values (INVALID_ARGUMENT on
+ * `key` or `descriptors…`: empty, over 1,024 bytes), which are the request's own input, not a limiter
+ * failure: such a request is answered 400 whatever `onError` says, or a client could skip the limit by
+ * sending a bad key. Null for any other error.
+ */
+export function keyRefused(e: unknown): string | null {
+  if (!isSluiceError(e) || e.code !== 'INVALID_ARGUMENT' || e.field === undefined) return null;
+  if (e.field !== 'key' && e.field !== 'descriptors' && !e.field.startsWith('descriptors.')) return null;
+  return JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: `the request's rate-limit ${e.message}` });
+}
+
+/**
  * Builds the per-request decision function of a middleware.
  * @throws TypeError when `limiter` or `policy` is missing.
  */
@@ -72,21 +87,30 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
   const limiter = o.limiter;
   const headers = o.headers ?? true;
   const onError = o.onError ?? 'allow';
-  const policyHeaders = new Map<string, string | null>();
+  // by compiled policy: a reload compiles new ones (and a changed guard is a new guard object), so the header
+  // always comes from the set the decision came from; nothing is kept for names the limiter does not have
+  const policyHeaders = new WeakMap<CompiledPolicy, { guard: CompiledPolicy | undefined; header: string }>();
 
   const policyHeaderOf = (policy: string): string | undefined => {
     if (o.policyHeader !== undefined) return o.policyHeader;
     const ps = limiter.policies;
     if (ps !== undefined) {
-      let h = policyHeaders.get(policy);
-      if (h === undefined) {
-        const p = ps.get(policy);
-        h = p === undefined ? null : rateLimitPolicyHeader(p, p.guard === null ? undefined : ps.get(p.guard));
-        policyHeaders.set(policy, h);
+      const p = ps.get(policy);
+      if (p === undefined) return undefined;
+      const guard = p.guard === null ? undefined : ps.get(p.guard);
+      let h = policyHeaders.get(p);
+      if (h === undefined || h.guard !== guard) {
+        h = { guard, header: rateLimitPolicyHeader(p, guard) };
+        policyHeaders.set(p, h);
       }
-      return h ?? undefined;
+      return h.header;
     }
     return limiter.rateLimitPolicy?.(policy);
+  };
+
+  const badKey = (e: unknown): Outcome | null => {
+    const body = keyRefused(e);
+    return body === null ? null : { action: 'reply', status: 400, headers: [], body, decision: null };
   };
 
   const failed = (e: unknown, req: Req): Outcome => {
@@ -118,7 +142,7 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
     try {
       d = await limiter.check(check, { wait: true }); // onLimit: delay: the request proceeds when its delay has passed
     } catch (e) {
-      return failed(e, req);
+      return badKey(e) ?? failed(e, req);
     }
     const h: Array<[string, string]> = [];
     if (headers) {

@@ -165,6 +165,15 @@ describe('concurrency middleware', () => {
     await scenario(`http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, l, gates);
   });
 
+  it('a key the limiter refuses (empty) is answered 400, not let through (onError allow)', async () => {
+    const l = await embedded();
+    const base = await expressApp(l, []);
+    const r = await fetch(`${base}/ok`, { headers: { 'x-tenant': '' }, signal: AbortSignal.timeout(5000) });
+    expect({ status: r.status, body: await r.text() }).toStrictEqual({
+      status: 400, body: JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail: 'the request\'s rate-limit key: must not be empty' }),
+    });
+  });
+
   it('node:http, embedded limiter', async () => {
     const l = await embedded();
     const gates: Array<ReturnType<typeof gate>> = [];

@@ -160,6 +160,31 @@ describe('Express middleware', () => {
     expect(r.map((a) => [a.status, a.ratelimit, a.policy])).toStrictEqual([[200, null, null], [200, null, null], [200, null, null]]);
   });
 
+  it('a key the limiter refuses (empty, over 1 KiB) is answered 400, under onError allow too: never let through unchecked', async () => {
+    const errors: string[] = [];
+    const url = await expressApp({ limiter: await embedded(), policy: 'api', key: tenant, onLimiterError: (e) => errors.push(e.message) });
+    const bad = (detail: string): Seen => ({
+      status: 400, ratelimit: null, policy: null, retryAfter: null, type: 'application/problem+json',
+      body: JSON.stringify({ type: 'about:blank', title: 'Bad Request', status: 400, detail }),
+    });
+    expect(await three(url, { 'x-tenant': '' })).toStrictEqual(Array(3).fill(bad('the request\'s rate-limit key: must not be empty')));
+    expect(await get(url, { 'x-tenant': 'k'.repeat(1025) })).toStrictEqual(bad('the request\'s rate-limit key: must be at most 1024 bytes of UTF-8'));
+    // descriptors too; a good key is limited as before; none of these was a limiter failure
+    const byTenant = await expressApp({ limiter: await embedded(), policy: 'tenants', descriptors: () => ({ tenant: 't'.repeat(1100) }) });
+    expect((await get(byTenant, { 'x-tenant': 'acme' })).status).toBe(400);
+    expect((await three(url)).map((a) => a.status)).toStrictEqual([200, 200, 429]);
+    expect(errors).toStrictEqual([]);
+  });
+
+  it('RateLimit-Policy follows a reload: the header comes from the policies in force', async () => {
+    const limiter = await embedded();
+    const url = await expressApp({ limiter, policy: 'api', key: tenant });
+    expect((await get(url, { 'x-tenant': 'acme' })).policy).toBe(API_POLICY);
+    await limiter.reload({ ...POLICIES, api: { algorithm: 'token_bucket', limit: 50, period: 60_000 } });
+    const after = await get(url, { 'x-tenant': 'acme' });
+    expect([after.policy, after.ratelimit]).toStrictEqual(['"api";q=50;w=60;sluice-burst=50', '"api";r=49;t=2']);
+  });
+
   it('a limiter that fails lets requests through by default (fail open), or answers 503 with onError "deny"', async () => {
     const down = createClient({ url: 'http://127.0.0.1:9', maxAttempts: 1, timeoutMs: 500 });
     cleanup.push(() => down.close());
