@@ -8,7 +8,7 @@ import { parseYaml, readConfigText } from '../config/load.js';
 import { configFromDocument, policyPath } from '../config/schema.js';
 import { isEnvoyRateLimitDocument } from '../config/envoy-ratelimit.js';
 import { joinPath } from '../config/fields.js';
-import { checkLogEntries } from '../config/limits.js';
+import { logEntriesProblems } from '../config/limits.js';
 import { SLIDING_LOG_MAX_ENTRIES } from '../config/policy-spec.js';
 import { isSluiceError, usage } from '../util/errors.js';
 
@@ -65,15 +65,7 @@ export async function validateFile(file: string): Promise<Validation> {
       // what the limiter refuses when it starts, as serve would: a sliding_log whose worst case exceeds the
       // file's engine.maxLogEntries
       const maxLogEntries = config.engine.maxLogEntries ?? SLIDING_LOG_MAX_ENTRIES;
-      for (const [name, p] of config.policies) {
-        try {
-          checkLogEntries(new Map([[name, p]]), maxLogEntries);
-        } catch (e) {
-          if (!isSluiceError(e) || e.code !== 'CONFIG' || e.field === undefined) throw e;
-          const why = e.message.slice(e.message.indexOf(`${e.field}: `) + e.field.length + 2);
-          errors.push(`${file}: ${policyPath({ policy: name, field: e.field })}: ${why}`);
-        }
-      }
+      for (const x of logEntriesProblems(config.policies, maxLogEntries)) errors.push(`${file}: ${policyPath({ policy: x.policy, field: x.field })}: ${x.why}`);
       return { errors, policies: errors.length === 0 ? config.policies.size : 0 };
     } catch (e) {
       if (!isSluiceError(e) || e.code !== 'CONFIG') throw e;

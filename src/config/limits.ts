@@ -110,14 +110,22 @@ function logEntriesWhy(limit: number, periodMs: number, max: number): string {
  * @throws SluiceError CONFIG.
  */
 export function checkLogEntries(policies: ReadonlyMap<string, CompiledPolicy>, maxLogEntries: number): void {
+  const first = logEntriesProblems(policies, maxLogEntries)[0];
+  if (first !== undefined) throw configError(`policy "${first.policy}"`, first.field, first.why);
+}
+
+/** Every limit {@link checkLogEntries} refuses, in order: its policy, its field within it, and why (`sluice validate` lists them all). */
+export function logEntriesProblems(policies: ReadonlyMap<string, CompiledPolicy>, maxLogEntries: number): Array<{ policy: string; field: string; why: string }> {
+  const out: Array<{ policy: string; field: string; why: string }> = [];
   for (const p of policies.values()) {
     const listed = p.limits.length > 1 || p.limits[0].name !== p.name;
     p.limits.forEach((l, i) => {
       if (l.algorithm !== 'sliding_log' || Math.min(l.limit, l.periodMs) <= maxLogEntries) return;
       const field = l.limit > l.periodMs ? 'period' : 'limit';
-      throw configError(`policy "${p.name}"`, listed ? joinPath(joinPath('limits', i), field) : field, logEntriesWhy(l.limit, l.periodMs, maxLogEntries));
+      out.push({ policy: p.name, field: listed ? joinPath(joinPath('limits', i), field) : field, why: logEntriesWhy(l.limit, l.periodMs, maxLogEntries) });
     });
   }
+  return out;
 }
 
 /** `1mo` (and only 1 of them), the calendar-only period. */

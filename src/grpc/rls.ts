@@ -168,10 +168,10 @@ function planOne(entries: RlsRequest['descriptors'][0]['entries'], domain: strin
     if (!p.descriptors.some((x) => x.name === e.key) || Object.hasOwn(descriptors, e.key)) return { kind: 'unmatched' };
     descriptors[e.key] = e.value;
   }
-  // the key the descriptors join to (keyOf's, in the policy's order), as its digest when it is too long
-  const joined = p.descriptors.map((x) => escapePart(descriptors[x.name])).join(':');
-  const key = boundedKey(joined);
-  return { kind: 'check', policy: p, check: key === joined ? { policy: p.name, descriptors, cost } : { policy: p.name, key, cost } };
+  // the key the descriptors join to, in the policy's order (keyOf's form, which a descriptor policy takes as
+  // its key: joined once here), as its digest when it is too long
+  const key = boundedKey(p.descriptors.map((x) => escapePart(descriptors[x.name])).join(':'));
+  return { kind: 'check', policy: p, check: { policy: p.name, key, cost } };
 }
 
 /** A period in ms as an RLS unit, when it is exactly one; else UNKNOWN (requests_per_unit is then per period). */
