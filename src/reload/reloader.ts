@@ -13,7 +13,10 @@
  *   under the shared secret, with its time); authenticated announcements from other instances are validated
  *   and applied like a file (never re-announced, so there are no loops). Unsigned, forged or replayed ones
  *   are refused, counted and logged. Without a secret, announcements are off both ways: anyone who can
- *   PUBLISH on the Redis must not be able to rewrite the policies.
+ *   PUBLISH on the Redis must not be able to rewrite the policies. Each announcement is also kept on the
+ *   channel for 5 minutes (`<prefix>policies:kept`), and an instance whose subscriber reconnects reads it,
+ *   so a reload announced while it was away reaches it too. Of two announced sets, the later by their
+ *   senders' clocks wins: an older one heard late is not applied.
  *
  * A document is validated by the config loader (the same messages as at start-up) and applied by
  * `limiter.reload`, which swaps the set atomically. An invalid one is logged
@@ -32,7 +35,7 @@ import type { Limiter } from '../types.js';
 import type { ReloadResult, ReloadSource } from '../types/reload.js';
 import type { PubSub, StoreChannel } from '../store/contract.js';
 import { SluiceError, isSluiceError, closed, configSourceError } from '../util/errors.js';
-import { AnnouncementSigner, checkSecret, type RefusalReason } from './announce.js';
+import { AnnouncementSigner, MAX_AGE_MS, checkSecret, type RefusalReason } from './announce.js';
 
 export type { ReloadSource } from '../types/reload.js';
 
@@ -117,6 +120,12 @@ export class PolicyReloader {
   private chan: StoreChannel | null = null;
   /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
   private unsent: PolicyAnnouncement | null = null;
+  /**
+   * The `sentAt` (Unix ms, the sender's clock) of the announcement of the set in force: this instance's own
+   * last one, or the peer's it applied; 0 while the startup set is in force. An announcement sent before it
+   * is older than the set in force and is not applied (the later reload wins, by the senders' clocks).
+   */
+  private inForceAt = 0;
   private onSignal: (() => void) | null = null;
   private readonly signer: AnnouncementSigner | null;
   /** Refusals since the last warning, and when (Date.now()) it was: at most one warning a second. */
@@ -363,11 +372,18 @@ export class PolicyReloader {
   // --------------------------------------------------------------------------------------------------------
 
   private async connect(pubsub: PubSub): Promise<void> {
-    const chan = (this.chan = pubsub.channel(this.channel, (message) => this.heard(message)));
+    const chan = (this.chan = pubsub.channel(this.channel, (message) => this.heard(message, false)));
     // a publish while the store is away fails at once (no offline queue): the last one is sent again when it is back
     chan.onReady(() => {
       const pending = this.unsent;
       if (pending !== null && pending.version === this.limiter.version) this.publish(pending);
+    });
+    // Pub/sub keeps nothing: what was announced while this instance's subscriber was away (a Redis restart, a
+    // dropped connection) would be lost, and a peer's announcement sent again when Redis is back races this
+    // subscriber's return. So every announcement is also kept on the channel (publish's keepMs), and read once
+    // subscribed again.
+    chan.onResubscribed((kept) => {
+      if (kept !== null) this.heard(kept, true);
     });
     const subscribed = chan.subscribed.then(
       () => this.log?.info({ channel: this.channel, instance: this.instanceId }, 'listening for policy reloads'),
@@ -386,7 +402,11 @@ export class PolicyReloader {
     const chan = this.chan;
     if (chan === null) return;
     this.unsent = a;
-    chan.publish(this.signer!.sign({ ...a })).then((receivers) => {
+    const message = this.signer!.sign({ ...a });
+    this.inForceAt = this.signer!.lastSentAt;
+    // kept as long as an announcement is accepted at all (MAX_AGE_MS): an instance away for longer does not
+    // catch up (a SIGHUP or a restart reads its own file)
+    chan.publish(message, MAX_AGE_MS).then((receivers) => {
       if (this.unsent === a) this.unsent = null;
       this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
     }, (e: unknown) => {
@@ -394,14 +414,28 @@ export class PolicyReloader {
     });
   }
 
-  /** An announcement from the channel: apply another instance's set unless it is ours or already in force. */
-  private heard(message: string): void {
+  /**
+   * An announcement from the channel (`kept`: the channel's kept one, read after a reconnect): apply another
+   * instance's set unless it is ours, already in force, or older than the set in force. A kept announcement
+   * this instance heard already is not a replay attack, and is not counted as one.
+   */
+  private heard(message: string, kept: boolean): void {
     const opened = this.signer!.open(message);
-    if (!opened.ok) return this.refused(opened.reason);
-    const a = opened.body as unknown as PolicyAnnouncement;
+    if (!opened.ok) {
+      if (kept && opened.reason === 'replayed') return;
+      return this.refused(opened.reason);
+    }
+    const a = opened.body as unknown as PolicyAnnouncement & { sentAt: number };
     if (typeof a.version !== 'string') return this.refused('malformed');
     if (a.origin === this.instanceId || a.version === this.limiter.version || this.closed) return;
+    if (a.sentAt < this.inForceAt) {
+      this.log?.info({ origin: a.origin, announced: a.version, version: this.limiter.version }, 'a peer\'s policies set older than the one in force: not applied');
+      return;
+    }
     this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`).then((r) => {
+      this.inForceAt = Math.max(this.inForceAt, a.sentAt);
+      // a set of ours not sent yet is older than this one: it must not undo it when Redis is back
+      this.unsent = null;
       if (r.version !== a.version) {
         this.log?.warn({ origin: a.origin, announced: a.version, version: r.version }, 'a peer\'s policies give another version here (a different sluice release?)');
       }

@@ -61,10 +61,21 @@ export interface MergeOptions {
 export interface StoreChannel {
   /** Resolves once subscribed; rejects if the subscription failed (it is still retried on reconnect). */
   readonly subscribed: Promise<void>;
-  /** Publishes `message`; resolves to the number of subscribers that received it, rejects when the store is away. */
-  publish(message: string): Promise<number>;
+  /**
+   * Publishes `message`; resolves to the number of subscribers that received it, rejects when the store is away.
+   * With `keepMs` (ms) the message is also kept as the channel's latest for that long, written in the same
+   * atomic step just before the publish, for {@link onResubscribed}.
+   */
+  publish(message: string, keepMs?: number): Promise<number>;
   /** Calls `fn` each time publishing becomes possible again (a (re)connection). */
   onReady(fn: () => void): void;
+  /**
+   * Calls `fn` each time the subscription is made again after the subscriber lost its connection (not on the
+   * first subscription), with the message last kept on the channel (`publish` with `keepMs`; null: none or
+   * expired). The kept message is read after the new subscription is confirmed, so a message published while
+   * the subscriber was away is either that one (or older than it) or reaches `onMessage`: none is missed.
+   */
+  onResubscribed(fn: (kept: string | null) => void): void;
   /** Unsubscribes and closes the channel's connections, within a bounded wait even if the store is frozen. */
   close(): Promise<void>;
 }

@@ -45,10 +45,56 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
   const subscribed = sub.subscribe(name).then(() => undefined);
   // a failed subscription is reported through `subscribed`; it must not be an unhandled rejection meanwhile
   subscribed.catch(() => undefined);
+  // the kept message (publish with keepMs): a key beside the channel (on Cluster, the MULTI goes to its slot's
+  // master, and a PUBLISH reaches every node's subscribers)
+  const keptKey = `${name}:kept`;
+  const resubscribed: Array<(kept: string | null) => void> = [];
+  // The kept message, read on the publisher once it is connected (it has no offline queue); null once closed.
+  const readKept = async (): Promise<string | null> => {
+    for (;;) {
+      const p = pub;
+      if (p === null) return null;
+      try {
+        return await p.get(keptKey);
+      } catch {
+        await new Promise<void>((resolve) => {
+          if (pub === null) resolve();
+          else pub.once('ready', () => resolve());
+        });
+      }
+    }
+  };
+  let connects = 0;
+  sub.on('ready', () => {
+    // the first 'ready' is the first connection; later ones follow a lost connection, whose messages are gone
+    if (++connects === 1 || resubscribed.length === 0) return;
+    const s = sub;
+    if (s === null) return;
+    // ioredis has sent the SUBSCRIBE again; this one resolves once Redis confirmed it, so the kept message is
+    // read after the subscription is in force (see StoreChannel.onResubscribed)
+    s.subscribe(name).then(readKept).then((kept) => {
+      if (sub === null) return;
+      for (const fn of resubscribed) fn(kept);
+    }, (e: unknown) => log?.debug({ err: e, channel: name }, 'pub/sub channel: catching up after a reconnect failed (the next reconnect tries again)'));
+  });
   return {
     subscribed,
-    publish: (message) => (pub === null ? Promise.reject(closed('pub/sub channel')) : pub.publish(name, message)),
+    publish: (message, keepMs) => {
+      if (pub === null) return Promise.reject(closed('pub/sub channel'));
+      if (keepMs === undefined) return pub.publish(name, message);
+      // kept, then published, in one MULTI: a subscriber that reads the kept message after subscribing cannot
+      // miss a message published before its subscription (onResubscribed)
+      return pub.multi().set(keptKey, message, 'PX', keepMs).publish(name, message).exec().then((r) => {
+        const reply = r?.[1];
+        if (reply === undefined) throw new Error('pub/sub channel: the publish was not run (MULTI aborted)');
+        if (reply[0] !== null) throw reply[0];
+        return reply[1] as number;
+      });
+    },
     onReady: (fn) => pub?.on('ready', fn),
+    onResubscribed: (fn) => {
+      resubscribed.push(fn);
+    },
     async close() {
       const conns = [sub, pub].filter((c): c is Redis | Cluster => c !== null);
       sub = pub = null;

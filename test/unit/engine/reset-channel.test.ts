@@ -27,6 +27,7 @@ function fakePubSub() {
           subscribed: Promise.resolve(),
           publish: (m) => (f.down ? Promise.reject(new Error('away')) : (published.push(m), Promise.resolve(1))),
           onReady: (fn) => ready.push(fn),
+          onResubscribed: () => undefined,
           close: async () => { f.closed = true; },
         };
       },

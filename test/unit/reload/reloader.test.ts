@@ -18,6 +18,7 @@ import { RedisStore } from '../../../src/store/redis.js';
 import { MemoryPubSub } from '../../../src/store/memory-pubsub.js';
 import { startCluster, type TestCluster } from '../../helpers/redis-cluster.js';
 import { ManualClock } from '../../helpers/clock.js';
+import { startHoldProxy } from '../../helpers/hold-proxy.js';
 
 const OLD = 'policies:\n  api: { algorithm: fixed_window, limit: 5, period: 1h }\n';
 const NEW = 'policies:\n  api: { algorithm: fixed_window, limit: 7, period: 1h }\n  paid: { algorithm: token_bucket, limit: 100, period: 1m }\n';
@@ -245,6 +246,65 @@ describe('PolicyReloader over Redis pub/sub', () => {
 
   it('refuses a secret under 16 bytes', async () => {
     await expect(harness({ redis: redis.url, secret: 'short' })).rejects.toThrow('announceSecret: must be at least 16 bytes');
+  });
+
+  it('a peer whose subscription was away while a reload was announced reads the kept announcement once back', async () => {
+    await redis.client.del('sluice:policies:kept');
+    const proxy = await startHoldProxy(redis.port);
+    try {
+      const a = await harness({ redis: redis.url, instanceId: 'a' });
+      const b = await harness({ redis: `redis://127.0.0.1:${proxy.port}`, instanceId: 'b' });
+      // both subscribers lose their connection; b's SUBSCRIBE on its way back is held at the proxy
+      const held = proxy.holdAt('sluice:policies');
+      await redis.client.client('KILL', 'TYPE', 'pubsub');
+      await held;
+      await a.reloader.apply(NEW, 'api');
+      expect(JSON.parse(JSON.parse((await redis.client.get('sluice:policies:kept'))!).body).version).toBe(version(NEW));
+      await until(() => a.logs.some((l) => l.msg === 'policy reload announced'), 'the announcement');
+      expect(b.limiter.version).toBe(version(OLD)); // the message went by while b was not subscribed
+      proxy.release();
+      await until(() => b.limiter.version === version(NEW), 'b to catch up');
+      expect(b.counts).toStrictEqual(['peer/ok']);
+      expect(b.logs.filter((l) => l.msg === 'policies reloaded').map((l) => [l.source, l.file])).toStrictEqual([['peer', '<peer a>']]);
+      // a's own subscriber came back too: its own kept announcement is neither applied nor counted as a replay
+      expect([a.refused, b.refused, a.counts]).toStrictEqual([[], [], ['api/ok']]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('a reload made while Redis is down reaches the peer once Redis is back (restarted empty)', async () => {
+    const a = await harness({ redis: redis.url, instanceId: 'a' });
+    const b = await harness({ redis: redis.url, instanceId: 'b' });
+    await redis.kill();
+    await a.reloader.apply(NEW, 'api');
+    await until(() => a.logs.some((l) => l.msg.startsWith('policy reload not announced')), 'the failed announcement');
+    await redis.restart();
+    await until(() => b.limiter.version === version(NEW), 'b to follow', 10_000);
+    expect([b.counts, b.refused]).toStrictEqual([['peer/ok'], []]);
+  });
+
+  it('of two announced sets the later wins: one sent before the set in force is not applied, heard live or kept', async () => {
+    await redis.client.del('sluice:policies:kept');
+    const h = await harness({ redis: redis.url, instanceId: 'me' });
+    const peer = new AnnouncementSigner(SECRET);
+    const doc = { api: { algorithm: 'fixed_window', limit: 9, period: '1h' } };
+    const nine = version('policies:\n  api: { algorithm: fixed_window, limit: 9, period: 1h }\n');
+    await h.reloader.apply(NEW, 'api');
+    // sent a minute before this instance's own reload (within the 5 minutes an announcement is accepted)
+    const stale = peer.sign({ origin: 'peer', version: nine, policies: doc }, Date.now() - 60_000);
+    await redis.client.publish('sluice:policies', stale);
+    await until(() => h.logs.some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'the stale set ignored');
+    expect([h.limiter.version, h.counts, h.refused]).toStrictEqual([version(NEW), ['api/ok'], []]);
+    // the same set sent now is applied
+    await redis.client.publish('sluice:policies', peer.sign({ origin: 'peer', version: nine, policies: doc }));
+    await until(() => h.limiter.version === nine, 'the later set applied');
+    // an older kept one, read after a reconnect, is not applied either
+    await redis.client.set('sluice:policies:kept', new AnnouncementSigner(SECRET).sign({ origin: 'other', version: version(NEW), policies: {} }, Date.now() - 30_000));
+    const before = h.logs.length;
+    await redis.client.client('KILL', 'TYPE', 'pubsub');
+    await until(() => h.logs.slice(before).some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'the kept stale set ignored', 5000);
+    expect([h.limiter.version, h.counts, h.refused]).toStrictEqual([nine, ['api/ok', 'peer/ok'], []]);
   });
 });
 
