@@ -10,10 +10,13 @@
 --     k  windows: the index of the window x counts (epoch-aligned, floor(t / P))
 --     p  sliding_window: the count of window k − 1
 --     n:<id>  one lease: "<count> <expiry ms> <window>" (its outstanding tokens, when it ends, its window)
+--     r:<id>  the tokens its instance had spent under it (a running total) at its last report settled here
 --   KEYS[2] = S .. ':share' (regions: a HASH limit, burst, used, gen; read only when ARGV[13] is '1')
 --   ARGV[1], ARGV[2] = the clock (lib.lua clockMs); ARGV[3] = 'a' acquire (or renew) | 'r' return (end);
 --   ARGV[4..7] = algorithm code (0 token bucket, 1 GCRA, 2 fixed window, 3 sliding window), L, P, B;
---   ARGV[8] = the lease id; ARGV[9] = tokens spent under it since the last report ("used");
+--   ARGV[8] = the lease id; ARGV[9] = the tokens its instance has spent under that id so far (a running
+--             total that never goes down: what it adds since r:<id> is settled, so a report sent twice, by a
+--             call the caller gave up on that still ran, is settled once);
 --   ARGV[10] = need: the fewest tokens worth granting (0: any); ARGV[11] = want: the most to grant;
 --   ARGV[12] = the lease's time to live, in ms; ARGV[13] = '1': the key's limit and burst come from KEYS[2].
 --
@@ -37,7 +40,8 @@ local now = clockMs(ARGV)
 local op = ARGV[3]
 local alg, L, P, B = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local id = 'n:' .. ARGV[8]
-local used, need, want, ttl = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local spentTotal, need, want, ttl = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local rid = 'r:' .. ARGV[8]
 local S = KEYS[1]
 local shared = ARGV[13] == '1'
 -- regions: `at`, when the share last changed (Redis ms); the refill starts there (see the bucket's refill)
@@ -55,6 +59,8 @@ local bucket = alg <= 1
 local all = redis.call('HGETALL', S)
 local x, t, o, k, p
 local leases = {}
+-- the running total last settled for the caller's lease (nil: none recorded)
+local reported
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   if f == 'x' then x = tonumber(v)
@@ -66,6 +72,7 @@ for i = 1, #all, 2 do
     local c, e, w = string.match(v, '^(%d+) (%d+) (-?%d+)$')
     if not c then return redis.error_reply('sluice lease: malformed lease ' .. f .. ' in ' .. S) end
     leases[f] = { tonumber(c), tonumber(e), tonumber(w) }
+  elseif f == rid then reported = tonumber(v)
   end
 end
 
@@ -113,18 +120,21 @@ for f, l in pairs(leases) do
     lapsed = lapsed + l[1]
     if f ~= id then expired = expired + 1 end
     leases[f] = nil
-    redis.call('HDEL', S, f)
+    redis.call('HDEL', S, f, 'r:' .. string.sub(f, 3))
   end
 end
 if o < 0 then o = 0 end
 
--- the caller's report: tokens spent under its lease since its last one leave o (they are gone)
+-- the caller's report: tokens spent under its lease since the total last settled leave o (they are gone).
+-- A lease with no total recorded (none: the running total is its baseline) settles nothing: what it held
+-- counts as used when it ends.
 local mine = leases[id]
 local cnt = 0
 local settled = 0
 if mine then
   cnt = mine[1]
-  settled = used
+  if reported then settled = spentTotal - reported end
+  if settled < 0 then settled = 0 end
   if settled > cnt then settled = cnt end
   cnt = cnt - settled
   o = o - settled
@@ -186,9 +196,9 @@ else
 end
 
 if cnt > 0 then
-  redis.call('HSET', S, id, string.format('%.0f %.0f %.0f', cnt, ends, kk))
-elseif mine then
-  redis.call('HDEL', S, id)
+  redis.call('HSET', S, id, string.format('%.0f %.0f %.0f', cnt, ends, kk), rid, string.format('%.0f', spentTotal))
+elseif mine or reported then
+  redis.call('HDEL', S, id, rid)
 end
 
 local remaining, reset

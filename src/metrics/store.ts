@@ -11,7 +11,7 @@
  * | sluice_store_connection_errors_total | counter | calls that could not be sent or lost their connection |
  * | sluice_store_breaker_rejections_total | counter | calls not made because the circuit breaker was open |
  * | sluice_store_unavailable_total | counter | calls Redis refused: OOM, BUSY, LOADING, READONLY... (open the breaker) |
- * | sluice_store_late_calls_total | counter | strict calls answered after they had timed out (Redis ran them late) |
+ * | sluice_store_late_calls_total | counter | strict and lease calls answered after they had timed out (Redis ran them late) |
  * | sluice_store_late_spent_tokens_total | counter | tokens those late calls spent in Redis |
  * | sluice_store_over_limit_answers_total | counter | strict checks denied by the over-limit cache, without Redis |
  * | sluice_store_known_keys | gauge | strict keys whose last Redis answer is kept |
@@ -77,7 +77,7 @@ export function registerStoreMetrics(registry: Registry, read: StatsReader): voi
   storeCounter('sluice_store_connection_errors_total', 'Redis calls that could not be sent or lost their connection (Redis down, restarting, not yet connected).', (st) => st.connectionErrors);
   storeCounter('sluice_store_breaker_rejections_total', 'Redis calls not made because the circuit breaker was open.', (st) => st.breakerRejections);
   storeCounter('sluice_store_unavailable_total', 'Redis calls Redis refused because it cannot serve now (OOM, BUSY, LOADING, READONLY...); they count toward the breaker.', (st) => st.unavailable);
-  storeCounter('sluice_store_late_calls_total', 'Strict script calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
+  storeCounter('sluice_store_late_calls_total', 'Strict and lease calls answered after they had timed out: Redis ran them late.', (st) => st.lateCalls);
   storeCounter('sluice_store_late_spent_tokens_total', 'Tokens spent in Redis by checks whose call had timed out (they took their failure rule).', (st) => st.lateSpentTokens);
   storeCounter('sluice_store_over_limit_answers_total', 'Strict checks denied by the exact over-limit cache, without a Redis call.', (st) => st.overLimitAnswers);
   storeCounter('sluice_store_resets_heard_total', 'Key resets announced by other instances and applied here (what was learned of the key from Redis dropped).', (st) => st.resets.applied);

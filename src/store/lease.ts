@@ -19,8 +19,12 @@ export interface LeaseCall {
   periodMs: number;
   burst: number;
   leaseId: string;
-  /** Tokens spent under the lease since its last report. */
-  used: number;
+  /**
+   * Tokens spent under this lease id so far, a running total that never goes down (not since the last report):
+   * Redis settles what it adds to the total it settled last, so a report that reaches Redis twice (a call
+   * given up on at its deadline that still ran, then the next call) counts once.
+   */
+  spentTotal: number;
   /** Fewest tokens worth granting (0: any amount, a renewal ahead of need). */
   need: number;
   /** Most tokens to grant. */
@@ -71,6 +75,7 @@ export interface StoredLease {
  */
 export class LeaseStore {
   private readonly client: Redis | Cluster;
+  private readonly store: RedisStore;
   private readonly lua = quotaLeaseScript();
   private readonly sha = createHash('sha1').update(this.lua).digest('hex');
   private readonly live = new Liveness();
@@ -90,6 +95,8 @@ export class LeaseStore {
   constructor(store: RedisStore, private readonly timeoutMs = DEFAULT_TIMEOUT_MS) {
     // the store's connection: one socket, and its reconnects, for every mode (inspect reads it the same way)
     this.client = store.connection;
+    // its failures and late calls are the store's too (one connection, one set of store metrics)
+    this.store = store;
     this.useRedisTime = store.useRedisTime;
     const { breaker } = createBreaker((args: Array<string | number>) => this.run(args), undefined, (e) => failureKind(e) === 'scriptErrors');
     this.fire = (args) => breaker.fire(args);
@@ -107,7 +114,8 @@ export class LeaseStore {
     };
     // on a Cluster, a redirection ioredis's auto-pipelining leaves unfollowed is followed (src/store/cluster-redirect.ts)
     const call = followed(c, once);
-    return deadline(call, this.timeoutMs, this.live);
+    // a call given up on that Redis runs later has done its work there (lua/lease.lua settles reports once)
+    return deadline(call, this.timeoutMs, this.live, () => this.store.countLate());
   }
 
   /** One lease step; `nowMs` is the limiter's clock (used by the script when the store's clock is the limiter's). */
@@ -116,7 +124,7 @@ export class LeaseStore {
     try {
       const r = await this.fire([
         q.stateKey, `${q.stateKey}:share`, this.useRedisTime ? 1 : 0, nowMs, q.op === 'acquire' ? 'a' : 'r',
-        q.algorithm, q.limit, q.periodMs, q.burst, q.leaseId, q.used, q.need, q.want, q.ttlMs, q.shared === true ? '1' : '0',
+        q.algorithm, q.limit, q.periodMs, q.burst, q.leaseId, q.spentTotal, q.need, q.want, q.ttlMs, q.shared === true ? '1' : '0',
       ]);
       return {
         granted: r[0], count: r[1], ttlMs: r[2], remaining: r[3], retryAfterMs: r[4], resetAfterMs: r[5], expired: r[6], now: r[7], returned: r[8],
@@ -125,6 +133,7 @@ export class LeaseStore {
     } catch (e) {
       this.failed++;
       this.failures[failureKind(e)]++;
+      this.store.countFailure(e);
       throw e;
     }
   }

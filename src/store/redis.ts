@@ -364,6 +364,19 @@ export class RedisStore implements Store {
     this.failures[failureKind(e)]++;
   }
 
+  /**
+   * A call that a companion of this store made on its connection (the quota lease calls, src/store/lease.ts)
+   * failed: counted with the store's own calls, by kind (stats().store, the sluice_store_* error metrics).
+   */
+  countFailure(e: unknown): void {
+    this.failed(e);
+  }
+
+  /** A companion's call answered after it had timed out (Redis ran it late): counted with the store's late calls. */
+  countLate(): void {
+    this.late.calls++;
+  }
+
 
   /**
    * Sync mode: adds each key's delta (`args`: 5 numbers per key: algorithm, L, P, B, delta) to the shared

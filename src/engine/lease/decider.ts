@@ -201,6 +201,7 @@ export class LeaseDecider implements Decider {
       const h = legs[j];
       h.held -= cost;
       h.unreported += cost;
+      h.spentTotal += cost;
       h.spent += cost;
       h.lastUse = now;
       const left = h.held + h.remote;
@@ -259,7 +260,7 @@ export class LeaseDecider implements Decider {
     const share = this.shares.get(h);
     const q: LeaseCall = {
       stateKey: h.stateKey, op, algorithm: leaseAlgorithm(l), limit: share?.limit ?? l.limit, periodMs: l.periodMs, burst: share?.burst ?? l.burst,
-      leaseId: h.leaseId, used, need, want, ttlMs: h.settings.ttlMs, ...(share === undefined ? {} : { shared: true }),
+      leaseId: h.leaseId, spentTotal: h.spentTotal, need, want, ttlMs: h.settings.ttlMs, ...(share === undefined ? {} : { shared: true }),
     };
     if (op === 'return') {
       // what is returned leaves this instance now: nothing may spend it while the call is on its way
@@ -302,7 +303,9 @@ export class LeaseDecider implements Decider {
 
   private failed(h: Holding, used: number, op: 'acquire' | 'return'): void {
     h.inFlight = false;
-    // not reported: the next call reports it (a return that failed leaves its lease to expire in Redis)
+    // Not known to be reported: counted as outstanding here again until a call answers. The call may still
+    // run in Redis (given up on at its deadline, not refused); the next reports the running total, so
+    // Redis settles these spends once either way. A return that failed leaves its lease to expire in Redis.
     if (op === 'acquire') h.unreported += used;
     this.drain(h, this.now(), true);
   }

@@ -25,6 +25,11 @@ export class Holding {
   held = 0;
   /** Tokens spent since the last lease call was sent (reported by the next). */
   unreported = 0;
+  /**
+   * Tokens spent under {@link leaseId} since this holding was made, never decreasing: what each lease call
+   * reports (LeaseCall.spentTotal), so a call that timed out but ran in Redis is not settled again by the next.
+   */
+  spentTotal = 0;
   /** Local time after which {@link held} is void: the lease's end, measured from when the call was sent. */
   deadline = 0;
   /** A lease call in flight. */
