@@ -189,6 +189,23 @@ export class GlobalShareStore {
     };
   }
 
+  /**
+   * Records in the sorted set `index` that `member` (a watched key's limit, as the reconciler writes it) ran
+   * short at `nowMs` (the global Redis's time of the report), drops entries older than `staleMs`, and lets the
+   * set expire `staleMs` after its last entry. The other regions read it ({@link shortKeys}): a region gives
+   * share only in its own report of a key (lua/region_global.lua), so a region that never checked the key would
+   * never give.
+   */
+  async markShort(index: string, member: string, nowMs: number, staleMs: number): Promise<void> {
+    await this.redis.multi().zadd(index, nowMs, member).zremrangebyscore(index, '-inf', `(${nowMs - staleMs}`)
+      .pexpire(index, staleMs).exec();
+  }
+
+  /** Up to `max` members of `index` ({@link markShort}), the most recent first. */
+  async shortKeys(index: string, max: number): Promise<string[]> {
+    return this.redis.zrange(index, 0, max - 1, 'REV');
+  }
+
   async close(): Promise<void> {
     this.redis.disconnect();
   }

@@ -11,7 +11,7 @@ import { compileRegion, regionDefaultShare, type RegionSpec } from '../../src/co
 import { GlobalShareStore, RegionShareStore } from '../../src/store/region-share.js';
 import { Reconciler } from '../../src/engine/regions/reconciler.js';
 import { ActiveKeys } from '../../src/engine/regions/usage.js';
-import { storeKey } from '../../src/keys/store-key.js';
+import { leaseStateKey } from '../../src/engine/lease/keys.js';
 import { freePort, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 
 const NAMES = ['eu', 'us', 'ap'];
@@ -22,7 +22,8 @@ function globalPolicies(): ReadonlyMap<string, CompiledPolicy> {
   return new Map([['api', { ...base, scope: 'global' as const }]]);
 }
 const policies = globalPolicies();
-const STATE = storeKey('sluice:', 'api', policies.get('api')!.version, 'tenant-1', 0);
+// the lease state key, as the lease decider reports it to the watched set (src/engine/lease/keys.ts)
+const STATE = leaseStateKey('sluice:', 'api', policies.get('api')!.version, 'tenant-1', 0);
 const SHARE = `${STATE}:share`;
 const GLOBAL = `${STATE}:global`;
 
@@ -43,16 +44,16 @@ afterAll(async () => {
   await Promise.all([...Object.values(regionDb), globalDb].map((d) => d.stop()));
 });
 
-function reconciler(name: string, spec: Partial<RegionSpec> = {}, globalUrl: string | null = globalDb.url): { r: Reconciler; active: ActiveKeys; regional: RegionShareStore } {
+function reconciler(name: string, spec: Partial<RegionSpec> = {}, globalUrl: string | null = globalDb.url, touch = true): { r: Reconciler; active: ActiveKeys; regional: RegionShareStore } {
   const region = compileRegion({ name, names: NAMES, ...spec });
   const active = new ActiveKeys(100);
   const regional = RegionShareStore.create({ url: regionDb[name].url }, 1000);
   const r = new Reconciler({
     region, regional, global: globalUrl === null ? null : GlobalShareStore.create(globalUrl, 1000), active,
-    policies: () => policies, electionKey: `sluice:region:${name}:reconciler`,
+    policies: () => policies, electionKey: `sluice:region:${name}:reconciler`, prefix: 'sluice:',
   });
   open.push(r);
-  active.touched('api', 'tenant-1', STATE, 0);
+  if (touch) active.touched('api', 'tenant-1', STATE, 0);
   return { r, active, regional };
 }
 
@@ -120,6 +121,27 @@ describe('region shares', () => {
     expect(Number(h.at)).toBeGreaterThan(0);
     expect(eu.r.stats()).toMatchObject({ took: 85, gave: 0 });
     expect(us.r.stats()).toMatchObject({ took: 0, gave: 300 });
+  });
+
+  it('a region that never checked the key gives its unused share to the one that runs short', async () => {
+    const eu = reconciler('eu');
+    const [us, ap] = ['us', 'ap'].map((n) => reconciler(n, {}, globalDb.url, false));
+    await eu.r.round();
+    await spend(regionDb.eu.client, 500);
+    await eu.r.round(); // short: takes the pool's 1, and marks the key short for the other regions
+    expect(await globalDb.client.zrange('sluice:regions:short', 0, -1)).toStrictEqual(['["api","tenant-1",0]']);
+    await us.r.round(); // watches the marked key: reports its default share unused, keeps a tenth, gives 300
+    expect([...us.active.keys.values()].map((e) => [e.stateKey, e.touched])).toStrictEqual([[STATE, false]]);
+    expect(await share('us')).toEqual({ limit: 33, burst: 33 });
+    expect(await record()).toMatchObject({ pl: 300, pb: 300, 'l:us': 33, 'l:eu': 334 });
+    await invariant();
+    await ap.r.round(); // the pool covers what eu may take next: ap keeps its share
+    expect(await share('ap')).toEqual({ limit: 333, burst: 333 });
+    await spend(regionDb.eu.client, 500);
+    await eu.r.round(); // takes a quarter of its share from the pool
+    expect(await share('eu')).toEqual({ limit: 418, burst: 418 });
+    await invariant();
+    expect([eu.r.stats().took, us.r.stats().gave, ap.r.stats().gave]).toStrictEqual([85, 300, 0]);
   });
 
   it('never lowers a burst below the tokens out in leases', async () => {

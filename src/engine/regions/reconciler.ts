@@ -11,6 +11,11 @@
  *   step that returns what it freed: never below the tokens out in leases), then reports again, and only then
  *   does the global record put what was freed into the pool.
  *
+ * A region gives only in its own report of a key, so a region that never checked a key would never give its
+ * share of it. So a region that runs short also marks the key in an index in the global Redis
+ * (`<prefix>regions:short`), and every region's reconciler watches the keys marked there in its next rounds,
+ * reporting its unused share of them (from its own Redis: its default, never spent) so that it is given.
+ *
  * So at every moment each region holds at most what the global record says it holds, and the record's shares
  * plus its pool are the limit: the regions' shares never add up to more than the limit, whatever fails
  * between two steps (a raise that failed leaves the share in the record, and the next report gives it back
@@ -22,12 +27,15 @@ import type { CompiledPolicy } from '../../config/policy-spec.js';
 import { regionDefaultShare, type RegionSettings, type Share } from '../../config/regions.js';
 import type { GlobalShareStore, RegionShareStore, ShareRow } from '../../store/region-share.js';
 import { USAGE_SAMPLES, type ActiveKey, type ActiveKeys } from './usage.js';
+import { leaseStateKey } from '../lease/keys.js';
 import type { RegionPolicyStats, RegionStats } from '../../types/stats.js';
 
 /** Rounds without a touch nor any use after which a key at or below its default share stops being watched. */
 const IDLE_ROUNDS = 30;
 /** Keys reconciled concurrently. */
 const CONCURRENCY = 64;
+/** Keys read from the short index per round (the most recently marked first). */
+const SHORT_KEYS_READ = 256;
 
 export interface ReconcilerOptions {
   region: RegionSettings;
@@ -40,6 +48,8 @@ export interface ReconcilerOptions {
   policies: () => ReadonlyMap<string, CompiledPolicy>;
   /** The election key in the region's Redis. */
   electionKey: string;
+  /** The store's key prefix (the keys' and the short index's, `<prefix>regions:short`). */
+  prefix: string;
   clock?: () => number;
   onError?: (where: 'region' | 'global', e: unknown) => void;
 }
@@ -89,14 +99,63 @@ export class Reconciler {
       return;
     }
     if (!this.leader) return;
+    const run = async (entries: ActiveKey[]): Promise<boolean> => {
+      let ok = true;
+      for (let i = 0; i < entries.length; i += CONCURRENCY) {
+        const done = await Promise.all(entries.slice(i, i + CONCURRENCY).map((e) => this.reconcile(e)));
+        if (done.includes(false)) ok = false;
+      }
+      return ok;
+    };
     const entries = [...this.o.active.keys.values()];
-    let complete = true;
-    for (let i = 0; i < entries.length; i += CONCURRENCY) {
-      const done = await Promise.all(entries.slice(i, i + CONCURRENCY).map((e) => this.reconcile(e)));
-      if (done.includes(false)) complete = false;
-    }
+    let complete = await run(entries);
+    // once the global Redis answered every report: the keys other regions run short of, reported here too
+    if (complete) complete = await run(await this.watchShort());
     this.rounds++;
     if (complete && (this.o.global !== null || entries.length === 0)) this.lastFullMs = this.clock();
+  }
+
+  /**
+   * Watches the keys another region marked short (adaptive shares only): this region reports its share of
+   * them too, and gives what it does not use. A member that is not a key of a global policy in force here is
+   * skipped (another release's, a policy reloaded away, or not ours).
+   * @returns the keys it began to watch.
+   */
+  private async watchShort(): Promise<ActiveKey[]> {
+    const global = this.o.global;
+    if (global === null || !this.o.region.adaptive) return [];
+    let members: string[];
+    try {
+      members = await global.shortKeys(this.shortIndex, SHORT_KEYS_READ);
+    } catch (e) {
+      this.globalError(e);
+      return [];
+    }
+    const added: ActiveKey[] = [];
+    const policies = this.o.policies();
+    for (const m of members) {
+      let v: unknown;
+      try {
+        v = JSON.parse(m);
+      } catch {
+        continue;
+      }
+      if (!Array.isArray(v) || v.length !== 3) continue;
+      const [name, key, index] = v as unknown[];
+      if (typeof name !== 'string' || typeof key !== 'string' || !Number.isSafeInteger(index)) continue;
+      const policy = policies.get(name);
+      if (policy === undefined || policy.scope !== 'global' || policy.limits[index as number] === undefined) continue;
+      const stateKey = leaseStateKey(this.o.prefix, name, policy.version, key, index as number);
+      if (this.o.active.keys.has(stateKey)) continue;
+      this.o.active.watch(name, key, stateKey, index as number);
+      const e = this.o.active.keys.get(stateKey);
+      if (e !== undefined) added.push(e);
+    }
+    return added;
+  }
+
+  private get shortIndex(): string {
+    return `${this.o.prefix}regions:short`;
   }
 
   /** Reconciles one key's limit; false when the global Redis was not reached (or the region's failed). */
@@ -152,6 +211,14 @@ export class Reconciler {
       return false;
     }
     e.globalUsage = reply.usage;
+    if (short && region.adaptive) {
+      // for the regions that have not checked this key: they give only in a report of their own (see the top)
+      try {
+        await global.markShort(this.shortIndex, JSON.stringify([e.policy, e.key, e.limitIndex]), reply.nowMs, this.staleMs);
+      } catch (err) {
+        this.globalError(err);
+      }
+    }
     try {
       if (reply.takeLimit > 0 || reply.takeBurst > 0) {
         // the record already counts it as ours; if this raise fails, the next report returns it to the pool

@@ -28,7 +28,7 @@ export function startRegion(region: RegionSettings, redis: RedisOptions, policie
   const reconciler = new Reconciler({
     region, regional: RegionShareStore.create(redis, timeout),
     global: region.globalRedis === null ? null : GlobalShareStore.create(region.globalRedis, timeout),
-    active: usage, policies, electionKey: `${redis.prefix ?? 'sluice:'}region:${region.name}:reconciler`, onError,
+    active: usage, policies, electionKey: `${redis.prefix ?? 'sluice:'}region:${region.name}:reconciler`, prefix: redis.prefix ?? 'sluice:', onError,
   });
   reconciler.start();
   return { usage, reconciler };

@@ -60,13 +60,25 @@ export class ActiveKeys implements RegionUsage {
       e.touched = true;
       return;
     }
+    this.add(policy, key, stateKey, limitIndex, true);
+  }
+
+  /**
+   * Watches a key this region has not checked (another region runs short of it: the reconciler reports this
+   * region's unused share so that it can be given). Not a touch: it is unwatched again once idle.
+   */
+  watch(policy: string, key: string, stateKey: string, limitIndex: number): void {
+    if (!this.keys.has(stateKey)) this.add(policy, key, stateKey, limitIndex, false);
+  }
+
+  private add(policy: string, key: string, stateKey: string, limitIndex: number | undefined, touched: boolean): void {
     if (this.keys.size >= this.max) {
       this.overflow++;
       return;
     }
     const index = limitIndex ?? Number(/:(\d+)(?::lease)?$/.exec(stateKey)?.[1] ?? 0);
     this.keys.set(stateKey, {
-      policy, key, stateKey, limitIndex: index, touched: true, idleRounds: 0, samples: [],
+      policy, key, stateKey, limitIndex: index, touched, idleRounds: 0, samples: [],
       limit: NaN, burst: NaN, usage: 0, globalUsage: 0,
     });
   }
