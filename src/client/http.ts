@@ -1,6 +1,7 @@
 import type { CheckRequest } from '../types/decision.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, thrownError } from './errors.js';
+import { decisionProblem } from '../wire/decision-shape.js';
 import type { CheckOptions, ClientDecision, Pending, Transport, TransportStats } from './types.js';
 import { retryAfterMs } from './retry-after.js';
 
@@ -90,8 +91,19 @@ export class HttpTransport implements Transport {
     this.scheduled = false;
     const q = this.queue;
     this.queue = [];
-    for (let i = 0; i < q.length; i += BATCH_MAX) void this.post(q.slice(i, i + BATCH_MAX));
+    for (let i = 0; i < q.length; i += BATCH_MAX) this.send(q.slice(i, i + BATCH_MAX));
   };
+
+  /**
+   * Posts `items`; whatever throws on the way (a bug: every answer is checked before it is read) fails the
+   * checks still unsettled with it, so none is left pending and nothing goes unhandled.
+   */
+  private send(items: Pending[]): void {
+    this.post(items).catch((e: unknown) => {
+      const err = thrownError(e);
+      for (const p of items) this.settle(p, err);
+    });
+  }
 
   private async post(items: Pending[]): Promise<void> {
     items = items.filter((p) => !p.done);
@@ -129,7 +141,7 @@ export class HttpTransport implements Transport {
     if (this.closed) return;
     if (res.status === 429 || res.status === 503) return this.throttled(items, res, text);
     this.o.backoff.reset();
-    let json: any;
+    let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
@@ -141,9 +153,10 @@ export class HttpTransport implements Transport {
       if (single) {
         const ph = res.headers.get('ratelimit-policy');
         if (ph !== null && typeof items[0].req.policy === 'string') this.policyHeaders.set(items[0].req.policy, ph);
-        return this.settle(items[0], json as ClientDecision);
+        const bad = decisionProblem(json);
+        return this.settle(items[0], bad === null ? json as ClientDecision : notADecision('POST /v1/check answer', bad));
       }
-      const results = (json as { results?: unknown[] }).results;
+      const results = isObject(json) ? json.results : undefined;
       if (!Array.isArray(results) || results.length !== items.length) {
         const err = new SluiceClientError('PROTOCOL', 'POST /v1/check: results do not match the checks sent');
         for (const p of items) this.settle(p, err);
@@ -151,9 +164,13 @@ export class HttpTransport implements Transport {
       }
       const retry: Pending[] = [];
       let retryErr: Error | null = null;
-      results.forEach((r, i) => {
-        const e = (r as { error?: Record<string, unknown> }).error;
-        if (e === undefined) return this.settle(items[i], r as ClientDecision);
+      results.forEach((r: unknown, i) => {
+        const e = isObject(r) ? r.error : undefined;
+        if (e === undefined) {
+          const bad = decisionProblem(r);
+          return this.settle(items[i], bad === null ? r as ClientDecision : notADecision(`POST /v1/check results[${i}]`, bad));
+        }
+        if (!isObject(e)) return this.settle(items[i], notADecision(`POST /v1/check results[${i}]`, 'error: must be an object'));
         const err = remoteError(e);
         if (isRetryable(err)) {
           retry.push(items[i]);
@@ -163,7 +180,7 @@ export class HttpTransport implements Transport {
       if (retry.length > 0) this.again(retry, 1000, retryErr!);
       return;
     }
-    const err = remoteError(json as Record<string, unknown>, res.status);
+    const err = remoteError(isObject(json) ? json : {}, res.status);
     for (const p of items) this.settle(p, err);
   }
 
@@ -202,7 +219,7 @@ export class HttpTransport implements Transport {
     this.resent += retry.length;
     const t = setTimeout(() => {
       this.timers.delete(t);
-      void this.post(retry);
+      this.send(retry);
     }, delayMs);
     this.timers.add(t);
   }
@@ -212,12 +229,19 @@ export class HttpTransport implements Transport {
     p.done = true;
     this.pending--;
     this.live.delete(p);
-    if (v instanceof Error) p.reject(v);
-    else {
+    if (v instanceof Error) return p.reject(v);
+    try {
       this.o.observe?.(p.req, v, p.deadline - this.o.timeoutMs);
-      p.resolve(v);
+    } catch (e) {
+      // the check is settled either way: a failing observer fails it rather than leave it pending
+      return p.reject(thrownError(e));
     }
+    p.resolve(v);
   }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null;
 }
 
 function timeout(ms: number): SluiceClientError {

@@ -4,7 +4,8 @@ import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWE
 import { FrameWriter } from '../wire/binary-write.js';
 import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, thrownError } from './errors.js';
+import { decisionProblem } from '../wire/decision-shape.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, ReadyEvent, Transport, TransportStats } from './types.js';
 
 export interface WsTransportOptions {
@@ -312,6 +313,9 @@ export class WsTransport implements Transport {
       };
       if (delayed) d.delayMs = a.retryAfterMs!; // onLimit: delay: the wait rides in the retryAfterMs place
       if (a.text !== '') d.reason = a.text;
+      // f64 fields can hold anything (NaN, fractions, a negative count): the same check as a JSON answer's
+      const bad = decisionProblem(d);
+      if (bad !== null) return this.errored(a.id, notADecision(`stream answer to check ${a.id}`, bad));
       degradedFromFlags(a.flags, d);
       return this.decided(a.id, d, (a.flags & ANSWER_SUBSCRIBED) !== 0);
     }
@@ -348,7 +352,12 @@ export class WsTransport implements Transport {
     }
     if (a.ready === false) return this.ended(id, remoteError((a.error ?? {}) as Record<string, unknown>));
     if (a.unsubscribed !== undefined) return this.ended(id, null);
-    if (a.error !== undefined) return this.errored(id, remoteError(a.error as Record<string, unknown>));
+    if (a.error !== undefined) {
+      if (typeof a.error !== 'object' || a.error === null) return this.errored(id, notADecision(`stream answer to check ${id}`, 'error: must be an object'));
+      return this.errored(id, remoteError(a.error as Record<string, unknown>));
+    }
+    const bad = decisionProblem(a);
+    if (bad !== null) return this.errored(id, notADecision(`stream answer to check ${id}`, bad));
     const d: ClientDecision = {
       allowed: a.allowed as boolean, limit: a.limit as number, remaining: a.remaining as number,
       resetAfterMs: a.resetAfterMs as number, retryAfterMs: a.retryAfterMs as number | null, policy: a.policy as string,
@@ -378,7 +387,12 @@ export class WsTransport implements Transport {
       d.subscribed = subscribed;
       if (subscribed) this.subs.set(id, p.onReady);
     }
-    this.o.observe?.(p.req, d, p.deadline - this.o.timeoutMs);
+    try {
+      this.o.observe?.(p.req, d, p.deadline - this.o.timeoutMs);
+    } catch (e) {
+      // the check is settled either way: a failing observer fails it rather than leave it pending
+      return p.reject(thrownError(e));
+    }
     p.resolve(d);
   }
 

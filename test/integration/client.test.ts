@@ -10,6 +10,11 @@ import { WebSocketServer } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createClient, isSluiceClientError, isSluiceError, type ClientDecision, type ReadyEvent, type SluiceClient } from '../../src/client/index.js';
 import { Backoff } from '../../src/client/backoff.js';
+import { HttpTransport } from '../../src/client/http.js';
+import { WsTransport } from '../../src/client/ws.js';
+import { FrameWriter } from '../../src/wire/binary-write.js';
+import { readChecks } from '../../src/wire/binary-read.js';
+import { ANSWER_DELAYED, FRAME_ANSWERS, KIND_ALLOWED, KIND_DENIED } from '../../src/wire/binary-format.js';
 import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 import { ManualClock } from '../helpers/clock.js';
@@ -396,6 +401,102 @@ describe('createClient over one WebSocket', () => {
     expect(await b).toMatchObject({ code: 'TIMEOUT' });
   });
 });
+
+/** A WebSocket server (the `ws` library) answering every check it reads with `answer(id)`, closed after the test. */
+async function fakeStream(answer: (id: number) => string | Uint8Array): Promise<number> {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  closers.push(() => new Promise<void>((r) => {
+    for (const ws of wss.clients) ws.terminate();
+    wss.close(() => r());
+  }));
+  wss.on('connection', (ws) => ws.on('message', (data: Buffer, isBinary: boolean) => {
+    const ids: number[] = [];
+    if (isBinary) {
+      const b = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      readChecks(b, b[2] | (b[3] << 8), (id) => ids.push(id));
+    } else {
+      const v = JSON.parse(data.toString()) as { id: number } | Array<{ id: number }>;
+      for (const c of Array.isArray(v) ? v : [v]) ids.push(c.id);
+    }
+    for (const id of ids) ws.send(answer(id));
+  }));
+  await new Promise((r) => wss.once('listening', r));
+  return (wss.address() as net.AddressInfo).port;
+}
+
+describe('createClient refuses answers that are not decisions', () => {
+  const what = (e: unknown): unknown => (isSluiceClientError(e) ? { code: e.code, status: e.status, message: e.message } : e);
+
+  it('over HTTP: a 200 whose body or batch item is not a decision fails that check with PROTOCOL naming the field', async () => {
+    const bodies = ['null', '{}', '{"allowed":"yes","limit":10,"remaining":9,"resetAfterMs":600,"retryAfterMs":0,"policy":"p"}',
+      '{"allowed":true,"limit":10,"remaining":-1,"resetAfterMs":600,"retryAfterMs":0,"policy":"p"}', '{"results":[null,{"error":7}]}'];
+    let next = 0;
+    const { port } = await fakeHttp((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(bodies[next++]);
+    });
+    const c = client({ url: `http://127.0.0.1:${port}` });
+    const one = async (): Promise<unknown> => what(await c.check({ policy: 'p', key: 'k', cost: 1 }).catch((e: unknown) => e));
+    const protocol = (message: string): unknown => ({ code: 'PROTOCOL', status: 502, message });
+    expect(await one()).toStrictEqual(protocol('POST /v1/check answer is not a decision: must be an object (got null)'));
+    expect(await one()).toStrictEqual(protocol('POST /v1/check answer is not a decision: allowed: must be true or false (got nothing)'));
+    expect(await one()).toStrictEqual(protocol('POST /v1/check answer is not a decision: allowed: must be true or false (got "yes")'));
+    expect(await one()).toStrictEqual(protocol('POST /v1/check answer is not a decision: remaining: must be a non-negative safe integer (got -1)'));
+    // two checks of one turn share a request: each item is judged on its own
+    const two = await Promise.all([one(), one()]);
+    expect(two).toStrictEqual([
+      protocol('POST /v1/check results[0] is not a decision: must be an object (got null)'),
+      protocol('POST /v1/check results[1] is not a decision: error: must be an object'),
+    ]);
+    expect(next).toBe(5);
+    expect(c.stats()).toMatchObject({ pending: 0, resent: 0, localDenials: 0 });
+  });
+
+  it.each(['json', 'binary'] as const)('over WebSocket %s: an answer that is not a decision fails its check with PROTOCOL, the connection stays', async (encoding) => {
+    const answers = encoding === 'json'
+      ? [(id: number) => `{"id":${id}}`,
+        (id: number) => JSON.stringify({ id, allowed: 'false', limit: 10, remaining: 0, resetAfterMs: 6000, retryAfterMs: 600, policy: 'p' })]
+      : [(id: number) => answerFrame(id, KIND_ALLOWED, 0, 10, Number.NaN, 600, 0), (id: number) => answerFrame(id, KIND_DENIED, ANSWER_DELAYED, 10, 0, 600, -1)];
+    let next = 0;
+    const port = await fakeStream((id) => answers[next++](id));
+    const c = client({ url: `ws://127.0.0.1:${port}`, encoding });
+    const one = async (): Promise<unknown> => what(await c.check({ policy: 'p', key: 'k', cost: 1 }).catch((e: unknown) => e));
+    const protocol = (id: number, problem: string): unknown => ({
+      code: 'PROTOCOL', status: 502, message: `stream answer to check ${id} is not a decision: ${problem}`,
+    });
+    expect(await one()).toStrictEqual(protocol(1, encoding === 'json'
+      ? 'allowed: must be true or false (got nothing)' : 'remaining: must be a non-negative safe integer (got NaN)'));
+    // "false" is a truthy string: it must not count as admitted (nor as anything)
+    expect(await one()).toStrictEqual(protocol(2, encoding === 'json'
+      ? 'allowed: must be true or false (got "false")' : 'delayMs: must be a positive safe integer (got null)'));
+    expect(c.stats()).toMatchObject({ pending: 0, connects: 1, resent: 0, localDenials: 0 });
+    expect(c.connected).toBe(true);
+  });
+
+  it.each(['http', 'ws'] as const)('over %s: a decision whose observer throws is rejected with that error, never left pending', async (kind) => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const observe = (): void => {
+      throw new Error('observer failed');
+    };
+    const common = { timeoutMs: 2000, maxAttempts: 1, backoff: new Backoff(), maxPending: 10, headers: undefined, observe };
+    const t = kind === 'http'
+      ? new HttpTransport({ ...common, base: s.url })
+      : new WsTransport({ ...common, url: s.wsUrl, encoding: 'binary', onDisconnect: 'fail', maxInFlight: 10 });
+    closers.push(() => t.close());
+    const e = await t.check({ policy: 'p', key: 'k', cost: 1 }, undefined).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(Error);
+    expect((e as Error).message).toBe('observer failed');
+    expect(t.stats().pending).toBe(0);
+  });
+});
+
+/** A one-record binary answers frame (f64 fields as given; retryAfterMs -1 is null). */
+function answerFrame(id: number, kind: number, flags: number, limit: number, remaining: number, resetAfterMs: number, retryAfterMs: number): Uint8Array {
+  const w = new FrameWriter(FRAME_ANSWERS);
+  w.answer(id, kind, flags, 0, limit, remaining, resetAfterMs, retryAfterMs, 'p', '', '');
+  return w.finish()!;
+}
 
 describe('createClient honours Retry-After', () => {
   it.each(['http', 'ws'] as const)('over %s: repeats a denial locally until its wait has passed, then asks the server', async (transport) => {

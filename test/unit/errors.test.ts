@@ -82,6 +82,8 @@ describe('error catalog', () => {
       'engine/inspect.ts': 1,
       // `sluice check` failing to reach the server: the CLI prints it (a client-side transport fault)
       'cli/check.ts': 1,
+      // a non-Error thrown in the client's own handling of an answer (a bug), wrapped to reject the check with it
+      'client/errors.ts': 1,
       // kernel misuse (batch past its size, init twice, a bad limit id) and its abort
       'shard/kernel.ts': 5,
       // a shard not answering within its start timeout, mapped to SHARD_FAILED by the pool
