@@ -6,7 +6,8 @@
 import type { CheckRequest, Decision } from '../types/decision.js';
 import type { CompiledPolicy } from '../config/policy-spec.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
-import { isSluiceError } from '../util/errors.js';
+import { isSluiceError, malformedDecision } from '../util/errors.js';
+import { decisionProblem } from '../wire/decision-shape.js';
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {
@@ -35,7 +36,8 @@ export interface RateLimitOptions<Req> {
   /** Tokens the request spends (a non-negative integer), or a function of the request. Default 1. */
   cost?: number | ((req: Req) => number);
   /**
-   * When the limiter fails (unreachable, timed out, overloaded, a policy or cost it refuses): `allow` lets the
+   * When the limiter fails (unreachable, timed out, overloaded, a policy or cost it refuses, an answer that is not
+   * a decision, or anything that throws while the answer is turned into headers): `allow` lets the
    * request through without headers (fail open, the default), `deny` answers 503 with `Retry-After: 1`. A key
    * or descriptor value the limiter refuses (empty, over 1,024 bytes: the request's own) is not a failure:
    * the request gets 400, whatever this says, so a client cannot skip the limit by sending a bad key.
@@ -123,6 +125,26 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
     };
   };
 
+  /** The outcome of a decision: the request goes on with its headers, or a 429. */
+  const answer = (check: CheckRequest, d: Decision): Outcome => {
+    const h: Array<[string, string]> = [];
+    if (headers) {
+      const ph = policyHeaderOf(check.policy);
+      if (ph !== undefined) h.push(['RateLimit-Policy', ph]);
+      const ps = limiter.policies;
+      h.push(['RateLimit', rateLimitHeader(d, ps === undefined ? undefined : bindingLimit(ps, check.policy, d.policy))]);
+    }
+    if (d.allowed) return { action: 'next', status: 200, headers: h, body: '', decision: d };
+    if (d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);
+    const detail = d.retryAfterMs === null
+      ? `quota exceeded for "${d.policy}": this request can never be admitted (${d.reason ?? 'cost above capacity'})`
+      : `quota exceeded for "${d.policy}": retry in ${retryAfterSeconds(d.retryAfterMs)} s`;
+    return {
+      action: 'reply', status: 429, headers: h, decision: d,
+      body: JSON.stringify({ type: QUOTA_EXCEEDED_TYPE, title: 'Too Many Requests', status: 429, detail, 'violated-policies': [d.policy] }),
+    };
+  };
+
   return async (req: Req): Promise<Outcome> => {
     let check: CheckRequest;
     try {
@@ -144,21 +166,14 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
     } catch (e) {
       return badKey(e) ?? failed(e, req);
     }
-    const h: Array<[string, string]> = [];
-    if (headers) {
-      const ph = policyHeaderOf(check.policy);
-      if (ph !== undefined) h.push(['RateLimit-Policy', ph]);
-      const ps = limiter.policies;
-      h.push(['RateLimit', rateLimitHeader(d, ps === undefined ? undefined : bindingLimit(ps, check.policy, d.policy))]);
+    try {
+      // a Checker of the caller's own can answer anything: what is not a decision is a limiter failure, and so
+      // is anything that throws while the answer is written
+      const bad = decisionProblem(d);
+      if (bad !== null) throw malformedDecision(bad);
+      return answer(check, d);
+    } catch (e) {
+      return failed(e, req);
     }
-    if (d.allowed) return { action: 'next', status: 200, headers: h, body: '', decision: d };
-    if (d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);
-    const detail = d.retryAfterMs === null
-      ? `quota exceeded for "${d.policy}": this request can never be admitted (${d.reason ?? 'cost above capacity'})`
-      : `quota exceeded for "${d.policy}": retry in ${retryAfterSeconds(d.retryAfterMs)} s`;
-    return {
-      action: 'reply', status: 429, headers: h, decision: d,
-      body: JSON.stringify({ type: QUOTA_EXCEEDED_TYPE, title: 'Too Many Requests', status: 429, detail, 'violated-policies': [d.policy] }),
-    };
   };
 }

@@ -153,6 +153,14 @@ export function methodNotAllowed(method: string, route: string, allowed: string)
   return new SluiceError('METHOD_NOT_ALLOWED', `method: ${method} is not allowed on ${route} (${allowed})`, 'method');
 }
 
+/**
+ * A limiter's answer that is not a decision (`problem` names the field, as src/wire/decision-shape.ts words it):
+ * a checker of the caller's own making broke its contract. INTERNAL, field `decision`.
+ */
+export function malformedDecision(problem: string): SluiceError {
+  return new SluiceError('INTERNAL', `decision: ${problem}`, 'decision');
+}
+
 /** `field` (a body, a batch) past its bound; `why` gives the bound (and the size when known). */
 export function tooLarge(field: string, why: string): SluiceError {
   return new SluiceError('TOO_LARGE', `${field}: ${why}`, field);

@@ -202,6 +202,69 @@ describe('Express middleware', () => {
   });
 });
 
+describe('a limiter whose answer cannot be used', () => {
+  /** A stub answering every check with the next of `answers`; `policyHeader` stands for the client's memory of them. */
+  const stub = (answers: unknown[], policyHeader: () => string | undefined = () => undefined): Checker => {
+    let i = 0;
+    return { check: async () => answers[i++] as never, rateLimitPolicy: policyHeader };
+  };
+  const DECISION = { allowed: true, limit: 2, remaining: 1, resetAfterMs: 30_000, retryAfterMs: 0, policy: 'api' };
+  const BAD = [null, {}, { ...DECISION, allowed: 'yes' }, { ...DECISION, allowed: false, retryAfterMs: 'soon' }];
+  const MESSAGES = [
+    'decision: must be an object (got null)', 'decision: allowed: must be true or false (got nothing)',
+    'decision: allowed: must be true or false (got "yes")', 'decision: retryAfterMs: must be a non-negative safe integer or null (got "soon")',
+  ];
+  const passed: Seen = { status: 200, ratelimit: null, policy: null, retryAfter: null, type: 'text/plain', body: 'hello' };
+  const refused: Seen = {
+    status: 503, ratelimit: null, policy: null, retryAfter: '1', type: 'application/problem+json',
+    body: JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'rate limiter unavailable' }),
+  };
+
+  async function nodeApp(o: RateLimitOptions<http.IncomingMessage>): Promise<string> {
+    const limit = rateLimit(o);
+    const server = http.createServer(async (req, res) => {
+      if (!(await limit(req, res))) return;
+      res.setHeader('content-type', 'text/plain');
+      res.end('hello');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    cleanup.push(() => new Promise<void>((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  }
+
+  it.each(['allow', 'deny'] as const)('node:http, onError %s: a malformed decision is a limiter failure, never an unanswered request', async (onError) => {
+    const errors: string[] = [];
+    const url = await nodeApp({ limiter: stub(BAD), policy: 'api', key: tenant, onError, onLimiterError: (e) => errors.push(e.message) });
+    const seen: Seen[] = [];
+    for (let i = 0; i < BAD.length; i++) seen.push(await get(url, { 'x-tenant': 'acme' }));
+    expect(seen).toStrictEqual(Array(BAD.length).fill(onError === 'allow' ? passed : refused));
+    expect(errors).toStrictEqual(MESSAGES);
+  });
+
+  it('Express: a malformed decision, or a throw while writing the headers, goes through onError (no 500, no stack)', async () => {
+    const errors: string[] = [];
+    const policyHeader = (): string => {
+      throw new Error('policy header failed');
+    };
+    const ok = ['application/json', '{"ok":true}'];
+    for (const onError of ['allow', 'deny'] as const) {
+      const bad = await expressApp({ limiter: stub(BAD), policy: 'api', key: tenant, onError, onLimiterError: (e) => errors.push(e.message) });
+      const throwing = await expressApp({
+        limiter: stub([DECISION], policyHeader), policy: 'api', key: tenant, onError, onLimiterError: (e) => errors.push(e.message),
+      });
+      const seen: Seen[] = [];
+      for (let i = 0; i < BAD.length; i++) seen.push(await get(bad, { 'x-tenant': 'acme' }));
+      seen.push(await get(throwing, { 'x-tenant': 'acme' }));
+      const want = onError === 'allow' ? { ...passed, type: ok[0], body: ok[1] } : refused;
+      expect(seen).toStrictEqual(Array(BAD.length + 1).fill(want));
+    }
+    expect(errors).toStrictEqual([...MESSAGES, 'policy header failed', ...MESSAGES, 'policy header failed']);
+  });
+});
+
 describe('Fastify middleware', () => {
   it('as an onRequest hook with an embedded limiter', async () => {
     const limiter = await embedded();
