@@ -45,7 +45,11 @@ export interface RateLimitOptions<Req> {
   onError?: 'allow' | 'deny';
   /** Told about every limiter failure (to log it). */
   onLimiterError?: (err: Error, req: Req) => void;
-  /** Set `RateLimit-Policy`, `RateLimit` (and `Retry-After` on a denial). Default true. */
+  /**
+   * Set `RateLimit-Policy`, `RateLimit` and, on a 429, `Retry-After`. `false` sends none of them (as
+   * express-rate-limit sends no `Retry-After` with `standardHeaders` and `legacyHeaders` both off); the 429's
+   * problem body still says the wait. The 503 of `onError: 'deny'` has `Retry-After: 1` either way. Default true.
+   */
   headers?: boolean;
   /** The `RateLimit-Policy` value to send; default computed from an embedded limiter's policies or remembered by a client. */
   policyHeader?: string;
@@ -135,7 +139,7 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
       h.push(['RateLimit', rateLimitHeader(d, ps === undefined ? undefined : bindingLimit(ps, check.policy, d.policy))]);
     }
     if (d.allowed) return { action: 'next', status: 200, headers: h, body: '', decision: d };
-    if (d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);
+    if (headers && d.retryAfterMs !== null) h.push(['Retry-After', String(retryAfterSeconds(d.retryAfterMs))]);
     const detail = d.retryAfterMs === null
       ? `quota exceeded for "${d.policy}": this request can never be admitted (${d.reason ?? 'cost above capacity'})`
       : `quota exceeded for "${d.policy}": retry in ${retryAfterSeconds(d.retryAfterMs)} s`;

@@ -265,6 +265,14 @@ describe('a limiter whose answer cannot be used', () => {
   });
 });
 
+describe('headers: false', () => {
+  it('sends no RateLimit-Policy, RateLimit or Retry-After, on a 429 too; the problem body still says the wait', async () => {
+    const url = await expressApp({ limiter: await embedded(), policy: 'api', key: tenant, headers: false });
+    const none = { ratelimit: null, policy: null, retryAfter: null };
+    expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, ...JSON_OK).map((a) => ({ ...a, ...none })));
+  });
+});
+
 describe('Fastify middleware', () => {
   it('as an onRequest hook with an embedded limiter', async () => {
     const limiter = await embedded();
