@@ -1,7 +1,7 @@
 import WebSocket from 'ws';
 import type { CheckRequest, Decision } from '../types/decision.js';
 import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_CHECKS, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY } from '../wire/binary-format.js';
-import { FrameWriter } from '../wire/binary-write.js';
+import { FrameWriter, isWellFormed } from '../wire/binary-write.js';
 import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
 import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, thrownError } from './errors.js';
@@ -278,10 +278,15 @@ export class WsTransport implements Transport {
     ws.send(data, { binary }, this.onWritten);
   }
 
-  /** Whether a check fits the binary format: a key (not descriptors) and a numeric cost; others go as JSON. */
+  /**
+   * Whether a check fits the binary format: a key (not descriptors) and a numeric cost, a policy and key without
+   * lone surrogates; others go as JSON. UTF-8 cannot carry a lone surrogate (it would be written as U+FFFD, so
+   * '\ud800k', '\udc00k' and '\ufffdk' would be one key): as JSON the server refuses it as over HTTP,
+   * INVALID_ARGUMENT naming `key`.
+   */
   private binaryOk(r: CheckRequest): boolean {
     return typeof r.key === 'string' && r.descriptors === undefined && typeof r.policy === 'string' && r.policy.length <= 64 &&
-      typeof r.cost === 'number' && r.key.length <= 1024;
+      typeof r.cost === 'number' && r.key.length <= 1024 && isWellFormed(r.key) && isWellFormed(r.policy);
   }
 
   // -- answers ---------------------------------------------------------------------------------------

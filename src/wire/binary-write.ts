@@ -58,13 +58,18 @@ export class FrameWriter {
 
   /**
    * Appends a check record.
-   * @throws RangeError when the policy is over 255 bytes or the key over 65,535 bytes of UTF-8, or the id is not a u32.
+   * @throws RangeError when the policy is over 255 bytes or the key over 65,535 bytes of UTF-8, when either holds
+   * a lone surrogate (UTF-8 has no bytes for one: the encoder would write U+FFFD, merging distinct keys), or
+   * when the id is not a u32.
    */
   check(id: number, policy: string, key: string, cost: number, flags: number): void {
     if (!(id >= 0 && id <= 0xffffffff && Number.isInteger(id))) throw new RangeError(`id: must be an integer in [0, 2^32) (got ${id})`);
     const pb = utf8Length(policy), kb = utf8Length(key);
     if (pb > 255) throw new RangeError('policy: longer than 255 bytes of UTF-8');
     if (kb > 65_535) throw new RangeError('key: longer than 65,535 bytes of UTF-8');
+    // an ASCII string (byte length = length) has no surrogate to check
+    if (pb !== policy.length && !isWellFormed(policy)) throw new RangeError('policy: must be well-formed Unicode (no lone surrogates)');
+    if (kb !== key.length && !isWellFormed(key)) throw new RangeError('key: must be well-formed Unicode (no lone surrogates)');
     this.room(CHECK_HEAD + pb + kb);
     const at = this.at;
     const v = this.view;
@@ -193,6 +198,14 @@ export class FrameWriter {
     this.n = 0;
     return out;
   }
+}
+
+/**
+ * Whether `s` has no lone surrogate, so that its UTF-8 stands for it alone (String#isWellFormed, ES2024: the
+ * project's lib is ES2023). A string that is not would be written with U+FFFD in the surrogate's place.
+ */
+export function isWellFormed(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
 /** The UTF-8 byte length of a string, without encoding it. */

@@ -498,6 +498,25 @@ function answerFrame(id: number, kind: number, flags: number, limit: number, rem
   return w.finish()!;
 }
 
+describe('createClient keys with lone surrogates', () => {
+  it.each([['http', 'binary'], ['ws', 'json'], ['ws', 'binary']] as const)('over %s (%s): refused with INVALID_ARGUMENT naming key, never merged with U+FFFD', async (transport, encoding) => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = client({ url: s.url, transport, encoding });
+    const outcome = async (key: string): Promise<unknown> => {
+      const r = await c.check({ policy: 'p', key, cost: 1 }).then((d) => d, (e: unknown) => e);
+      return isSluiceError(r) ? { code: r.code, field: r.field, message: r.message } : r;
+    };
+    const refused = { code: 'INVALID_ARGUMENT', field: 'key', message: 'key: must be well-formed Unicode (no lone surrogates)' };
+    expect([await outcome('\ud800lone'), await outcome('\udc00lone'), await outcome('\ufffdlone'), await outcome('lone\ud83d'),
+      await outcome('\ud83d\ude00lone'), await outcome('\ufffdlone')]).toStrictEqual([
+      refused, refused, decision(true, 9, 600, 0), refused, decision(true, 9, 600, 0), decision(true, 8, 1200, 0),
+    ]);
+    // the engine saw two keys: U+FFFD (twice) and the emoji; the refused ones spent nothing
+    expect(await s.limiter.check({ policy: 'p', key: '\ufffdlone', cost: 0 })).toMatchObject({ remaining: 8 });
+    expect(c.stats()).toMatchObject({ pending: 0, resent: 0 });
+  });
+});
+
 describe('createClient honours Retry-After', () => {
   it.each(['http', 'ws'] as const)('over %s: repeats a denial locally until its wait has passed, then asks the server', async (transport) => {
     const s = await startStreamServer({ policies: POLICIES });

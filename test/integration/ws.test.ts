@@ -201,6 +201,34 @@ describe('/v1/stream binary frames', () => {
     expect(c.closeInfo).toBe(null);
   });
 
+  it('refuses a key whose bytes encode a surrogate (not UTF-8) with its id, never as the U+FFFD key', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const c = await TestSocket.open(s.wsUrl);
+    // a key of `head` then 'lone': ED A0 80 and ED B0 80 are U+D800 and U+DC00 in the form UTF-8 forbids
+    // (CESU-8), C0 AF an overlong '/', EF BF BD is U+FFFD itself
+    const frame = (id: number, head: number[]): Uint8Array => {
+      const f = binaryChecks([{ id, policy: 'p', key: `${'x'.repeat(head.length)}lone`, cost: 1 }]);
+      f.set(head, f.byteLength - 4 - head.length);
+      return f;
+    };
+    c.send(frame(30, [0xed, 0xa0, 0x80]));
+    c.send(frame(31, [0xed, 0xb0, 0x80]));
+    c.send(frame(32, [0xc0, 0xaf]));
+    c.send(frame(33, [0xef, 0xbf, 0xbd]));
+    c.send(frame(34, [0xef, 0xbf, 0xbd]));
+    await c.answers(5);
+    const refused = (id: number): BinaryAnswer => ({
+      id, kind: KIND_ERROR, flags: 0, status: 400, limit: 0, remaining: 0, resetAfterMs: 0, retryAfterMs: 0,
+      name: 'INVALID_ARGUMENT', field: 'key', text: 'key: is not well-formed UTF-8',
+    });
+    const admitted = (id: number, remaining: number): BinaryAnswer => ({
+      id, kind: KIND_ALLOWED, flags: 0, status: 0, limit: 10, remaining, resetAfterMs: (10 - remaining) * 600, retryAfterMs: 0, name: 'p', field: '', text: '',
+    });
+    expect([...c.binaries].sort(byId)).toStrictEqual([refused(30), refused(31), refused(32), admitted(33, 9), admitted(34, 8)]);
+    expect(await s.limiter.check({ policy: 'p', key: '\ufffdlone', cost: 0 })).toMatchObject({ remaining: 8 });
+    expect(c.closeInfo).toBe(null);
+  });
+
   it('JSON and binary frames give identical decisions, and the engine gives the same', async () => {
     // the same pseudo-random sequence over three fresh limiters at the same clock: JSON, binary, direct
     const checks: Array<CheckRequest & { id: number; key: string }> = [];
