@@ -52,11 +52,18 @@ export interface ClientOptions {
   maxInFlight?: number;
   /**
    * Answer a check locally, denied, while an earlier denial's Retry-After (`retryAfterMs`) for the same policy, key
-   * and cost has not passed, measured from when that check was issued: the server would deny it too (only admitted
-   * checks spend, so nothing makes it admissible sooner). The local answer has `local: true` and the remaining
-   * wait. Default true.
+   * and cost has not passed, measured from when that check was issued, for at most `maxLocalDenialMs`: checks
+   * alone cannot make it admissible sooner (only admitted checks spend), but an admin reset of the key or a
+   * reload that raises its limit can, and the server is asked again after that bound. The local answer has
+   * `local: true` and the server's remaining wait. Default true.
    */
   honourRetryAfter?: boolean;
+  /**
+   * Ms (a positive integer) a remembered denial answers repeats of its check locally, from when the denied check
+   * was issued; then the next repeat goes to the server (and a denial is remembered afresh), so a reset or a
+   * reload that made the key admissible is seen within this bound. Default 1,000.
+   */
+  maxLocalDenialMs?: number;
   /** Most denials remembered for `honourRetryAfter`. Default 10,000. */
   maxRememberedDenials?: number;
   /** Extra headers on every HTTP request and on the WebSocket upgrade (e.g. authorization). */
@@ -108,7 +115,8 @@ export function createClient(o: ClientOptions): SluiceClient {
   const backoff = new Backoff(o.reconnect);
   const secure = scheme === 'https' || scheme === 'wss';
   const honour = o.honourRetryAfter ?? true;
-  const denials = new DenialMemory(positiveInt(o.maxRememberedDenials ?? 10_000, 'maxRememberedDenials'));
+  const denials = new DenialMemory(positiveInt(o.maxRememberedDenials ?? 10_000, 'maxRememberedDenials'),
+    positiveInt(o.maxLocalDenialMs ?? 1000, 'maxLocalDenialMs'));
   let localDenials = 0;
   // Denials are remembered as they arrive, with the time their check was issued.
   const observe = honour
@@ -176,12 +184,15 @@ function waitOut(d: ClientDecision): ClientDecision | Promise<ClientDecision> {
 /**
  * Denials with a finite wait, by policy and key. A later check at the same cost issued before the wait has
  * passed (measured from when the denied check was issued, which is no later than when the server decided it)
- * would be denied by the server too: only admitted checks spend, so nothing can make it admissible sooner.
+ * would be denied by the server too as far as checks go (only admitted checks spend), but not after an admin
+ * reset of the key or a reload that raised its limit: so a denial answers locally for at most `reuseMs` from
+ * its check's issue, then the server is asked again.
  */
 class DenialMemory {
-  private readonly m = new Map<string, { until: number; cost: number; d: ClientDecision; at: number }>();
+  /** `until`: when the wait has passed; `stale`: when the server is asked again (no later than `until`). */
+  private readonly m = new Map<string, { until: number; stale: number; cost: number; d: ClientDecision; at: number }>();
 
-  constructor(private readonly max: number) {}
+  constructor(private readonly max: number, private readonly reuseMs: number) {}
 
   get size(): number {
     return this.m.size;
@@ -190,7 +201,7 @@ class DenialMemory {
   answer(k: string, cost: number, now: number): ClientDecision | null {
     const e = this.m.get(k);
     if (e === undefined) return null;
-    if (now >= e.until) {
+    if (now >= e.stale) {
       this.m.delete(k);
       return null;
     }
@@ -208,7 +219,8 @@ class DenialMemory {
   remember(k: string, cost: number, d: ClientDecision, issued: number): void {
     if (this.m.size >= this.max && !this.m.has(k)) this.m.delete(this.m.keys().next().value!);
     this.m.delete(k);
-    this.m.set(k, { until: issued + d.retryAfterMs!, cost, d, at: issued });
+    const until = issued + d.retryAfterMs!;
+    this.m.set(k, { until, stale: Math.min(until, issued + this.reuseMs), cost, d, at: issued });
   }
 }
 

@@ -7,7 +7,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { WebSocketServer } from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createClient, isSluiceClientError, isSluiceError, type ClientDecision, type ReadyEvent, type SluiceClient } from '../../src/client/index.js';
 import { Backoff } from '../../src/client/backoff.js';
 import { HttpTransport } from '../../src/client/http.js';
@@ -538,6 +538,47 @@ describe('createClient honours Retry-After', () => {
     await sleep(650);
     expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 0, 6000, 0));
     expect(c.stats().localDenials).toBe(1);
+  });
+
+  it.each(['http', 'ws'] as const)('over %s: a denial is reused for at most maxLocalDenialMs, so a reset or a reload is seen', async (transport) => {
+    // one a day: denied until the day's end, which is 6,360,000 ms after EPOCH_MINUTE
+    const DAY: Record<string, PolicySpec> = { day: { algorithm: 'fixed_window', limit: 1, period: 86_400_000 } };
+    const s = await startStreamServer({ policies: DAY });
+    const c = client({ url: s.url, transport });
+    const check = (): Promise<ClientDecision> => c.check({ policy: 'day', key: 'k', cost: 1 });
+    const denied = (retryAfterMs: number, local?: true): ClientDecision => ({
+      allowed: false, limit: 1, remaining: 0, resetAfterMs: retryAfterMs, retryAfterMs, policy: 'day', ...(local ? { local } : {}),
+    });
+    // the client's clock (performance.now) moves only when the test moves it; the server's is the ManualClock
+    vi.useFakeTimers({ toFake: ['performance'] });
+    try {
+      expect(await check()).toMatchObject({ allowed: true, remaining: 0 });
+      expect(await check()).toStrictEqual(denied(6_360_000));
+      await s.limiter.reset({ policy: 'day', key: 'k' }); // what DELETE /v1/keys/day/k does
+      expect(await check()).toStrictEqual(denied(6_360_000, true));
+      vi.advanceTimersByTime(999);
+      // still within the bound: local, with the server's wait less the time gone
+      expect(await check()).toStrictEqual(denied(6_359_001, true));
+      vi.advanceTimersByTime(1);
+      // the bound has passed: the server is asked, and the reset key admits
+      expect(await check()).toMatchObject({ allowed: true, remaining: 0 });
+      expect(c.stats().localDenials).toBe(2);
+      // the same for a reload that raises the limit: denied (and remembered afresh), then seen after 1,000 ms
+      expect(await check()).toStrictEqual(denied(6_360_000));
+      await s.limiter.reload({ day: { algorithm: 'fixed_window', limit: 5, period: 86_400_000 } });
+      expect(await check()).toStrictEqual(denied(6_360_000, true));
+      vi.advanceTimersByTime(1000);
+      expect(await check()).toMatchObject({ allowed: true, limit: 5 });
+      expect(c.stats().localDenials).toBe(3);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('maxLocalDenialMs must be a positive integer', () => {
+    for (const v of [0, -1, 1.5, Number.NaN]) {
+      expect(() => createClient({ url: 'http://127.0.0.1:9', maxLocalDenialMs: v })).toThrow(new RangeError(`maxLocalDenialMs: must be a positive integer (got ${v})`));
+    }
   });
 
   it('can be turned off', async () => {
