@@ -46,6 +46,23 @@ export interface ClientOptions {
   maxAttempts?: number;
   /** Reconnect (WebSocket) and re-send (HTTP) delays. Default 50 ms doubling to 5 s, with full jitter. */
   reconnect?: BackoffOptions;
+  /**
+   * WebSocket: ms the server may stay silent (no answer, no ping) before the client pings it. Only a quiet
+   * connection is pinged. Default 2,000.
+   */
+  pingIntervalMs?: number;
+  /**
+   * WebSocket: ms a ping may go unanswered (no pong, nor anything else from the server) before the client takes
+   * the connection for dead (a proxy or NAT that stopped forwarding without closing it) and drops it: its checks
+   * are re-sent on the next connection or failed, per `onDisconnect`, and the client reconnects. With the
+   * defaults a dead connection is dropped within 4 s of silence, before a check's default 5 s timeout. Default 2,000.
+   */
+  pongTimeoutMs?: number;
+  /**
+   * WebSocket: ms an attempt to connect (TCP, TLS and the upgrade) may take before it is abandoned and the
+   * client tries again after the reconnect backoff. Default 5,000.
+   */
+  connectTimeoutMs?: number;
   /** Most checks held by the client (waiting for a connection or an answer); more reject with OVERLOADED. Default 100,000. */
   maxPending?: number;
   /** WebSocket: most checks sent and not yet answered. Default 16,384 (under the server's per-connection queue). */
@@ -139,6 +156,9 @@ export function createClient(o: ClientOptions): SluiceClient {
       onDisconnect: o.onDisconnect ?? 'resend',
       maxInFlight: positiveInt(o.maxInFlight ?? 16_384, 'maxInFlight'),
       headers: o.headers,
+      pingIntervalMs: positiveInt(o.pingIntervalMs ?? 2000, 'pingIntervalMs'),
+      pongTimeoutMs: positiveInt(o.pongTimeoutMs ?? 2000, 'pongTimeoutMs'),
+      connectTimeoutMs: positiveInt(o.connectTimeoutMs ?? 5000, 'connectTimeoutMs'),
     });
   } else {
     t = new HttpTransport({

@@ -19,6 +19,12 @@ export interface WsTransportOptions {
   maxPending: number;
   maxInFlight: number;
   headers: Record<string, string> | undefined;
+  /** Ms of silence from the server after which the client pings it. */
+  pingIntervalMs: number;
+  /** Ms a ping may go unanswered (no pong, nothing else either) before the connection is dropped as dead. */
+  pongTimeoutMs: number;
+  /** Ms the opening handshake (connect, TLS, upgrade) may take before the attempt is dropped. */
+  connectTimeoutMs: number;
   /** Told of every decision before it is handed over, with the time (performance.now) its check was issued. */
   observe?: (req: CheckRequest, d: ClientDecision, issuedAt: number) => void;
 }
@@ -56,6 +62,12 @@ export class WsTransport implements Transport {
   private reconnectTimer: NodeJS.Timeout | null = null;
   private sweepTimer: NodeJS.Timeout | null = null;
   private retryAfterMs = 0;
+  /** Heartbeat: the timer, when the server was last heard from and when the unanswered ping went (0: none). */
+  private beatTimer: NodeJS.Timeout | null = null;
+  private lastHeard = 0;
+  private pingAt = 0;
+  /** Why the client dropped the current socket itself (a ping unanswered), for the close's message. */
+  private dropReason = '';
   private readonly writer = new FrameWriter(FRAME_CHECKS, 1 << 16);
   private readonly reader = new AnswerReader();
   /** The promise executor of every check: one shared function, so a check allocates no closure for it. */
@@ -115,6 +127,7 @@ export class WsTransport implements Transport {
     this.closed = true;
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.stopSweep();
+    this.stopHeartbeat();
     const err = clientClosed();
     for (const p of this.pending.values()) this.fail(p, err);
     this.pending.clear();
@@ -151,11 +164,15 @@ export class WsTransport implements Transport {
 
   private dial(): void {
     if (this.closed) return;
-    const ws = new WebSocket(this.o.url, { perMessageDeflate: false, headers: this.o.headers, maxPayload: 64 << 20 });
+    const ws = new WebSocket(this.o.url, {
+      perMessageDeflate: false, headers: this.o.headers, maxPayload: 64 << 20, handshakeTimeout: this.o.connectTimeoutMs,
+    });
     this.ws = ws;
+    this.dropReason = '';
     ws.on('open', () => {
       if (this.ws !== ws) return;
       this.open = true;
+      this.startHeartbeat(ws);
       this.gen++;
       this.connects++;
       this.o.backoff.reset();
@@ -164,8 +181,16 @@ export class WsTransport implements Transport {
       this.flush();
     });
     ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (this.ws === ws) this.onMessage(data, isBinary);
+      if (this.ws !== ws) return;
+      this.lastHeard = performance.now();
+      this.onMessage(data, isBinary);
     });
+    // a pong (or the server's own ping, which ws answers) says the connection is alive
+    const heard = (): void => {
+      if (this.ws === ws) this.lastHeard = performance.now();
+    };
+    ws.on('pong', heard);
+    ws.on('ping', heard);
     ws.on('unexpected-response', (_req, res) => {
       // e.g. 503 + Retry-After from a draining server: wait at least that long before the next attempt
       const ra = Number(res.headers['retry-after']);
@@ -177,11 +202,55 @@ export class WsTransport implements Transport {
       // 'close' follows and decides what to do
     });
     ws.on('close', (code: number, reason: Buffer) => {
-      if (this.ws === ws) this.onClose(code, reason.toString());
+      if (this.ws === ws) this.onClose(code, reason.length === 0 ? this.dropReason : reason.toString());
     });
   }
 
+  // -- heartbeat: a connection that goes silent is pinged; one that does not answer is dropped -------------
+  // (a proxy or NAT that stops forwarding without closing leaves the socket open and every check unanswered)
+
+  private startHeartbeat(ws: WebSocket): void {
+    this.stopHeartbeat();
+    this.lastHeard = performance.now();
+    this.pingAt = 0;
+    this.armBeat(ws, this.o.pingIntervalMs);
+  }
+
+  private stopHeartbeat(): void {
+    if (this.beatTimer === null) return;
+    clearTimeout(this.beatTimer);
+    this.beatTimer = null;
+  }
+
+  private armBeat(ws: WebSocket, ms: number): void {
+    this.beatTimer = setTimeout(() => this.beat(ws), Math.max(1, Math.ceil(ms)));
+    this.beatTimer.unref();
+  }
+
+  private beat(ws: WebSocket): void {
+    this.beatTimer = null;
+    if (this.ws !== ws || !this.open) return;
+    const now = performance.now();
+    if (this.pingAt !== 0) {
+      if (this.lastHeard < this.pingAt) {
+        const left = this.pingAt + this.o.pongTimeoutMs - now;
+        if (left > 0) return this.armBeat(ws, left);
+        // dead: drop it; 'close' (1006) re-sends or fails its checks and reconnects, as for any drop
+        this.dropReason = `no answer to a ping within ${this.o.pongTimeoutMs} ms`;
+        ws.terminate();
+        return;
+      }
+      this.pingAt = 0;
+    }
+    const quiet = now - this.lastHeard;
+    if (quiet < this.o.pingIntervalMs) return this.armBeat(ws, this.o.pingIntervalMs - quiet);
+    this.pingAt = now;
+    ws.ping();
+    this.armBeat(ws, this.o.pongTimeoutMs);
+  }
+
   private onClose(code: number, reason: string): void {
+    this.stopHeartbeat();
     const wasOpen = this.open;
     this.open = false;
     this.ws = null;

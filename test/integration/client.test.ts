@@ -19,6 +19,7 @@ import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { TestSocket, closeAllServers, sleep, startStreamServer } from './ws-support.js';
 import { ManualClock } from '../helpers/clock.js';
 import { flakyStore } from '../helpers/flaky-store.js';
+import { startBlackholeProxy, type BlackholeProxy } from '../helpers/blackhole-proxy.js';
 import { MemoryStore } from '../../src/store/memory.js';
 
 const clients = new Set<SluiceClient>();
@@ -47,52 +48,11 @@ const POLICIES: Record<string, PolicySpec> = {
 const decision = (allowed: boolean, remaining: number, resetAfterMs: number, retryAfterMs: number | null, policy = 'p'): ClientDecision =>
   ({ allowed, limit: 10, remaining, resetAfterMs, retryAfterMs, policy });
 
-/** A TCP proxy that can swallow what the client sends and cut every connection. */
-class Proxy {
-  blackhole = false;
-  private readonly pairs = new Set<[net.Socket, net.Socket]>();
-  private constructor(private readonly server: net.Server, readonly port: number) {}
-
-  static start(target: number): Promise<Proxy> {
-    return new Promise((resolve) => {
-      let proxy: Proxy;
-      const server = net.createServer((down) => {
-        const up = net.connect(target, '127.0.0.1');
-        const pair: [net.Socket, net.Socket] = [down, up];
-        proxy.pairs.add(pair);
-        down.on('data', (b) => {
-          if (!proxy.blackhole) up.write(b);
-        });
-        up.on('data', (b) => down.write(b));
-        const end = (): void => {
-          down.destroy();
-          up.destroy();
-          proxy.pairs.delete(pair);
-        };
-        down.on('close', end).on('error', end);
-        up.on('close', end).on('error', end);
-      });
-      server.listen(0, '127.0.0.1', () => {
-        proxy = new Proxy(server, (server.address() as net.AddressInfo).port);
-        closers.push(() => proxy.close());
-        resolve(proxy);
-      });
-    });
-  }
-
-  /** Destroys every proxied connection (the client sees an abrupt close, 1006). */
-  cut(): void {
-    for (const [a, b] of this.pairs) {
-      a.destroy();
-      b.destroy();
-    }
-    this.pairs.clear();
-  }
-
-  close(): Promise<void> {
-    this.cut();
-    return new Promise((r) => this.server.close(() => r()));
-  }
+/** A blackhole proxy (test/helpers/blackhole-proxy.ts) in front of `target`, closed after the test. */
+async function proxyTo(target: number): Promise<BlackholeProxy> {
+  const p = await startBlackholeProxy(target);
+  closers.push(() => p.close());
+  return p;
 }
 
 /** An HTTP server answering with `handler`, closed after the test. */
@@ -304,13 +264,13 @@ describe('createClient over one WebSocket', () => {
 
   it('re-sends the checks in flight on a dropped connection, each answered exactly once', async () => {
     const s = await startStreamServer({ policies: POLICIES });
-    const proxy = await Proxy.start(s.port);
+    const proxy = await proxyTo(s.port);
     const c = client({ url: `ws://127.0.0.1:${proxy.port}` });
     await c.connect();
-    proxy.blackhole = true; // the next checks never reach the server
+    proxy.swallow = true; // the next checks never reach the server
     const three = Promise.all([1, 2, 3].map(() => c.check({ policy: 'p', key: 'k', cost: 1 })));
     await sleep(50);
-    proxy.blackhole = false;
+    proxy.swallow = false;
     proxy.cut();
     expect(await three).toStrictEqual([decision(true, 9, 600, 0), decision(true, 8, 1200, 0), decision(true, 7, 1800, 0)]);
     expect(c.stats()).toMatchObject({ resent: 3, connects: 2, pending: 0 });
@@ -320,14 +280,14 @@ describe('createClient over one WebSocket', () => {
 
   it('fails the checks in flight with UNAVAILABLE when onDisconnect is "fail" (or attempts run out), never silently', async () => {
     const s = await startStreamServer({ policies: POLICIES });
-    const proxy = await Proxy.start(s.port);
+    const proxy = await proxyTo(s.port);
     for (const o of [{ onDisconnect: 'fail' as const }, { maxAttempts: 1 }]) {
       const c = client({ url: `ws://127.0.0.1:${proxy.port}`, ...o });
       await c.connect();
-      proxy.blackhole = true;
+      proxy.swallow = true;
       const lost = Promise.allSettled([c.check({ policy: 'p', key: 'k', cost: 1 }), c.check({ policy: 'p', key: 'k', cost: 1 })]);
       await sleep(50);
-      proxy.blackhole = false;
+      proxy.swallow = false;
       proxy.cut();
       const r = await lost;
       expect(r.map((x) => x.status)).toStrictEqual(['rejected', 'rejected']);
@@ -338,6 +298,67 @@ describe('createClient over one WebSocket', () => {
       expect(await c.check({ policy: 'p', key: `after-${o.maxAttempts ?? 0}`, cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
       expect(c.stats().resent).toBe(0);
       await c.close();
+    }
+  });
+
+  it('drops a connection that went silent (a proxy stopped forwarding, nothing closed): re-sends, reconnects, answers', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const proxy = await proxyTo(s.port);
+    const c = client({ url: `ws://127.0.0.1:${proxy.port}`, pingIntervalMs: 20, pongTimeoutMs: 20, timeoutMs: 30_000 });
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    proxy.freeze();
+    // sent into the dead connection: unanswered until the ping goes unanswered too, then re-sent on a new one
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 8, 1200, 0));
+    expect(c.stats()).toMatchObject({ connects: 2, resent: 1, pending: 0 });
+    expect(proxy.accepted).toBe(2);
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 7, 1800, 0));
+    expect(c.connected).toBe(true);
+    // the server counted each check once: the frozen connection never delivered the first try
+    expect(await s.limiter.check({ policy: 'p', key: 'k', cost: 0 })).toMatchObject({ remaining: 7 });
+
+    // onDisconnect 'fail': the check is failed naming why the client dropped the connection
+    const f = client({ url: `ws://127.0.0.1:${proxy.port}`, pingIntervalMs: 20, pongTimeoutMs: 20, timeoutMs: 30_000, onDisconnect: 'fail' });
+    await f.connect();
+    proxy.freeze();
+    await expect(f.check({ policy: 'p', key: 'f', cost: 1 })).rejects.toMatchObject({
+      code: 'UNAVAILABLE', message: 'check not answered: connection closed (1006 no answer to a ping within 20 ms)',
+    });
+    expect(await f.check({ policy: 'p', key: 'f', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+  });
+
+  it('a quiet, healthy connection is pinged and kept', async () => {
+    const s = await startStreamServer({ policies: POLICIES });
+    const proxy = await proxyTo(s.port);
+    const c = client({ url: `ws://127.0.0.1:${proxy.port}`, pingIntervalMs: 10, pongTimeoutMs: 1000 });
+    await c.connect();
+    await sleep(200); // many ping periods of silence, every ping answered
+    expect(await c.check({ policy: 'p', key: 'k', cost: 1 })).toStrictEqual(decision(true, 9, 600, 0));
+    expect(c.stats()).toMatchObject({ connects: 1, resent: 0 });
+    expect(proxy.accepted).toBe(1);
+  });
+
+  it('abandons an upgrade that gets no answer after connectTimeoutMs and dials again', async () => {
+    let accepted = 0;
+    const sockets = new Set<net.Socket>();
+    const mute = net.createServer((sock) => {
+      accepted++;
+      sockets.add(sock);
+      sock.on('close', () => sockets.delete(sock));
+    });
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', () => r()));
+    closers.push(() => new Promise<void>((r) => {
+      for (const sock of sockets) sock.destroy();
+      mute.close(() => r());
+    }));
+    const c = client({ url: `ws://127.0.0.1:${(mute.address() as net.AddressInfo).port}`, connectTimeoutMs: 30 });
+    for (let i = 0; i < 300 && accepted < 3; i++) await sleep(10);
+    expect(accepted).toBeGreaterThanOrEqual(3);
+    expect(c.connected).toBe(false);
+  });
+
+  it('refuses a heartbeat or connect timeout that is not a positive integer of ms', () => {
+    for (const name of ['pingIntervalMs', 'pongTimeoutMs', 'connectTimeoutMs']) {
+      expect(() => createClient({ url: 'ws://127.0.0.1:9', [name]: 0 })).toThrow(new RangeError(`${name}: must be a positive integer (got 0)`));
     }
   });
 
@@ -482,7 +503,9 @@ describe('createClient refuses answers that are not decisions', () => {
     const common = { timeoutMs: 2000, maxAttempts: 1, backoff: new Backoff(), maxPending: 10, headers: undefined, observe };
     const t = kind === 'http'
       ? new HttpTransport({ ...common, base: s.url })
-      : new WsTransport({ ...common, url: s.wsUrl, encoding: 'binary', onDisconnect: 'fail', maxInFlight: 10 });
+      : new WsTransport({
+        ...common, url: s.wsUrl, encoding: 'binary', onDisconnect: 'fail', maxInFlight: 10, pingIntervalMs: 2000, pongTimeoutMs: 2000, connectTimeoutMs: 2000,
+      });
     closers.push(() => t.close());
     const e = await t.check({ policy: 'p', key: 'k', cost: 1 }, undefined).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(Error);
