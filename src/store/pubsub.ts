@@ -11,7 +11,7 @@
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { StoreChannel } from './contract.js';
-import { closed } from '../util/errors.js';
+import { closed, storeFailed } from '../util/errors.js';
 import { reconnectBackoff } from './backoff.js';
 import { followSwitches, hostPorts, sentinelOptions, type SentinelTarget } from './sentinel.js';
 
@@ -86,8 +86,9 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
       // miss a message published before its subscription (onResubscribed)
       return pub.multi().set(keptKey, message, 'PX', keepMs).publish(name, message).exec().then((r) => {
         const reply = r?.[1];
-        if (reply === undefined) throw new Error('pub/sub channel: the publish was not run (MULTI aborted)');
-        if (reply[0] !== null) throw reply[0];
+        // (no WATCH: an aborted MULTI cannot happen; a failed command is the store's error)
+        if (reply === undefined) throw storeFailed('pub/sub channel: the publish was not run (MULTI aborted)');
+        if (reply[0] !== null) throw storeFailed(reply[0]);
         return reply[1] as number;
       });
     },
