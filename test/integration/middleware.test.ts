@@ -118,6 +118,22 @@ async function three(url: string, headers: Record<string, string> = { 'x-tenant'
 
 const JSON_OK = ['application/json', '{"ok":true}'] as const;
 
+/** A node:http server behind `rateLimit(o)` that answers "hello" to what passes; its URL. */
+async function nodeApp(o: RateLimitOptions<http.IncomingMessage>): Promise<string> {
+  const limit = rateLimit(o);
+  const server = http.createServer(async (req, res) => {
+    if (!(await limit(req, res))) return;
+    res.setHeader('content-type', 'text/plain');
+    res.end('hello');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  cleanup.push(() => new Promise<void>((r) => {
+    server.closeAllConnections();
+    server.close(() => r());
+  }));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+}
+
 describe('Express middleware', () => {
   it('embedded limiter: RateLimit headers, then 429 with Retry-After and a problem body', async () => {
     const url = await expressApp({ limiter: await embedded(), policy: 'api', key: tenant });
@@ -220,20 +236,6 @@ describe('a limiter whose answer cannot be used', () => {
     body: JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'rate limiter unavailable' }),
   };
 
-  async function nodeApp(o: RateLimitOptions<http.IncomingMessage>): Promise<string> {
-    const limit = rateLimit(o);
-    const server = http.createServer(async (req, res) => {
-      if (!(await limit(req, res))) return;
-      res.setHeader('content-type', 'text/plain');
-      res.end('hello');
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    cleanup.push(() => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }));
-    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  }
 
   it.each(['allow', 'deny'] as const)('node:http, onError %s: a malformed decision is a limiter failure, never an unanswered request', async (onError) => {
     const errors: string[] = [];
@@ -304,18 +306,7 @@ describe('Fastify middleware', () => {
 describe('node:http middleware', () => {
   it('rateLimit(req, res) resolves true to go on, or answers 429 and resolves false', async () => {
     const limiter: Checker = await embedded();
-    const limit = rateLimit({ limiter, policy: 'api', key: tenant });
-    const server = http.createServer(async (req, res) => {
-      if (!(await limit(req, res))) return;
-      res.setHeader('content-type', 'text/plain');
-      res.end('hello');
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-    cleanup.push(() => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }));
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const url = await nodeApp({ limiter, policy: 'api', key: tenant });
     expect(await three(url)).toStrictEqual(threeAnswers(API_POLICY, 'text/plain', 'hello'));
   });
 
