@@ -12,7 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AcquireRequest, LeaseDecision, ReleaseRequest, ReleaseResult } from '../types/leases.js';
 import { retryAfterSeconds } from '../wire/headers.js';
-import { QUOTA_EXCEEDED_TYPE, keyRefused } from './core.js';
+import { QUOTA_EXCEEDED_TYPE, keyRefused, tellLimiterError } from './core.js';
 
 /** Anything that hands out leases: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Leaser {
@@ -61,7 +61,7 @@ export function createLeaser<Req>(o: ConcurrencyLimitOptions<Req>, defaultKey: (
   const limiter = o.limiter;
   const pass: Omit<LeaseOutcome, 'decision'> = { action: 'next', status: 200, headers: [], body: '', release: NOTHING };
   const failed = (e: unknown, req: Req): LeaseOutcome => {
-    o.onLimiterError?.(e instanceof Error ? e : new Error(String(e)), req);
+    tellLimiterError(o.onLimiterError, e, req);
     if ((o.onError ?? 'allow') === 'allow') return { ...pass, decision: null };
     return {
       action: 'reply', status: 503, headers: [['Retry-After', '1']], decision: null, release: NOTHING,
@@ -96,7 +96,7 @@ export function createLeaser<Req>(o: ConcurrencyLimitOptions<Req>, defaultKey: (
       const release = (): void => {
         if (done) return;
         done = true;
-        limiter.release({ ...target, leaseId: leaseId! }).catch((e: unknown) => o.onLimiterError?.(e as Error, req));
+        limiter.release({ ...target, leaseId: leaseId! }).catch((e: unknown) => tellLimiterError(o.onLimiterError, e, req));
       };
       return { ...pass, decision: d, release };
     }

@@ -9,6 +9,20 @@ import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds
 import { isSluiceError, malformedDecision } from '../util/errors.js';
 import { decisionProblem } from '../wire/decision-shape.js';
 
+/**
+ * Calls the application's `onLimiterError` with `e` (as an Error). A callback that throws must not take the
+ * failure rule's answer with it (nor, where nothing awaits it, become an unhandled rejection): its error is
+ * emitted as a process warning instead.
+ */
+export function tellLimiterError<Req>(cb: ((err: Error, req: Req) => void) | undefined, e: unknown, req: Req): void {
+  if (cb === undefined) return;
+  try {
+    cb(e instanceof Error ? e : new Error(String(e)), req);
+  } catch (thrown) {
+    process.emitWarning(`sluice middleware: onLimiterError threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`, 'SluiceWarning');
+  }
+}
+
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */
 export interface Checker {
   /** `wait: true` (onLimit: delay): resolve once a delayed admission's delay has passed (both kinds take it). */
@@ -120,8 +134,7 @@ export function createDecider<Req>(o: RateLimitOptions<Req>, defaultKey: (req: R
   };
 
   const failed = (e: unknown, req: Req): Outcome => {
-    const err = e instanceof Error ? e : new Error(String(e));
-    o.onLimiterError?.(err, req);
+    tellLimiterError(o.onLimiterError, e, req);
     if (onError === 'allow') return { action: 'next', status: 200, headers: [], body: '', decision: null };
     return {
       action: 'reply', status: 503, headers: [['Retry-After', '1']], decision: null,

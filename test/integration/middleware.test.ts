@@ -236,7 +236,6 @@ describe('a limiter whose answer cannot be used', () => {
     body: JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'rate limiter unavailable' }),
   };
 
-
   it.each(['allow', 'deny'] as const)('node:http, onError %s: a malformed decision is a limiter failure, never an unanswered request', async (onError) => {
     const errors: string[] = [];
     const url = await nodeApp({ limiter: stub(BAD), policy: 'api', key: tenant, onError, onLimiterError: (e) => errors.push(e.message) });
@@ -244,6 +243,27 @@ describe('a limiter whose answer cannot be used', () => {
     for (let i = 0; i < BAD.length; i++) seen.push(await get(url, { 'x-tenant': 'acme' }));
     expect(seen).toStrictEqual(Array(BAD.length).fill(onError === 'allow' ? passed : refused));
     expect(errors).toStrictEqual(MESSAGES);
+  });
+
+  it.each(['allow', 'deny'] as const)('an onLimiterError that throws does not take the answer with it (onError %s): a process warning says so', async (onError) => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      if (w.name === 'SluiceWarning') warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      const url = await nodeApp({
+        limiter: stub([null]), policy: 'api', key: tenant, onError,
+        onLimiterError: () => {
+          throw new Error('the logger is down');
+        },
+      });
+      expect(await get(url, { 'x-tenant': 'acme' })).toStrictEqual(onError === 'allow' ? passed : refused);
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on a later tick
+      expect(warnings).toStrictEqual(['sluice middleware: onLimiterError threw: the logger is down']);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('Express: a malformed decision, or a throw while writing the headers, goes through onError (no 500, no stack)', async () => {

@@ -72,8 +72,8 @@ describe('error catalog', () => {
       'util/paths.ts': 1,
       // a duration's rule without the field: policies.ts adds the field and throws a CONFIG error
       'config/duration.ts': 4,
-      // a non-Error thrown by the application's own handler, wrapped to be passed on
-      'middleware/core.ts': 1, 'middleware/concurrency.ts': 1,
+      // a non-Error thrown by the application's own handler, wrapped to be passed on (both middlewares' tellLimiterError)
+      'middleware/core.ts': 1,
       // the stats read timing out inside render(), caught there
       'metrics/registry.ts': 1,
       // engine invariants: a stale plan, a list entry or group size the compiler already refused
