@@ -74,6 +74,11 @@ export function notADecision(what: string, problem: string): SluiceClientError {
   return new SluiceClientError('PROTOCOL', `${what} is not a decision: ${problem}`);
 }
 
+/** A subscription's ready event with a field that is not as the server writes it: PROTOCOL, naming the field. */
+export function notAReadyEvent(id: number, problem: string): SluiceClientError {
+  return new SluiceClientError('PROTOCOL', `ready event of subscription ${id} is malformed: ${problem}`);
+}
+
 /**
  * An error the server reported (`{code, detail, field, status}`), as the SluiceError the engine threw; an
  * unknown or missing code is a REMOTE client error naming the HTTP status (`httpStatus`, when known).

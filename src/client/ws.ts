@@ -4,8 +4,8 @@ import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWE
 import { FrameWriter, isWellFormed } from '../wire/binary-write.js';
 import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, thrownError } from './errors.js';
-import { decisionProblem } from '../wire/decision-shape.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, notAReadyEvent, thrownError } from './errors.js';
+import { decisionProblem, readyProblem } from '../wire/decision-shape.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, ReadyEvent, Transport, TransportStats } from './types.js';
 
 export interface WsTransportOptions {
@@ -418,6 +418,8 @@ export class WsTransport implements Transport {
     }
     const id = a.id;
     if (a.ready === true) {
+      const bad = readyProblem(a);
+      if (bad !== null) return this.ended(id, notAReadyEvent(id, bad));
       const ev: ReadyEvent = {
         limit: a.limit as number, remaining: a.remaining as number, resetAfterMs: a.resetAfterMs as number, policy: a.policy as string,
       };
@@ -494,14 +496,14 @@ export class WsTransport implements Transport {
     const cb = this.subs.get(id);
     if (cb === undefined) return;
     this.subs.delete(id);
-    cb(err, ev);
+    tell(cb, err, ev);
   }
 
   private ended(id: number, err: Error | null): void {
     const cb = this.subs.get(id);
     if (cb === undefined) return;
     this.subs.delete(id);
-    if (err !== null) cb(err);
+    if (err !== null) tell(cb, err);
   }
 
   /** The server sent something this client cannot match to a check: drop the connection and start over. */
@@ -563,4 +565,16 @@ function degradedFromJson(a: Record<string, unknown>, to: { degraded?: boolean; 
   if (a.degraded !== true) return;
   to.degraded = true;
   if (a.degradedBy === 'open' || a.degradedBy === 'closed' || a.degradedBy === 'local') to.degradedBy = a.degradedBy;
+}
+
+/**
+ * Calls the application's onReady callback. It runs inside the socket's message handler, where a throw would
+ * be an uncaught exception (the process ends): it becomes a process warning instead.
+ */
+function tell(cb: ReadyCallback, err: Error | null, ev?: ReadyEvent): void {
+  try {
+    cb(err, ev);
+  } catch (thrown) {
+    process.emitWarning(`sluice client: an onReady callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`, 'SluiceWarning');
+  }
 }

@@ -31,3 +31,15 @@ export function decisionProblem(v: unknown): string | null {
   if (d.reason !== undefined && typeof d.reason !== 'string') return `reason: must be a string (got ${describe(d.reason)})`;
   return null;
 }
+
+/**
+ * What is wrong with `v` as a subscription's ready event (`{"id", "ready": true, limit, remaining, resetAfterMs,
+ * policy}`), naming the field, or null: the three counts non-negative safe integers, `policy` a string.
+ */
+export function readyProblem(v: Record<string, unknown>): string | null {
+  for (const f of ['limit', 'remaining', 'resetAfterMs'] as const) {
+    if (!natural(v[f])) return `${f}: must be a non-negative safe integer (got ${describe(v[f])})`;
+  }
+  if (typeof v.policy !== 'string') return `policy: must be a string (got ${describe(v.policy)})`;
+  return null;
+}

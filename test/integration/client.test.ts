@@ -424,7 +424,7 @@ describe('createClient over one WebSocket', () => {
 });
 
 /** A WebSocket server (the `ws` library) answering every check it reads with `answer(id)`, closed after the test. */
-async function fakeStream(answer: (id: number) => string | Uint8Array): Promise<number> {
+async function fakeStream(answer: (id: number) => string | Uint8Array | Array<string | Uint8Array>): Promise<number> {
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   closers.push(() => new Promise<void>((r) => {
     for (const ws of wss.clients) ws.terminate();
@@ -439,7 +439,10 @@ async function fakeStream(answer: (id: number) => string | Uint8Array): Promise<
       const v = JSON.parse(data.toString()) as { id: number } | Array<{ id: number }>;
       for (const c of Array.isArray(v) ? v : [v]) ids.push(c.id);
     }
-    for (const id of ids) ws.send(answer(id));
+    for (const id of ids) {
+      const a = answer(id);
+      for (const m of Array.isArray(a) ? a : [a]) ws.send(m);
+    }
   }));
   await new Promise((r) => wss.once('listening', r));
   return (wss.address() as net.AddressInfo).port;
@@ -493,6 +496,34 @@ describe('createClient refuses answers that are not decisions', () => {
       ? 'allowed: must be true or false (got "false")' : 'delayMs: must be a positive safe integer (got null)'));
     expect(c.stats()).toMatchObject({ pending: 0, connects: 1, resent: 0, localDenials: 0 });
     expect(c.connected).toBe(true);
+  });
+
+  it('a malformed ready event ends its subscription with PROTOCOL; an onReady that throws is a process warning, not a crash', async () => {
+    const denied = (id: number): string => JSON.stringify({ id, allowed: false, limit: 10, remaining: 0, resetAfterMs: 6000, retryAfterMs: 600, policy: 'p', subscribed: true });
+    const ready = (id: number, limit: unknown): string => JSON.stringify({ id, ready: true, limit, remaining: 1, resetAfterMs: 5400, policy: 'p' });
+    const port = await fakeStream((id) => [denied(id), ready(id, id === 1 ? 'ten' : 10)]);
+    const c = client({ url: `ws://127.0.0.1:${port}`, encoding: 'json', honourRetryAfter: false });
+    const events: unknown[] = [];
+    await c.check({ policy: 'p', key: 'k', cost: 1 }, { onReady: (err, ev) => events.push([what(err), ev]) });
+    for (let i = 0; i < 100 && events.length === 0; i++) await sleep(10);
+    expect(events).toStrictEqual([[{ code: 'PROTOCOL', status: 502, message: 'ready event of subscription 1 is malformed: limit: must be a non-negative safe integer (got "ten")' }, undefined]]);
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => {
+      if (w.name === 'SluiceWarning') warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      await c.check({ policy: 'p', key: 'k', cost: 1 }, {
+        onReady: () => {
+          throw new Error('handler failed');
+        },
+      });
+      for (let i = 0; i < 100 && warnings.length === 0; i++) await sleep(10);
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings).toStrictEqual(['sluice client: an onReady callback threw: handler failed']);
+    expect(c.stats()).toMatchObject({ pending: 0, subscriptions: 0, connects: 1 });
   });
 
   it.each(['http', 'ws'] as const)('over %s: a decision whose observer throws is rejected with that error, never left pending', async (kind) => {
