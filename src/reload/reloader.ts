@@ -122,10 +122,12 @@ export class PolicyReloader {
   private unsent: PolicyAnnouncement | null = null;
   /**
    * The `sentAt` (Unix ms, the sender's clock) of the announcement of the set in force: this instance's own
-   * last one, or the peer's it applied; 0 while the startup set is in force. An announcement sent before it
-   * is older than the set in force and is not applied (the later reload wins, by the senders' clocks).
+   * last one, or the peer's it applied; while the startup set is in force, when this reloader was made (the
+   * file read at start is as of then). An announcement sent before it is older than the set in force and is
+   * not applied (the later reload wins, by the senders' clocks): a kept one read after a reconnect does not
+   * undo a file this instance started with after it was sent (a rolling deploy).
    */
-  private inForceAt = 0;
+  private inForceAt = Date.now();
   private onSignal: (() => void) | null = null;
   private readonly signer: AnnouncementSigner | null;
   /** Refusals since the last warning, and when (Date.now()) it was: at most one warning a second. */

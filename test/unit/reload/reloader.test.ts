@@ -284,6 +284,17 @@ describe('PolicyReloader over Redis pub/sub', () => {
     expect([b.counts, b.refused]).toStrictEqual([['peer/ok'], []]);
   });
 
+  it('a kept announcement older than the file an instance started with is not applied after a reconnect', async () => {
+    const nine = version('policies:\n  api: { algorithm: fixed_window, limit: 9, period: 1h }\n');
+    await redis.client.set('sluice:policies:kept', new AnnouncementSigner(SECRET).sign(
+      { origin: 'old', version: nine, policies: { api: { algorithm: 'fixed_window', limit: 9, period: '1h' } } }, Date.now() - 1000));
+    const h = await harness({ redis: redis.url, instanceId: 'late' }); // started after it was announced
+    await until(() => h.logs.some((l) => l.msg === 'listening for policy reloads'), 'subscribed');
+    await redis.client.client('KILL', 'TYPE', 'pubsub');
+    await until(() => h.logs.some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'the kept set ignored', 5000);
+    expect([h.limiter.version, h.counts, h.refused]).toStrictEqual([version(OLD), [], []]);
+  });
+
   it('of two announced sets the later wins: one sent before the set in force is not applied, heard live or kept', async () => {
     await redis.client.del('sluice:policies:kept');
     const h = await harness({ redis: redis.url, instanceId: 'me' });
