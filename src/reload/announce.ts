@@ -35,11 +35,6 @@ export class AnnouncementSigner {
 
   constructor(private readonly secret: string) {}
 
-  /** The `sentAt` (Unix ms) of the last announcement signed here; 0 before the first. */
-  get lastSentAt(): number {
-    return this.lastSent;
-  }
-
   /** The channel message for `body` (an object with `origin`; `sentAt` is added, increasing from call to call). */
   sign(body: { origin: string } & Record<string, unknown>, nowMs = Date.now()): string {
     this.lastSent = Math.max(nowMs, this.lastSent + 1);

@@ -15,8 +15,9 @@
  *   are refused, counted and logged. Without a secret, announcements are off both ways: anyone who can
  *   PUBLISH on the Redis must not be able to rewrite the policies. Each announcement is also kept on the
  *   channel for 5 minutes (`<prefix>policies:kept`), and an instance whose subscriber reconnects reads it,
- *   so a reload announced while it was away reaches it too. Of two announced sets, the later by their
- *   senders' clocks wins: an older one heard late is not applied.
+ *   so a reload announced while it was away reaches it too. Of two announced sets, the one made later wins
+ *   (`madeAt`: when the reload was made, by its maker's clock, and always after the set it replaced): an
+ *   older one heard late, kept, or re-sent after an outage is not applied.
  *
  * A document is validated by the config loader (the same messages as at start-up) and applied by
  * `limiter.reload`, which swaps the set atomically. An invalid one is logged
@@ -87,6 +88,12 @@ export interface PolicyAnnouncement {
   version: string;
   /** The `policies:` mapping of the document it applied, as plain JSON. */
   policies: unknown;
+  /**
+   * When the reload was made (Unix ms, the announcing instance's clock, raised past the set it replaced): what
+   * orders announced sets (the later wins). Sent again unchanged when a failed announcement is re-sent; the
+   * signature's `sentAt` is per send (replay protection). Announcements without it are ordered by `sentAt`.
+   */
+  madeAt: number;
 }
 
 /** The result of {@link PolicyReloader.apply} when the document's rules are those in force already. */
@@ -121,13 +128,17 @@ export class PolicyReloader {
   /** The last announcement that could not be published (Redis down), sent again when Redis is back. */
   private unsent: PolicyAnnouncement | null = null;
   /**
-   * The `sentAt` (Unix ms, the sender's clock) of the announcement of the set in force: this instance's own
-   * last one, or the peer's it applied; while the startup set is in force, when this reloader was made (the
-   * file read at start is as of then). An announcement sent before it is older than the set in force and is
-   * not applied (the later reload wins, by the senders' clocks): a kept one read after a reconnect does not
-   * undo a file this instance started with after it was sent (a rolling deploy).
+   * The `madeAt` (Unix ms, the maker's clock) of the set in force: this instance's own last reload, or the
+   * peer's it accepted (raised when it is accepted, before it is applied, so that an older one heard meanwhile
+   * is refused); while the startup set is in force, when this reloader was made (the file read at start is as
+   * of then). An announcement made before it is older than the set in force and is not applied (the later
+   * reload wins, by the makers' clocks): a kept one read after a reconnect does not undo a file this instance
+   * started with after it was made (a rolling deploy). A reload made here is stamped past it, whatever this
+   * clock says, so a peer whose clock runs ahead cannot make this instance's later reload look older.
    */
   private inForceAt = Date.now();
+  /** Peers' sets being applied, in the order they were accepted (see {@link heard}). */
+  private peerApplies: Promise<void> = Promise.resolve();
   private onSignal: (() => void) | null = null;
   private readonly signer: AnnouncementSigner | null;
   /** Refusals since the last warning, and when (Date.now()) it was: at most one warning a second. */
@@ -220,7 +231,10 @@ export class PolicyReloader {
       this.current = policiesOf(config.raw);
       this.metrics?.reloaded(source, 'ok');
       this.log?.info({ source, file: name, version: result.version, previous, added: result.added, removed: result.removed, changed: result.changed }, 'policies reloaded');
-      if (source !== 'peer') this.announce({ origin: this.instanceId, version: result.version, policies: policiesOf(config.raw) });
+      if (source !== 'peer') {
+        this.inForceAt = Math.max(Date.now(), this.inForceAt + 1);
+        this.announce({ origin: this.instanceId, version: result.version, policies: policiesOf(config.raw), madeAt: this.inForceAt });
+      }
       return result;
     } catch (e) {
       this.metrics?.reloaded(source, 'rejected');
@@ -405,10 +419,9 @@ export class PolicyReloader {
     if (chan === null) return;
     this.unsent = a;
     const message = this.signer!.sign({ ...a });
-    this.inForceAt = this.signer!.lastSentAt;
     // kept as long as an announcement is accepted at all (MAX_AGE_MS): an instance away for longer does not
-    // catch up (a SIGHUP or a restart reads its own file)
-    chan.publish(message, MAX_AGE_MS).then((receivers) => {
+    // catch up (a SIGHUP or a restart reads its own file); a later-made set kept already stays
+    chan.publish(message, { ms: MAX_AGE_MS, order: a.madeAt }).then((receivers) => {
       if (this.unsent === a) this.unsent = null;
       this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
     }, (e: unknown) => {
@@ -429,19 +442,28 @@ export class PolicyReloader {
     }
     const a = opened.body as unknown as PolicyAnnouncement & { sentAt: number };
     if (typeof a.version !== 'string') return this.refused('malformed');
-    if (a.origin === this.instanceId || a.version === this.limiter.version || this.closed) return;
-    if (a.sentAt < this.inForceAt) {
-      this.log?.info({ origin: a.origin, announced: a.version, version: this.limiter.version }, 'a peer\'s policies set older than the one in force: not applied');
+    if (a.origin === this.instanceId || this.closed) return;
+    const madeAt = typeof a.madeAt === 'number' ? a.madeAt : a.sentAt;
+    if (madeAt < this.inForceAt) {
+      if (a.version !== this.limiter.version) {
+        this.log?.info({ origin: a.origin, announced: a.version, version: this.limiter.version }, 'a peer\'s policies set older than the one in force: not applied');
+      }
       return;
     }
-    this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`).then((r) => {
-      this.inForceAt = Math.max(this.inForceAt, a.sentAt);
-      // a set of ours not sent yet is older than this one: it must not undo it when Redis is back
-      this.unsent = null;
+    // accepted: an older set heard while this one is applied is refused (above)
+    this.inForceAt = madeAt;
+    // a set of ours not sent yet is older than this one: it must not undo it when Redis is back
+    if (this.unsent !== null && this.unsent.madeAt <= madeAt) this.unsent = null;
+    if (a.version === this.limiter.version) return;
+    // Peers' sets are applied one after another, and one overtaken by a later accepted set while it waited is
+    // not applied at all: an older set never lands after a newer one.
+    this.peerApplies = this.peerApplies.then(async () => {
+      if (this.inForceAt !== madeAt || this.closed) return;
+      const r = await this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`);
       if (r.version !== a.version) {
         this.log?.warn({ origin: a.origin, announced: a.version, version: r.version }, 'a peer\'s policies give another version here (a different sluice release?)');
       }
-    }, () => undefined); // logged and counted by apply
+    }).catch(() => undefined); // logged and counted by apply
   }
 
   /** Counts a refused announcement, and warns at most once a second (a flood of them must not flood the log). */

@@ -63,16 +63,17 @@ export interface StoreChannel {
   readonly subscribed: Promise<void>;
   /**
    * Publishes `message`; resolves to the number of subscribers that received it, rejects when the store is away.
-   * With `keepMs` (ms) the message is also kept as the channel's latest for that long, written in the same
-   * atomic step just before the publish, for {@link onResubscribed}.
+   * With `keep`, the message is also kept as the channel's latest for `keep.ms` (ms), for
+   * {@link onResubscribed}, written in the same atomic step just before the publish, unless the message kept
+   * already has a higher `order` (the caller's: a later message by its own measure): then that one stays.
    */
-  publish(message: string, keepMs?: number): Promise<number>;
+  publish(message: string, keep?: { ms: number; order: number }): Promise<number>;
   /** Calls `fn` each time publishing becomes possible again (a (re)connection). */
   onReady(fn: () => void): void;
   /**
    * Calls `fn` each time the subscription is made again after the subscriber lost its connection (not on the
-   * first subscription), with the message last kept on the channel (`publish` with `keepMs`; null: none or
-   * expired). The kept message is read after the new subscription is confirmed, so a message published while
+   * first subscription), with the message kept on the channel (`publish` with `keep`: the highest `order`
+   * published within its `ms`; null: none or expired). The kept message is read after the new subscription is confirmed, so a message published while
    * the subscriber was away is either that one (or older than it) or reaches `onMessage`: none is missed.
    */
   onResubscribed(fn: (kept: string | null) => void): void;

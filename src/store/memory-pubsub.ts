@@ -32,7 +32,7 @@ export class MemoryPubSub implements PubSub {
       // always connected: there is no reconnection to report
       onReady: () => undefined,
       // nor a subscription made again: every message reaches every open channel, so none needs keeping
-      // (publish's keepMs is not needed here)
+      // (publish's `keep` is not needed here)
       onResubscribed: () => undefined,
       close: async () => {
         open = false;

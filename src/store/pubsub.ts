@@ -21,6 +21,17 @@ export type ChannelTarget = { url: string } | { cluster: readonly string[] } | {
 /** How long close() waits for Redis to answer QUIT, in ms. */
 const QUIT_MS = 500;
 
+/**
+ * KEYS[1] the kept HASH; ARGV: message, ms to keep it, its order, the channel. Keeps the message unless the one
+ * kept has a higher order, then publishes it; returns PUBLISH's count.
+ */
+const KEEP_AND_PUBLISH = `local o = tonumber(redis.call('HGET', KEYS[1], 'o'))
+if not o or o <= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], 'm', ARGV[1], 'o', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return redis.call('PUBLISH', ARGV[4], ARGV[1])`;
+
 /** Opens `name` on `target` (see the file's comment); `onMessage` receives every message published on it. */
 export function openChannel(target: ChannelTarget, name: string, onMessage: (message: string) => void, log?: Logger): StoreChannel {
   const backoff = reconnectBackoff;
@@ -45,8 +56,8 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
   const subscribed = sub.subscribe(name).then(() => undefined);
   // a failed subscription is reported through `subscribed`; it must not be an unhandled rejection meanwhile
   subscribed.catch(() => undefined);
-  // the kept message (publish with keepMs): a key beside the channel (on Cluster, the MULTI goes to its slot's
-  // master, and a PUBLISH reaches every node's subscribers)
+  // the kept message (publish with keep): a HASH beside the channel, `m` the message and `o` its order (on a
+  // Cluster the script runs on its slot's master, and a PUBLISH reaches every node's subscribers)
   const keptKey = `${name}:kept`;
   const resubscribed: Array<(kept: string | null) => void> = [];
   // The kept message, read on the publisher once it is connected (it has no offline queue); null once closed.
@@ -55,8 +66,13 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
       const p = pub;
       if (p === null) return null;
       try {
-        return await p.get(keptKey);
-      } catch {
+        return await p.hget(keptKey, 'm');
+      } catch (e) {
+        // connected, yet refused (a key of another type under that name): there is no kept message to read
+        if (p.status === 'ready') {
+          log?.debug({ err: e, channel: name }, 'pub/sub channel: the kept message cannot be read');
+          return null;
+        }
         await new Promise<void>((resolve) => {
           if (pub === null) resolve();
           else pub.once('ready', () => resolve());
@@ -79,18 +95,15 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
   });
   return {
     subscribed,
-    publish: (message, keepMs) => {
+    publish: (message, keep) => {
       if (pub === null) return Promise.reject(closed('pub/sub channel'));
-      if (keepMs === undefined) return pub.publish(name, message);
-      // kept, then published, in one MULTI: a subscriber that reads the kept message after subscribing cannot
-      // miss a message published before its subscription (onResubscribed)
-      return pub.multi().set(keptKey, message, 'PX', keepMs).publish(name, message).exec().then((r) => {
-        const reply = r?.[1];
-        // (no WATCH: an aborted MULTI cannot happen; a failed command is the store's error)
-        if (reply === undefined) throw storeFailed('pub/sub channel: the publish was not run (MULTI aborted)');
-        if (reply[0] !== null) throw storeFailed(reply[0]);
-        return reply[1] as number;
-      });
+      if (keep === undefined) return pub.publish(name, message);
+      // kept (unless a later one is), then published, in one script step: a subscriber that reads the kept
+      // message after subscribing cannot miss a message published before its subscription (onResubscribed)
+      return (pub.eval(KEEP_AND_PUBLISH, 1, keptKey, message, keep.ms, keep.order, name) as Promise<number>)
+        .catch((e: unknown) => {
+          throw storeFailed(e);
+        });
     },
     onReady: (fn) => pub?.on('ready', fn),
     onResubscribed: (fn) => {

@@ -259,7 +259,7 @@ describe('PolicyReloader over Redis pub/sub', () => {
       await redis.client.client('KILL', 'TYPE', 'pubsub');
       await held;
       await a.reloader.apply(NEW, 'api');
-      expect(JSON.parse(JSON.parse((await redis.client.get('sluice:policies:kept'))!).body).version).toBe(version(NEW));
+      expect(JSON.parse(JSON.parse((await redis.client.hget('sluice:policies:kept', 'm'))!).body).version).toBe(version(NEW));
       await until(() => a.logs.some((l) => l.msg === 'policy reload announced'), 'the announcement');
       expect(b.limiter.version).toBe(version(OLD)); // the message went by while b was not subscribed
       proxy.release();
@@ -286,8 +286,8 @@ describe('PolicyReloader over Redis pub/sub', () => {
 
   it('a kept announcement older than the file an instance started with is not applied after a reconnect', async () => {
     const nine = version('policies:\n  api: { algorithm: fixed_window, limit: 9, period: 1h }\n');
-    await redis.client.set('sluice:policies:kept', new AnnouncementSigner(SECRET).sign(
-      { origin: 'old', version: nine, policies: { api: { algorithm: 'fixed_window', limit: 9, period: '1h' } } }, Date.now() - 1000));
+    await redis.client.hset('sluice:policies:kept', 'm', new AnnouncementSigner(SECRET).sign(
+      { origin: 'old', version: nine, policies: { api: { algorithm: 'fixed_window', limit: 9, period: '1h' } } }, Date.now() - 1000), 'o', 0);
     const h = await harness({ redis: redis.url, instanceId: 'late' }); // started after it was announced
     await until(() => h.logs.some((l) => l.msg === 'listening for policy reloads'), 'subscribed');
     await redis.client.client('KILL', 'TYPE', 'pubsub');
@@ -311,11 +311,84 @@ describe('PolicyReloader over Redis pub/sub', () => {
     await redis.client.publish('sluice:policies', peer.sign({ origin: 'peer', version: nine, policies: doc }));
     await until(() => h.limiter.version === nine, 'the later set applied');
     // an older kept one, read after a reconnect, is not applied either
-    await redis.client.set('sluice:policies:kept', new AnnouncementSigner(SECRET).sign({ origin: 'other', version: version(NEW), policies: {} }, Date.now() - 30_000));
+    await redis.client.hset('sluice:policies:kept', 'm', new AnnouncementSigner(SECRET).sign({ origin: 'other', version: version(NEW), policies: {} }, Date.now() - 30_000), 'o', 0);
     const before = h.logs.length;
     await redis.client.client('KILL', 'TYPE', 'pubsub');
     await until(() => h.logs.slice(before).some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'the kept stale set ignored', 5000);
     expect([h.limiter.version, h.counts, h.refused]).toStrictEqual([nine, ['api/ok', 'peer/ok'], []]);
+  });
+});
+
+describe('PolicyReloader: the later reload wins, by when it was made', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+  const doc = (limit: number): Record<string, unknown> => ({ api: { algorithm: 'fixed_window', limit, period: '1h' } });
+  const text = (limit: number): string => `policies:\n  api: { algorithm: fixed_window, limit: ${limit}, period: 1h }\n`;
+
+  it('two announcements heard back to back, the later-made first: the earlier-made one is not applied after it', async () => {
+    const c = await harness({ redis: redis.url, instanceId: 'c' });
+    const peer = new AnnouncementSigner(SECRET);
+    const now = Date.now();
+    await redis.client.multi()
+      .publish('sluice:policies', peer.sign({ origin: 'b', version: version(text(20)), policies: doc(20), madeAt: now }))
+      .publish('sluice:policies', new AnnouncementSigner(SECRET).sign({ origin: 'a', version: version(text(10)), policies: doc(10), madeAt: now - 50 }))
+      .exec();
+    await until(() => c.limiter.version === version(text(20)), 'the later set');
+    await new Promise((r) => setTimeout(r, 200)); // what an older set would take to land after it
+    expect([c.limiter.version, c.counts]).toStrictEqual([version(text(20)), ['peer/ok']]);
+  });
+
+  it('the kept announcement is the later-made one, whichever was published last', async () => {
+    const pub = RedisStore.create({ url: redis.url });
+    const chan = pub.channel('t:chan', () => undefined);
+    try {
+      await chan.subscribed;
+      expect(await chan.publish('later', { ms: 60_000, order: 2000 })).toBe(1);
+      expect(await chan.publish('earlier', { ms: 60_000, order: 1000 })).toBe(1); // published, not kept
+      expect(await redis.client.hgetall('t:chan:kept')).toStrictEqual({ m: 'later', o: '2000' });
+      expect(await chan.publish('latest', { ms: 60_000, order: 3000 })).toBe(1);
+      expect(await redis.client.hget('t:chan:kept', 'm')).toBe('latest');
+    } finally {
+      await chan.close();
+      await pub.close();
+    }
+  });
+
+  it('a reload here after a set from a peer whose clock runs ahead is stamped after it, so every instance takes it', async () => {
+    const a = await harness({ redis: redis.url, instanceId: 'a' });
+    const b = await harness({ redis: redis.url, instanceId: 'b' });
+    const ahead = new AnnouncementSigner(SECRET);
+    const fast = Date.now() + 60_000; // its clock, a minute ahead (within the 5 minutes a message is accepted)
+    await redis.client.publish('sluice:policies', ahead.sign({ origin: 'fast', version: version(text(30)), policies: doc(30), madeAt: fast }, fast));
+    await until(() => a.limiter.version === version(text(30)) && b.limiter.version === version(text(30)), 'both on the fast peer\'s set');
+    await b.reloader.apply(text(40), 'signal');
+    await until(() => a.limiter.version === version(text(40)), 'a to follow b\'s later reload');
+    expect([a.counts, b.counts]).toStrictEqual([['peer/ok', 'peer/ok'], ['peer/ok', 'signal/ok']]);
+  });
+
+  it('reloads made while Redis was down: the one made last wins on every instance, whichever is re-sent last', async () => {
+    for (let run = 0; run < 3; run++) {
+      await redis.client.del('sluice:policies:kept');
+      const a = await harness({ redis: redis.url, instanceId: `a${run}` });
+      const b = await harness({ redis: redis.url, instanceId: `b${run}` });
+      await redis.kill();
+      await a.reloader.apply(text(11 + run), 'signal');
+      await new Promise((r) => setTimeout(r, 20));
+      await b.reloader.apply(text(21 + run), 'signal'); // made later
+      await redis.restart();
+      await until(() => a.limiter.version === version(text(21 + run)), `run ${run}: a to take b's later reload`, 10_000);
+      await new Promise((r) => setTimeout(r, 300)); // a's own set, re-sent, must not land on b after it
+      expect([a.limiter.version, b.limiter.version]).toStrictEqual([version(text(21 + run)), version(text(21 + run))]);
+      await Promise.all(open.splice(0).map(async (h) => {
+        await h.reloader.close();
+        await h.limiter.close();
+      }));
+    }
   });
 });
 
