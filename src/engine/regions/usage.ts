@@ -65,10 +65,16 @@ export class ActiveKeys implements RegionUsage {
 
   /**
    * Watches a key this region has not checked (another region runs short of it: the reconciler reports this
-   * region's unused share so that it can be given). Not a touch: it is unwatched again once idle.
+   * region's unused share so that it can be given). Not a touch: it is unwatched again once idle. Only while
+   * the set is under half full: the other half stays for the keys this region's own checks touch.
    */
   watch(policy: string, key: string, stateKey: string, limitIndex: number): void {
-    if (!this.keys.has(stateKey)) this.add(policy, key, stateKey, limitIndex, false);
+    if (this.keys.has(stateKey)) return;
+    if (2 * this.keys.size >= this.max) {
+      this.overflow++;
+      return;
+    }
+    this.add(policy, key, stateKey, limitIndex, false);
   }
 
   private add(policy: string, key: string, stateKey: string, limitIndex: number | undefined, touched: boolean): void {
