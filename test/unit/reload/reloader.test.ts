@@ -317,16 +317,8 @@ describe('PolicyReloader over Redis pub/sub', () => {
     await until(() => h.logs.slice(before).some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'the kept stale set ignored', 5000);
     expect([h.limiter.version, h.counts, h.refused]).toStrictEqual([nine, ['api/ok', 'peer/ok'], []]);
   });
-});
 
-describe('PolicyReloader: the later reload wins, by when it was made', () => {
-  let redis: TestRedis;
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  // the later reload wins, by when it was made
   const doc = (limit: number): Record<string, unknown> => ({ api: { algorithm: 'fixed_window', limit, period: '1h' } });
   const text = (limit: number): string => `policies:\n  api: { algorithm: fixed_window, limit: ${limit}, period: 1h }\n`;
 
