@@ -137,6 +137,8 @@ export class PolicyReloader {
    * clock says, so a peer whose clock runs ahead cannot make this instance's later reload look older.
    */
   private inForceAt = Date.now();
+  /** The origin of the set in force ('' while the startup set is): it breaks ties of {@link inForceAt}. */
+  private inForceBy = '';
   /** Peers' sets being applied, in the order they were accepted (see {@link heard}). */
   private peerApplies: Promise<void> = Promise.resolve();
   private onSignal: (() => void) | null = null;
@@ -233,6 +235,7 @@ export class PolicyReloader {
       this.log?.info({ source, file: name, version: result.version, previous, added: result.added, removed: result.removed, changed: result.changed }, 'policies reloaded');
       if (source !== 'peer') {
         this.inForceAt = Math.max(Date.now(), this.inForceAt + 1);
+        this.inForceBy = this.instanceId;
         this.announce({ origin: this.instanceId, version: result.version, policies: policiesOf(config.raw), madeAt: this.inForceAt });
       }
       return result;
@@ -421,7 +424,7 @@ export class PolicyReloader {
     const message = this.signer!.sign({ ...a });
     // kept as long as an announcement is accepted at all (MAX_AGE_MS): an instance away for longer does not
     // catch up (a SIGHUP or a restart reads its own file); a later-made set kept already stays
-    chan.publish(message, { ms: MAX_AGE_MS, order: a.madeAt }).then((receivers) => {
+    chan.publish(message, { ms: MAX_AGE_MS, order: a.madeAt, tie: a.origin }).then((receivers) => {
       if (this.unsent === a) this.unsent = null;
       this.log?.info({ channel: this.channel, version: a.version, receivers }, 'policy reload announced');
     }, (e: unknown) => {
@@ -444,7 +447,7 @@ export class PolicyReloader {
     if (typeof a.version !== 'string') return this.refused('malformed');
     if (a.origin === this.instanceId || this.closed) return;
     const madeAt = typeof a.madeAt === 'number' ? a.madeAt : a.sentAt;
-    if (madeAt < this.inForceAt) {
+    if (!madeAfter(madeAt, a.origin, this.inForceAt, this.inForceBy)) {
       if (a.version !== this.limiter.version) {
         this.log?.info({ origin: a.origin, announced: a.version, version: this.limiter.version }, 'a peer\'s policies set older than the one in force: not applied');
       }
@@ -452,13 +455,15 @@ export class PolicyReloader {
     }
     // accepted: an older set heard while this one is applied is refused (above)
     this.inForceAt = madeAt;
-    // a set of ours not sent yet is older than this one: it must not undo it when Redis is back
-    if (this.unsent !== null && this.unsent.madeAt <= madeAt) this.unsent = null;
+    this.inForceBy = a.origin;
+    // a set of ours not sent yet is older than this one (it was made no later than the set in force before):
+    // it must not undo it when Redis is back
+    this.unsent = null;
     if (a.version === this.limiter.version) return;
     // Peers' sets are applied one after another, and one overtaken by a later accepted set while it waited is
     // not applied at all: an older set never lands after a newer one.
     this.peerApplies = this.peerApplies.then(async () => {
-      if (this.inForceAt !== madeAt || this.closed) return;
+      if (this.inForceAt !== madeAt || this.inForceBy !== a.origin || this.closed) return;
       const r = await this.apply({ policies: a.policies }, 'peer', `<peer ${a.origin}>`);
       if (r.version !== a.version) {
         this.log?.warn({ origin: a.origin, announced: a.version, version: r.version }, 'a peer\'s policies give another version here (a different sluice release?)');
@@ -484,6 +489,15 @@ export class PolicyReloader {
     const differs = (['engine', 'server'] as const).filter((k) => raw[k] !== undefined && JSON.stringify(config[k]) !== JSON.stringify(s[k]));
     if (differs.length > 0) this.log?.warn({ file: name, sections: differs }, 'engine and server settings take effect at a restart; only policies were reloaded');
   }
+}
+
+/**
+ * Whether a set made at `at` by `by` is later than one made at `thanAt` by `thanBy`: by time, then, for two made in
+ * the same ms, by origin, compared byte by byte (as the kept announcement's script compares them), so every
+ * instance and Redis pick the same one of two sets made at once.
+ */
+function madeAfter(at: number, by: string, thanAt: number, thanBy: string): boolean {
+  return at > thanAt || (at === thanAt && Buffer.compare(Buffer.from(by), Buffer.from(thanBy)) > 0);
 }
 
 function policiesOf(raw: unknown): unknown {

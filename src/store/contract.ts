@@ -65,9 +65,9 @@ export interface StoreChannel {
    * Publishes `message`; resolves to the number of subscribers that received it, rejects when the store is away.
    * With `keep`, the message is also kept as the channel's latest for `keep.ms` (ms), for
    * {@link onResubscribed}, written in the same atomic step just before the publish, unless the message kept
-   * already has a higher `order` (the caller's: a later message by its own measure): then that one stays.
+   * already comes later by (`order`, then `tie` compared byte by byte; the caller's measure): then that one stays.
    */
-  publish(message: string, keep?: { ms: number; order: number }): Promise<number>;
+  publish(message: string, keep?: { ms: number; order: number; tie: string }): Promise<number>;
   /** Calls `fn` each time publishing becomes possible again (a (re)connection). */
   onReady(fn: () => void): void;
   /**

@@ -22,15 +22,25 @@ export type ChannelTarget = { url: string } | { cluster: readonly string[] } | {
 const QUIT_MS = 500;
 
 /**
- * KEYS[1] the kept HASH; ARGV: message, ms to keep it, its order, the channel. Keeps the message unless the one
- * kept has a higher order, then publishes it; returns PUBLISH's count.
+ * KEYS[1] the kept HASH (m message, o order, t tie); ARGV: message, ms to keep it, its order, its tie, the
+ * channel. Keeps the message unless the one kept comes later (a higher order, or an equal order and a tie
+ * after it byte by byte: Lua's own string comparison follows the server's locale), then publishes it; returns
+ * PUBLISH's count.
  */
-const KEEP_AND_PUBLISH = `local o = tonumber(redis.call('HGET', KEYS[1], 'o'))
-if not o or o <= tonumber(ARGV[3]) then
-  redis.call('HSET', KEYS[1], 'm', ARGV[1], 'o', ARGV[3])
+const KEEP_AND_PUBLISH = `local k = redis.call('HMGET', KEYS[1], 'o', 't')
+local o, n = tonumber(k[1]), tonumber(ARGV[3])
+local keep = not o or o < n
+if o == n then
+  local a, b = k[2] or '', ARGV[4]
+  local i, m = 1, math.min(#a, #b)
+  while i <= m and string.byte(a, i) == string.byte(b, i) do i = i + 1 end
+  if i > m then keep = #a <= #b else keep = string.byte(a, i) < string.byte(b, i) end
+end
+if keep then
+  redis.call('HSET', KEYS[1], 'm', ARGV[1], 'o', ARGV[3], 't', ARGV[4])
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return redis.call('PUBLISH', ARGV[4], ARGV[1])`;
+return redis.call('PUBLISH', ARGV[5], ARGV[1])`;
 
 /** Opens `name` on `target` (see the file's comment); `onMessage` receives every message published on it. */
 export function openChannel(target: ChannelTarget, name: string, onMessage: (message: string) => void, log?: Logger): StoreChannel {
@@ -100,7 +110,7 @@ export function openChannel(target: ChannelTarget, name: string, onMessage: (mes
       if (keep === undefined) return pub.publish(name, message);
       // kept (unless a later one is), then published, in one script step: a subscriber that reads the kept
       // message after subscribing cannot miss a message published before its subscription (onResubscribed)
-      return (pub.eval(KEEP_AND_PUBLISH, 1, keptKey, message, keep.ms, keep.order, name) as Promise<number>)
+      return (pub.eval(KEEP_AND_PUBLISH, 1, keptKey, message, keep.ms, keep.order, keep.tie, name) as Promise<number>)
         .catch((e: unknown) => {
           throw storeFailed(e);
         });

@@ -340,15 +340,33 @@ describe('PolicyReloader over Redis pub/sub', () => {
     const chan = pub.channel('t:chan', () => undefined);
     try {
       await chan.subscribed;
-      expect(await chan.publish('later', { ms: 60_000, order: 2000 })).toBe(1);
-      expect(await chan.publish('earlier', { ms: 60_000, order: 1000 })).toBe(1); // published, not kept
-      expect(await redis.client.hgetall('t:chan:kept')).toStrictEqual({ m: 'later', o: '2000' });
-      expect(await chan.publish('latest', { ms: 60_000, order: 3000 })).toBe(1);
+      expect(await chan.publish('later', { ms: 60_000, order: 2000, tie: 'b' })).toBe(1);
+      expect(await chan.publish('earlier', { ms: 60_000, order: 1000, tie: 'z' })).toBe(1); // published, not kept
+      expect(await redis.client.hgetall('t:chan:kept')).toStrictEqual({ m: 'later', o: '2000', t: 'b' });
+      // made in the same ms: the tie decides, byte by byte ('a' < 'b' < 'b-1' < 'c'), whatever the order sent
+      expect(await chan.publish('same ms, a', { ms: 60_000, order: 2000, tie: 'a' })).toBe(1);
+      expect(await redis.client.hget('t:chan:kept', 'm')).toBe('later');
+      expect(await chan.publish('same ms, b-1', { ms: 60_000, order: 2000, tie: 'b-1' })).toBe(1);
+      expect(await redis.client.hget('t:chan:kept', 'm')).toBe('same ms, b-1');
+      expect(await chan.publish('latest', { ms: 60_000, order: 3000, tie: '' })).toBe(1);
       expect(await redis.client.hget('t:chan:kept', 'm')).toBe('latest');
     } finally {
       await chan.close();
       await pub.close();
     }
+  });
+
+  it('sets made in the same ms by two instances: the one whose origin comes later is kept, whatever the order heard', async () => {
+    await redis.client.del('sluice:policies:kept');
+    const c = await harness({ redis: redis.url, instanceId: 'c' });
+    const at = Date.now();
+    const announce = (origin: string, limit: number): Promise<number> => redis.client.publish('sluice:policies',
+      new AnnouncementSigner(SECRET).sign({ origin, version: version(text(limit)), policies: doc(limit), madeAt: at }));
+    await announce('b', 62);
+    await until(() => c.limiter.version === version(text(62)), 'b\'s set');
+    await announce('a', 61); // same ms, origin before b's: not applied
+    await until(() => c.logs.some((l) => l.msg === 'a peer\'s policies set older than the one in force: not applied'), 'a\'s refused');
+    expect([c.limiter.version, c.counts]).toStrictEqual([version(text(62)), ['peer/ok']]);
   });
 
   it('a reload here after a set from a peer whose clock runs ahead is stamped after it, so every instance takes it', async () => {
