@@ -201,9 +201,13 @@ export class GlobalShareStore {
       .pexpire(index, staleMs).exec();
   }
 
-  /** Up to `max` members of `index` ({@link markShort}), the most recent first. */
-  async shortKeys(index: string, max: number): Promise<string[]> {
-    return this.redis.zrange(index, 0, max - 1, 'REV');
+  /**
+   * Up to `max` members of `index` ({@link markShort}) from rank `from` on, oldest mark first: a reader that
+   * pages through it (the next page from `from + max`, back to 0 past the end) reaches every member, however
+   * many there are.
+   */
+  async shortKeys(index: string, from: number, max: number): Promise<string[]> {
+    return this.redis.zrange(index, from, from + max - 1);
   }
 
   async close(): Promise<void> {

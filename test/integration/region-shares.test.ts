@@ -46,7 +46,7 @@ afterAll(async () => {
 
 function reconciler(name: string, spec: Partial<RegionSpec> = {}, globalUrl: string | null = globalDb.url, touch = true): { r: Reconciler; active: ActiveKeys; regional: RegionShareStore } {
   const region = compileRegion({ name, names: NAMES, ...spec });
-  const active = new ActiveKeys(100);
+  const active = new ActiveKeys(spec.maxActiveKeys ?? 100);
   const regional = RegionShareStore.create({ url: regionDb[name].url }, 1000);
   const r = new Reconciler({
     region, regional, global: globalUrl === null ? null : GlobalShareStore.create(globalUrl, 1000), active,
@@ -142,6 +142,23 @@ describe('region shares', () => {
     expect(await share('eu')).toEqual({ limit: 418, burst: 418 });
     await invariant();
     expect([eu.r.stats().took, us.r.stats().gave, ap.r.stats().gave]).toStrictEqual([85, 300, 0]);
+  });
+
+  it('a region short of more keys than one page of the index: the others reach every one of them, a page a round', async () => {
+    const eu = reconciler('eu', { maxActiveKeys: 1000 }, globalDb.url, false);
+    const us = reconciler('us', { maxActiveKeys: 1000 }, globalDb.url, false);
+    const states = Array.from({ length: 300 }, (_, i) => leaseStateKey('sluice:', 'api', policies.get('api')!.version, `t-${i}`, 0));
+    states.forEach((st, i) => eu.active.touched('api', `t-${i}`, st, 0));
+    await eu.r.round();
+    await Promise.all(states.map((st) => regionDb.eu.client.hincrby(`${st}:share`, 'used', 500)));
+    await eu.r.round(); // short of all 300: each marked
+    expect(await globalDb.client.zcard('sluice:regions:short')).toBe(300);
+    const given = async (): Promise<number> => (await Promise.all(states.map((st) => regionDb.us.client.hget(`${st}:share`, 'limit'))))
+      .filter((l) => l === '33').length;
+    await us.r.round(); // the first page: 256 keys
+    expect([us.active.keys.size, await given()]).toStrictEqual([256, 256]);
+    await us.r.round(); // the next page: the other 44 (and the first 256 reported again)
+    expect([us.active.keys.size, await given()]).toStrictEqual([300, 300]);
   });
 
   it('never lowers a burst below the tokens out in leases', async () => {

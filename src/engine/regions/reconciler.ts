@@ -34,7 +34,7 @@ import type { RegionPolicyStats, RegionStats } from '../../types/stats.js';
 const IDLE_ROUNDS = 30;
 /** Keys reconciled concurrently. */
 const CONCURRENCY = 64;
-/** Keys read from the short index per round (the most recently marked first). */
+/** Keys read from the short index per round: a page, the next round the next one (see watchShort). */
 const SHORT_KEYS_READ = 256;
 
 export interface ReconcilerOptions {
@@ -64,6 +64,8 @@ export class Reconciler {
   private regionErrors = 0;
   private globalErrors = 0;
   private lastFullMs = -1;
+  /** The rank of the short index's next page (watchShort). */
+  private shortFrom = 0;
   private took = 0;
   private gave = 0;
   private readonly clock: () => number;
@@ -126,11 +128,14 @@ export class Reconciler {
     if (global === null || !this.o.region.adaptive) return [];
     let members: string[];
     try {
-      members = await global.shortKeys(this.shortIndex, SHORT_KEYS_READ);
+      // a page a round, the next one the next round: a region short of more keys than a page re-marks them all
+      // every round, so reading only the newest would leave the same ones unread for good
+      members = await global.shortKeys(this.shortIndex, this.shortFrom, SHORT_KEYS_READ);
     } catch (e) {
       this.globalError(e);
       return [];
     }
+    this.shortFrom = members.length < SHORT_KEYS_READ ? 0 : this.shortFrom + SHORT_KEYS_READ;
     const added: ActiveKey[] = [];
     const policies = this.o.policies();
     for (const m of members) {

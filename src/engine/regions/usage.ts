@@ -66,14 +66,11 @@ export class ActiveKeys implements RegionUsage {
   /**
    * Watches a key this region has not checked (another region runs short of it: the reconciler reports this
    * region's unused share so that it can be given). Not a touch: it is unwatched again once idle. Only while
-   * the set is under half full: the other half stays for the keys this region's own checks touch.
+   * the set is under half full: the other half stays for the keys this region's own checks touch. A key not
+   * watched for that is not counted in {@link overflow} (the same keys are offered again every round).
    */
   watch(policy: string, key: string, stateKey: string, limitIndex: number): void {
-    if (this.keys.has(stateKey)) return;
-    if (2 * this.keys.size >= this.max) {
-      this.overflow++;
-      return;
-    }
+    if (this.keys.has(stateKey) || 2 * this.keys.size >= this.max) return;
     this.add(policy, key, stateKey, limitIndex, false);
   }
 

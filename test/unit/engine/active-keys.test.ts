@@ -10,13 +10,13 @@ describe('ActiveKeys', () => {
     const a = new ActiveKeys(4);
     a.touched('api', 'mine', 's:mine:0:lease');
     a.watch('api', 'far-1', 's:far-1:0:lease', 0);
-    a.watch('api', 'far-2', 's:far-2:0:lease', 0); // 2 of 4 held: refused, counted
+    a.watch('api', 'far-2', 's:far-2:0:lease', 0); // 2 of 4 held: refused (not counted: offered every round)
     a.watch('api', 'far-1', 's:far-1:0:lease', 0); // held already: nothing changes
-    expect([[...a.keys.keys()], a.overflow]).toStrictEqual([['s:mine:0:lease', 's:far-1:0:lease'], 1]);
+    expect([[...a.keys.keys()], a.overflow]).toStrictEqual([['s:mine:0:lease', 's:far-1:0:lease'], 0]);
     a.touched('api', 'mine-2', 's:mine-2:0:lease');
     a.touched('api', 'mine-3', 's:mine-3:0:lease');
     a.touched('api', 'mine-4', 's:mine-4:0:lease'); // full
-    expect([a.keys.size, a.overflow]).toStrictEqual([4, 2]);
+    expect([a.keys.size, a.overflow]).toStrictEqual([4, 1]);
     expect([...a.keys.values()].map((e) => [e.key, e.touched, e.limitIndex])).toStrictEqual([
       ['mine', true, 0], ['far-1', false, 0], ['mine-2', true, 0], ['mine-3', true, 0],
     ]);
