@@ -4,7 +4,7 @@
  * requests named; failure rules, consistency modes and metrics as over HTTP (the same limiter, the same
  * counters); grpc.health.v1.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { createLimiter } from '../../src/index.js';
 import { startServer } from '../../src/server/http.js';
@@ -13,7 +13,7 @@ import { parseConfig } from '../../src/config/load.js';
 import type { PolicySpec } from '../../src/config/policy-spec.js';
 import { rlsClient, startGrpcRig, type GrpcRig, type RlsAnswer, type RlsCall } from '../helpers/grpc.js';
 import { ManualClock } from '../helpers/clock.js';
-import { freePort } from '../helpers/redis.js';
+import { freePort, sharedRedis, type SharedRedis } from '../helpers/redis.js';
 import { send, TEST_MAX_KEYS } from '../helpers/server.js';
 
 const rigs: GrpcRig[] = [];
@@ -248,6 +248,14 @@ describe('an envoyproxy/ratelimit config', () => {
 });
 
 describe('the same limiter as the HTTP front: counters, failure rules, consistency modes, metrics', () => {
+  // a database of the run's shared redis-server, emptied after: nothing is left in the machine's own Redis
+  let shared: SharedRedis;
+  beforeAll(async () => {
+    shared = await sharedRedis();
+  });
+  afterAll(async () => {
+    await shared?.stop();
+  });
   /** `realClock`: Redis-backed state merged against Redis's own time (sync mode) needs the wall clock. */
   async function both(policies: Record<string, PolicySpec>, redis?: { url: string; prefix?: string; timeoutMs?: number }, realClock = false) {
     const clock = new ManualClock();
@@ -265,10 +273,10 @@ describe('the same limiter as the HTTP front: counters, failure rules, consisten
   }
 
   it.each(['local', 'strict', 'sync'] as const)('consistency %s: gRPC and /v1/check spend one counter', async (consistency) => {
-    const prefix = `sluice-grpc-test-${process.pid}-${Date.now()}-${consistency}:`;
+    const prefix = `grpc-${consistency}:`;
     const s = await both(
       { p: { algorithm: 'fixed_window', limit: 3, period: '1d', descriptors: ['tenant'], consistency } },
-      consistency === 'local' ? undefined : { url: 'redis://127.0.0.1:6379', prefix },
+      consistency === 'local' ? undefined : { url: shared.url, prefix },
       consistency !== 'local',
     );
     const g = (): Promise<RlsAnswer> => s.client.shouldRateLimit(one('p', { tenant: 'acme' }));
