@@ -59,14 +59,6 @@ export function clientOverloaded(max: number): SluiceClientError {
 }
 
 /**
- * What was thrown, as an Error: a non-Error thrown inside the client's own handling of an answer (a bug) is
- * wrapped, to reject the check with it rather than leave the check pending.
- */
-export function thrownError(e: unknown): Error {
-  return e instanceof Error ? e : new Error(String(e));
-}
-
-/**
  * An answer that should be a decision and is not one (`what` names it, `problem` says which field is wrong, as
  * src/wire/decision-shape.ts `decisionProblem` words it): PROTOCOL, the server sent something unreadable.
  */

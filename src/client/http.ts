@@ -1,6 +1,7 @@
 import type { CheckRequest } from '../types/decision.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, thrownError } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision } from './errors.js';
+import { asError } from '../util/callback.js';
 import { decisionProblem } from '../wire/decision-shape.js';
 import type { CheckOptions, ClientDecision, Pending, Transport, TransportStats } from './types.js';
 import { retryAfterMs } from './retry-after.js';
@@ -100,7 +101,7 @@ export class HttpTransport implements Transport {
    */
   private send(items: Pending[]): void {
     this.post(items).catch((e: unknown) => {
-      const err = thrownError(e);
+      const err = asError(e);
       for (const p of items) this.settle(p, err);
     });
   }
@@ -234,7 +235,7 @@ export class HttpTransport implements Transport {
       this.o.observe?.(p.req, v, p.deadline - this.o.timeoutMs);
     } catch (e) {
       // the check is settled either way: a failing observer fails it rather than leave it pending
-      return p.reject(thrownError(e));
+      return p.reject(asError(e));
     }
     p.resolve(v);
   }

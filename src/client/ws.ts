@@ -1,10 +1,12 @@
 import WebSocket from 'ws';
 import type { CheckRequest, Decision } from '../types/decision.js';
 import { ANSWER_DEGRADED, ANSWER_DELAYED, ANSWER_RULE_SHIFT, ANSWER_RULES, ANSWER_NO_ID, ANSWER_SUBSCRIBED, CHECK_NO_WAIT, CHECK_SUBSCRIBE, FRAME_CHECKS, KIND_ALLOWED, KIND_DENIED, KIND_ENDED, KIND_ERROR, KIND_READY } from '../wire/binary-format.js';
-import { FrameWriter, isWellFormed } from '../wire/binary-write.js';
+import { FrameWriter } from '../wire/binary-write.js';
 import { AnswerReader } from '../wire/binary-read.js';
 import { Backoff } from './backoff.js';
-import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, notAReadyEvent, thrownError } from './errors.js';
+import { SluiceClientError, isRetryable, remoteError, clientClosed, clientOverloaded, notADecision, notAReadyEvent } from './errors.js';
+import { asError, callSafely } from '../util/callback.js';
+import { isWellFormed } from '../util/text.js';
 import { decisionProblem, readyProblem } from '../wire/decision-shape.js';
 import type { CheckOptions, ClientDecision, Pending, ReadyCallback, ReadyEvent, Transport, TransportStats } from './types.js';
 
@@ -467,7 +469,7 @@ export class WsTransport implements Transport {
       this.o.observe?.(p.req, d, p.deadline - this.o.timeoutMs);
     } catch (e) {
       // the check is settled either way: a failing observer fails it rather than leave it pending
-      return p.reject(thrownError(e));
+      return p.reject(asError(e));
     }
     p.resolve(d);
   }
@@ -572,9 +574,5 @@ function degradedFromJson(a: Record<string, unknown>, to: { degraded?: boolean; 
  * be an uncaught exception (the process ends): it becomes a process warning instead.
  */
 function tell(cb: ReadyCallback, err: Error | null, ev?: ReadyEvent): void {
-  try {
-    cb(err, ev);
-  } catch (thrown) {
-    process.emitWarning(`sluice client: an onReady callback threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`, 'SluiceWarning');
-  }
+  callSafely('sluice client: an onReady callback', () => cb(err, ev));
 }

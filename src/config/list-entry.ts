@@ -9,6 +9,7 @@
  * - anything else: an exact key, compared byte for byte (1 to 1,024 bytes of well-formed UTF-8).
  */
 import { isIP } from 'node:net';
+import { isWellFormed } from '../util/text.js';
 import { MAX_KEY_BYTES } from '../keys/bounds.js';
 import { describeValue } from './duration.js';
 import { joinPath, type Fail } from './fields.js';
@@ -34,7 +35,7 @@ export function parseListEntry(v: unknown): ListEntry | string {
   if (typeof v !== 'string') return 'must be a key, an IP address or a CIDR range such as "10.0.0.0/8"';
   if (v.length === 0) return 'must not be empty';
   if (Buffer.byteLength(v, 'utf8') > MAX_KEY_BYTES) return `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`;
-  if (!(v as unknown as { isWellFormed(): boolean }).isWellFormed()) return 'must be well-formed Unicode (no lone surrogates)';
+  if (!isWellFormed(v)) return 'must be well-formed Unicode (no lone surrogates)';
   if (CIDR_SHAPE.test(v)) {
     const slash = v.indexOf('/');
     const address = v.slice(0, slash);

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isWellFormed } from '../util/text.js';
 import { invalidArgument } from '../util/errors.js';
 import { MAX_KEY_BYTES } from './bounds.js';
 
@@ -15,7 +16,7 @@ export function validateKey(key: unknown, field = 'key'): string {
   if (key.length > MAX_KEY_BYTES || (key.length * 3 > MAX_KEY_BYTES && Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES)) {
     throw invalidArgument(field, `must be at most ${MAX_KEY_BYTES} bytes of UTF-8`);
   }
-  if (!(key as unknown as { isWellFormed(): boolean }).isWellFormed()) {
+  if (!isWellFormed(key)) {
     throw invalidArgument(field, 'must be well-formed Unicode (no lone surrogates)');
   }
   return key;

@@ -8,6 +8,7 @@ import type { CompiledPolicy } from '../config/policy-spec.js';
 import { bindingLimit, rateLimitHeader, rateLimitPolicyHeader, retryAfterSeconds } from '../wire/headers.js';
 import { isSluiceError, malformedDecision } from '../util/errors.js';
 import { decisionProblem } from '../wire/decision-shape.js';
+import { asError, callSafely } from '../util/callback.js';
 
 /**
  * Calls the application's `onLimiterError` with `e` (as an Error). A callback that throws must not take the
@@ -15,12 +16,7 @@ import { decisionProblem } from '../wire/decision-shape.js';
  * emitted as a process warning instead.
  */
 export function tellLimiterError<Req>(cb: ((err: Error, req: Req) => void) | undefined, e: unknown, req: Req): void {
-  if (cb === undefined) return;
-  try {
-    cb(e instanceof Error ? e : new Error(String(e)), req);
-  } catch (thrown) {
-    process.emitWarning(`sluice middleware: onLimiterError threw: ${thrown instanceof Error ? thrown.message : String(thrown)}`, 'SluiceWarning');
-  }
+  if (cb !== undefined) callSafely('sluice middleware: onLimiterError', () => cb(asError(e), req));
 }
 
 /** Anything that decides checks: an embedded limiter (`createLimiter`) or a remote one (`createClient`). */

@@ -2,6 +2,7 @@
  * Encoding `/v1/stream` binary frames (layout in binary-format.ts): {@link FrameWriter} appends check,
  * unsubscribe, answer and decision records to one growable buffer and finishes each frame in place.
  */
+import { isWellFormed } from '../util/text.js';
 import { ANSWER_HEAD, BINARY_VERSION, CHECK_HEAD, FRAME_HEADER, MAX_FRAME_RECORDS } from './binary-format.js';
 import { grown } from './grow.js';
 
@@ -198,14 +199,6 @@ export class FrameWriter {
     this.n = 0;
     return out;
   }
-}
-
-/**
- * Whether `s` has no lone surrogate, so that its UTF-8 stands for it alone (String#isWellFormed, ES2024: the
- * project's lib is ES2023). A string that is not would be written with U+FFFD in the surrogate's place.
- */
-export function isWellFormed(s: string): boolean {
-  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
 /** The UTF-8 byte length of a string, without encoding it. */

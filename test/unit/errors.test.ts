@@ -72,8 +72,9 @@ describe('error catalog', () => {
       'util/paths.ts': 1,
       // a duration's rule without the field: policies.ts adds the field and throws a CONFIG error
       'config/duration.ts': 4,
-      // a non-Error thrown by the application's own handler, wrapped to be passed on (both middlewares' tellLimiterError)
-      'middleware/core.ts': 1,
+      // a non-Error thrown by the application's own code, or in the client's handling of an answer, wrapped to be
+      // passed on (util/callback.ts asError)
+      'util/callback.ts': 1,
       // the stats read timing out inside render(), caught there
       'metrics/registry.ts': 1,
       // engine invariants: a stale plan, a list entry or group size the compiler already refused
@@ -82,8 +83,6 @@ describe('error catalog', () => {
       'engine/inspect.ts': 1,
       // `sluice check` failing to reach the server: the CLI prints it (a client-side transport fault)
       'cli/check.ts': 1,
-      // a non-Error thrown in the client's own handling of an answer (a bug), wrapped to reject the check with it
-      'client/errors.ts': 1,
       // kernel misuse (batch past its size, init twice, a bad limit id) and its abort
       'shard/kernel.ts': 5,
       // a shard not answering within its start timeout, mapped to SHARD_FAILED by the pool

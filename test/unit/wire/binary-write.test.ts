@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FrameWriter, isWellFormed } from '../../../src/wire/binary-write.js';
+import { FrameWriter } from '../../../src/wire/binary-write.js';
+import { isWellFormed } from '../../../src/util/text.js';
 import { readChecks } from '../../../src/wire/binary-read.js';
 import { FRAME_CHECKS } from '../../../src/wire/binary-format.js';
 
